@@ -1,0 +1,35 @@
+/*
+ * config.h - the runtime's knobs, read from the environment once by hvd_init.
+ * defines: hvdc_config, hvdc_cpu_allreduce, hvdc__config_default, hvdc__config_from_env
+ * Runs on the thread that calls hvd_init.
+ */
+#ifndef HVDC_CONFIG_H
+#define HVDC_CONFIG_H
+
+#include <stddef.h>
+
+#include "hvdc.h"
+#include "log.h"
+
+typedef enum hvdc_cpu_allreduce {
+    HVDC_CPU_ALLREDUCE_RING = 0, /* our ring over MPI point-to-point */
+    HVDC_CPU_ALLREDUCE_MPI = 1,  /* MPI_Allreduce (the baseline) */
+} hvdc_cpu_allreduce;
+
+typedef struct hvdc_config {
+    size_t fusion_threshold_bytes; /* HVD_FUSION_THRESHOLD: most bytes fused into one op; 0 = off */
+    double cycle_time_ms;          /* HVD_CYCLE_TIME: pacing of rounds that made no progress */
+    hvdc_cpu_allreduce cpu_allreduce; /* HVD_CPU_ALLREDUCE */
+    hvdc_log_level log_level;         /* HVD_LOG_LEVEL */
+} hvdc_config;
+
+/* Looks a variable up; getenv in the library, a table in the tests. */
+typedef const char *(*hvdc_env_lookup)(const char *name, void *ctx);
+
+void hvdc__config_default(hvdc_config *config);
+
+/* Fills config from the environment (HVD_ names, else their HOROVOD_ aliases, else defaults).
+ * @return HVD_OK, or HVD_ERR_CONFIG naming the variable, its value and what is accepted. */
+hvd_status hvdc__config_from_env(hvdc_config *config, hvdc_env_lookup lookup, void *ctx);
+
+#endif

@@ -1,0 +1,33 @@
+/*
+ * execute.h - runs one negotiated response on host memory: a fused all-reduce (pack, ring,
+ * unpack), broadcast, allgather, reducescatter, alltoall or barrier.
+ * defines: hvdc_executor, hvdc__execute
+ * Background thread (the only MPI caller).
+ */
+#ifndef HVDC_EXECUTE_H
+#define HVDC_EXECUTE_H
+
+#include <mpi.h>
+
+#include "buffer.h"
+#include "config.h"
+#include "op.h"
+#include "wire.h"
+
+/* What execution needs, and nothing else. */
+typedef struct hvdc_executor {
+    MPI_Comm comm; /* private to collectives: never mixed with negotiation or user traffic */
+    int rank, size;
+    hvdc_cpu_allreduce cpu_allreduce;
+    size_t pack_piece_bytes;   /* packed runs of small tensors are at most this big */
+    size_t large_tensor_bytes; /* tensors at least this big are reduced where they lie */
+    hvdc_buffer fusion;        /* packed pieces; also reducescatter's work area */
+    hvdc_buffer scratch;       /* ring receive window */
+} hvdc_executor;
+
+/* Executes response over ops (ops[i] is this rank's op for response->names[i]).
+ * @return HVD_OK, or an error with hvd_last_error() set; the error applies to all the ops. */
+hvd_status hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
+                         size_t n_ops);
+
+#endif

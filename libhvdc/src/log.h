@@ -1,0 +1,26 @@
+/*
+ * log.h - leveled logging to stderr, prefixed with the rank.
+ * defines: hvdc_log_level, hvdc__log_init, hvdc__log, HVDC_LOG
+ * Any thread.
+ */
+#ifndef HVDC_LOG_H
+#define HVDC_LOG_H
+
+typedef enum hvdc_log_level {
+    HVDC_LOG_TRACE = 0,
+    HVDC_LOG_DEBUG,
+    HVDC_LOG_INFO,
+    HVDC_LOG_WARNING,
+    HVDC_LOG_ERROR,
+} hvdc_log_level;
+
+void hvdc__log_init(hvdc_log_level level, int rank);
+int hvdc__log_enabled(hvdc_log_level level);
+void hvdc__log(hvdc_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define HVDC_LOG(level, ...)                                                                 \
+    do {                                                                                     \
+        if (hvdc__log_enabled(level)) hvdc__log(level, __VA_ARGS__);                         \
+    } while (0)
+
+#endif

@@ -1,0 +1,30 @@
+/*
+ * name_table.h - a map from operation names to pointers (separate chaining). Keys are not
+ * copied: each key must stay valid while its entry is in the table (it lives in the value).
+ * defines: hvdc_name_table, hvdc__name_table_init, _free, _get, _put, _remove, _pop
+ * Not thread-safe; its owner locks.
+ */
+#ifndef HVDC_NAME_TABLE_H
+#define HVDC_NAME_TABLE_H
+
+#include <stddef.h>
+
+typedef struct hvdc_name_node hvdc_name_node;
+
+typedef struct hvdc_name_table {
+    hvdc_name_node **buckets; /* (n_buckets) */
+    size_t n_buckets;
+    size_t count;
+} hvdc_name_table;
+
+void hvdc__name_table_init(hvdc_name_table *table);
+void hvdc__name_table_free(hvdc_name_table *table);
+void *hvdc__name_table_get(const hvdc_name_table *table, const char *key);
+/* @return 0 on success, -1 if the key is present already, -2 if out of memory. */
+int hvdc__name_table_put(hvdc_name_table *table, const char *key, void *value);
+/* @return the removed value, or NULL if absent. */
+void *hvdc__name_table_remove(hvdc_name_table *table, const char *key);
+/* Removes and returns any one value, or NULL when empty (for draining at shutdown). */
+void *hvdc__name_table_pop(hvdc_name_table *table);
+
+#endif

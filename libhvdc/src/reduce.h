@@ -1,0 +1,24 @@
+/*
+ * reduce.h - the element-wise kernels: combine two buffers with a reduce op, scale a buffer.
+ * defines: hvdc__reduce, hvdc__scale, hvdc__divide_integers
+ * Pure; any thread. dst may equal a (accumulate in place); otherwise buffers must not overlap.
+ */
+#ifndef HVDC_REDUCE_H
+#define HVDC_REDUCE_H
+
+#include <stddef.h>
+
+#include "hvdc.h"
+
+/* dst[i] = a[i] op b[i]. HVD_AVERAGE combines like HVD_SUM (the division happens once, at the
+ * end). float16/bfloat16 combine in float32 and round back to nearest-even. */
+void hvdc__reduce(void *dst, const void *a, const void *b, size_t count, hvd_dtype dtype,
+                  hvd_reduce_op op);
+
+/* buf[i] *= factor, for floating dtypes (float16/bfloat16/float32 scale in float32). */
+void hvdc__scale(void *buf, size_t count, hvd_dtype dtype, double factor);
+
+/* buf[i] /= divisor, truncating toward zero, for integer dtypes (averaging integers). */
+void hvdc__divide_integers(void *buf, size_t count, hvd_dtype dtype, int divisor);
+
+#endif

@@ -1,0 +1,44 @@
+/*
+ * ring.h - ring all-reduce and ring reduce-scatter over MPI point-to-point, for host memory.
+ *
+ *   rank 0 -> rank 1 -> rank 2 -> ... -> rank N-1 -> rank 0      (each sends to its right)
+ *
+ * The buffer is cut into N blocks. Reduce-scatter: in N-1 steps each rank passes one block to
+ * its right neighbour and adds the block coming from its left into its own copy; afterwards
+ * each rank holds one block fully reduced. All-gather: N-1 more steps pass the finished blocks
+ * around the ring. Each rank sends and receives 2K(N-1)/N bytes for a K-byte buffer, whatever
+ * N, which is why the ring wins on large buffers.
+ *
+ * Each step's block is cut into segments; the receive of segment j+1.. is in flight while
+ * segment j is reduced, so transfer and reduction overlap.
+ *
+ * defines: hvdc__block_range, hvdc__ring_allreduce, hvdc__ring_reduce_scatter
+ * Background thread (the only MPI caller).
+ */
+#ifndef HVDC_RING_H
+#define HVDC_RING_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+#include "buffer.h"
+#include "hvdc.h"
+
+/* Block b of count elements split over n blocks: the first count%n blocks get one extra. */
+static inline void hvdc__block_range(size_t count, int n, int b, size_t *start, size_t *len) {
+    size_t q = count / (size_t)n, rem = count % (size_t)n;
+    *start = (size_t)b * q + ((size_t)b < rem ? (size_t)b : rem);
+    *len = q + ((size_t)b < rem ? 1 : 0);
+}
+
+/* dst = reduction of every rank's src (src may equal dst). scratch holds receive segments.
+ * HVD_AVERAGE sums here; the caller divides. */
+hvd_status hvdc__ring_allreduce(MPI_Comm comm, const void *src, void *dst, size_t count,
+                                hvd_dtype dtype, hvd_reduce_op op, hvdc_buffer *scratch);
+
+/* Leaves block `rank` of work holding the reduction of every rank's block `rank` of src
+ * (work must hold count elements; its other blocks end up holding partial sums). */
+hvd_status hvdc__ring_reduce_scatter(MPI_Comm comm, const void *src, void *work, size_t count,
+                                     hvd_dtype dtype, hvd_reduce_op op, hvdc_buffer *scratch);
+
+#endif

@@ -22,7 +22,7 @@ hvd_status hvdc__pack_plan_make(const size_t *counts, size_t n, size_t elem_size
     size_t piece_count = piece_bytes / elem_size; /* capacity in elements */
     hvdc_pack_piece *open = NULL;                 /* the packed piece being filled */
     for (size_t i = 0; i < n; i++) {
-        int large = counts[i] * elem_size >= large_bytes || counts[i] > piece_count;
+        int large = piece_count == 0 || counts[i] > piece_count || counts[i] * elem_size >= large_bytes;
         if (large) {
             open = NULL;
             plan->pieces[plan->n_pieces++] = (hvdc_pack_piece){i, 1, 1, counts[i]};

@@ -1,0 +1,54 @@
+/* Unit test: environment parsing, aliases, precedence and the messages for bad values. */
+#include <string.h>
+
+#include "check.h"
+#include "config.h"
+
+typedef struct env { const char *const *pairs; } env; /* name, value, name, value, ..., NULL */
+
+static const char *lookup(const char *name, void *ctx) {
+    const env *e = ctx;
+    for (const char *const *p = e->pairs; *p; p += 2)
+        if (strcmp(p[0], name) == 0) return p[1];
+    return NULL;
+}
+
+static hvd_status parse(hvdc_config *c, const char *const *pairs) {
+    env e = {pairs};
+    return hvdc__config_from_env(c, lookup, &e);
+}
+
+int main(void) {
+    hvdc_config c;
+    const char *none[] = {NULL};
+    CHECK_TRUE(parse(&c, none) == HVD_OK, "defaults parse");
+    CHECK_TRUE(c.cpu_allreduce == HVDC_CPU_ALLREDUCE_RING && c.cycle_time_ms > 0, "defaults");
+
+    const char *good[] = {"HVD_FUSION_THRESHOLD", "64M", "HVD_CYCLE_TIME", "0.5",
+                          "HVD_CPU_ALLREDUCE", "mpi", "HVD_LOG_LEVEL", "debug", NULL};
+    CHECK_TRUE(parse(&c, good) == HVD_OK, "good values: %s", hvd_last_error());
+    CHECK_TRUE(c.fusion_threshold_bytes == 64u << 20, "64M = %zu", c.fusion_threshold_bytes);
+    CHECK_TRUE(c.cycle_time_ms == 0.5 && c.cpu_allreduce == HVDC_CPU_ALLREDUCE_MPI &&
+               c.log_level == HVDC_LOG_DEBUG, "parsed values");
+
+    const char *alias[] = {"HOROVOD_FUSION_THRESHOLD", "1024", NULL};
+    CHECK_TRUE(parse(&c, alias) == HVD_OK && c.fusion_threshold_bytes == 1024, "HOROVOD_ alias");
+    const char *both[] = {"HOROVOD_FUSION_THRESHOLD", "banana", "HVD_FUSION_THRESHOLD", "0", NULL};
+    CHECK_TRUE(parse(&c, both) == HVD_OK && c.fusion_threshold_bytes == 0, "HVD_ wins over HOROVOD_");
+
+    struct { const char *name, *value; } bad[] = {
+        {"HVD_FUSION_THRESHOLD", "banana"}, {"HVD_FUSION_THRESHOLD", "-5"},
+        {"HVD_FUSION_THRESHOLD", "12Q"},    {"HVD_FUSION_THRESHOLD", "99999999999999G"},
+        {"HVD_CYCLE_TIME", "abc"},          {"HVD_CYCLE_TIME", "0"},
+        {"HVD_CYCLE_TIME", "nan"},          {"HVD_CPU_ALLREDUCE", "gloo"},
+        {"HVD_LOG_LEVEL", "loud"},          {"HOROVOD_CYCLE_TIME", "-1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *pairs[] = {bad[i].name, bad[i].value, NULL};
+        hvd_status st = parse(&c, pairs);
+        CHECK_TRUE(st == HVD_ERR_CONFIG, "%s=%s should fail", bad[i].name, bad[i].value);
+        CHECK_TRUE(strstr(hvd_last_error(), bad[i].name) && strstr(hvd_last_error(), bad[i].value),
+                   "message names variable and value: %s", hvd_last_error());
+    }
+    return check_verdict("configuration");
+}

@@ -1,0 +1,42 @@
+/* Unit test: the host packing plan (which tensors are packed, where, which stay in place). */
+#include "check.h"
+#include "fusion.h"
+
+int main(void) {
+    hvdc_pack_plan plan;
+    /* float32: 10, 3 and 5 elements pack together, aligned to 16 elements (64 bytes) */
+    size_t small[3] = {10, 3, 5};
+    CHECK_TRUE(hvdc__pack_plan_make(small, 3, 4, 1 << 20, 1 << 20, &plan) == HVD_OK, "plan");
+    CHECK_TRUE(plan.n_pieces == 1 && !plan.pieces[0].in_place && plan.pieces[0].n == 3, "one packed piece");
+    CHECK_TRUE(plan.offsets[0] == 0 && plan.offsets[1] == 16 && plan.offsets[2] == 32, "aligned offsets");
+    CHECK_TRUE(plan.pieces[0].count == 37, "piece spans 37 elements, got %zu", plan.pieces[0].count);
+    hvdc__pack_plan_free(&plan);
+
+    /* a large tensor splits the run and stays in place; a lone small one is in place too */
+    size_t mixed[4] = {100, 100, 1 << 20, 100};
+    CHECK_TRUE(hvdc__pack_plan_make(mixed, 4, 4, 1 << 20, 1 << 20, &plan) == HVD_OK, "plan");
+    CHECK_TRUE(plan.n_pieces == 3, "3 pieces, got %zu", plan.n_pieces);
+    CHECK_TRUE(plan.pieces[0].n == 2 && !plan.pieces[0].in_place, "packed pair");
+    CHECK_TRUE(plan.pieces[1].first == 2 && plan.pieces[1].in_place, "large in place");
+    CHECK_TRUE(plan.pieces[2].first == 3 && plan.pieces[2].in_place, "lone small in place");
+    hvdc__pack_plan_free(&plan);
+
+    /* pieces never exceed piece_bytes: 10 tensors of 100 floats into 1 KiB pieces (256 floats) */
+    size_t many[10];
+    for (int i = 0; i < 10; i++) many[i] = 100;
+    CHECK_TRUE(hvdc__pack_plan_make(many, 10, 4, 1024, 1 << 20, &plan) == HVD_OK, "plan");
+    size_t covered = 0;
+    for (size_t p = 0; p < plan.n_pieces; p++) {
+        CHECK_TRUE(plan.pieces[p].in_place || plan.pieces[p].count * 4 <= 1024, "piece %zu fits", p);
+        covered += plan.pieces[p].n;
+    }
+    CHECK_TRUE(plan.n_pieces == 5 && covered == 10, "5 pieces of two, got %zu", plan.n_pieces);
+    hvdc__pack_plan_free(&plan);
+
+    /* threshold 0: everything in place; count 0 tensors are harmless */
+    size_t zeros[2] = {0, 0};
+    CHECK_TRUE(hvdc__pack_plan_make(zeros, 2, 8, 0, 1 << 20, &plan) == HVD_OK, "plan");
+    CHECK_TRUE(plan.n_pieces == 2 && plan.pieces[0].in_place && plan.pieces[1].in_place, "no packing at 0");
+    hvdc__pack_plan_free(&plan);
+    return check_verdict("fusion plan");
+}

@@ -1,0 +1,83 @@
+/* Unit test: reduction kernels for every dtype and op against a double-precision reference,
+ * including in-place accumulation, odd lengths and the half types' float32 combining. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "check.h"
+#include "half.h"
+#include "hvdc.h"
+#include "reduce.h"
+
+static double get(const void *buf, size_t i, hvd_dtype t) {
+    switch (t) {
+    case HVD_UINT8: return ((const uint8_t *)buf)[i];
+    case HVD_INT8: return ((const int8_t *)buf)[i];
+    case HVD_INT32: return ((const int32_t *)buf)[i];
+    case HVD_INT64: return (double)((const int64_t *)buf)[i];
+    case HVD_FLOAT16: return hvdc__half_to_float(((const uint16_t *)buf)[i]);
+    case HVD_BFLOAT16: return hvdc__bf16_to_float(((const uint16_t *)buf)[i]);
+    case HVD_FLOAT32: return ((const float *)buf)[i];
+    case HVD_FLOAT64: return ((const double *)buf)[i];
+    }
+    return 0;
+}
+
+static void set(void *buf, size_t i, hvd_dtype t, double v) {
+    switch (t) {
+    case HVD_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case HVD_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
+    case HVD_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case HVD_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case HVD_FLOAT16: ((uint16_t *)buf)[i] = hvdc__float_to_half((float)v); break;
+    case HVD_BFLOAT16: ((uint16_t *)buf)[i] = hvdc__float_to_bf16((float)v); break;
+    case HVD_FLOAT32: ((float *)buf)[i] = (float)v; break;
+    case HVD_FLOAT64: ((double *)buf)[i] = v; break;
+    }
+}
+
+int main(void) {
+    enum { N = 1037 }; /* odd, longer than a half-type block */
+    static unsigned char a[N * 8], b[N * 8], d[N * 8];
+    for (int t = 0; t < HVD_DTYPE_COUNT; t++) {
+        int is_signed = t != HVD_UINT8;
+        for (int op = 0; op < HVD_REDUCE_OP_COUNT; op++) {
+            for (size_t i = 0; i < N; i++) {
+                double x = (double)(i % 5) + 1, y = (double)(i % 3) + (is_signed ? -1 : 0);
+                set(a, i, (hvd_dtype)t, x);
+                set(b, i, (hvd_dtype)t, y);
+            }
+            for (int in_place = 0; in_place < 2; in_place++) {
+                unsigned char *dst = in_place ? a : d;
+                unsigned char saved[N * 8];
+                memcpy(saved, a, sizeof saved);
+                hvdc__reduce(dst, a, b, N, (hvd_dtype)t, (hvd_reduce_op)op);
+                int bad = 0;
+                for (size_t i = 0; i < N; i++) {
+                    double x = get(saved, i, (hvd_dtype)t), y = get(b, i, (hvd_dtype)t), want;
+                    switch (op) {
+                    case HVD_MIN: want = fmin(x, y); break;
+                    case HVD_MAX: want = fmax(x, y); break;
+                    case HVD_PRODUCT: want = x * y; break;
+                    default: want = x + y; break;
+                    }
+                    if (get(dst, i, (hvd_dtype)t) != want) bad++;
+                }
+                CHECK_TRUE(bad == 0, "dtype %d op %d in_place %d: %d wrong", t, op, in_place, bad);
+                memcpy(a, saved, sizeof saved);
+            }
+        }
+    }
+    /* half sums combine in float32 and round once: 2048 + 1 is not representable in fp16 */
+    uint16_t h1 = hvdc__float_to_half(2048.0f), h2 = hvdc__float_to_half(3.0f), out;
+    hvdc__reduce(&out, &h1, &h2, 1, HVD_FLOAT16, HVD_SUM);
+    CHECK_TRUE(hvdc__half_to_float(out) == 2052.0f, "2048+3 in fp16 rounds to even 2052, got %g",
+               hvdc__half_to_float(out));
+    float f[3] = {1, 2, 3};
+    hvdc__scale(f, 3, HVD_FLOAT32, 0.5);
+    CHECK_TRUE(f[0] == 0.5f && f[2] == 1.5f, "scale float32");
+    int32_t v[3] = {7, -7, 8};
+    hvdc__divide_integers(v, 3, HVD_INT32, 2);
+    CHECK_TRUE(v[0] == 3 && v[1] == -3 && v[2] == 4, "integer average truncates toward zero");
+    return check_verdict("reduction kernels");
+}

@@ -23,11 +23,12 @@
  *
  * Names. Each operation carries a name (1 to HVD_MAX_NAME_LEN bytes) that must be the same on
  * every rank: it is how ranks match their submissions. Two in-flight operations with the same name
- * on one rank are an error (HVD_ERR_DUPLICATE_NAME).
+ * on one rank are an error (HVD_ERR_DUPLICATE_NAME); a name is free again once its operation has
+ * completed (at the latest when hvd_wait returns).
  *
  * Memory. The caller owns every buffer and must keep it valid, and not touch it, until the
  * operation completes (the blocking call returns, or hvd_wait returns). count is always in
- * elements of the dtype, never in bytes.
+ * elements of the dtype, never in bytes. A buffer may be NULL only when its count is 0.
  */
 #ifndef HVDC_H
 #define HVDC_H
@@ -103,10 +104,12 @@ typedef enum hvd_reduce_op {
 /* Where a tensor's memory lives. */
 #define HVD_DEVICE_CPU (-1)
 
-/* Options for the _async calls that take them; NULL means HVD_OPTIONS_DEFAULT. */
+/* Options for the _async calls that take them; NULL means HVD_OPTIONS_DEFAULT. Scale factors
+ * other than 1.0 need a floating dtype (else HVD_ERR_INVALID_ARG) and must be finite. A device
+ * other than HVD_DEVICE_CPU needs the GPU backend (else HVD_ERR_UNSUPPORTED). */
 typedef struct hvd_options {
-    double prescale;  /* inputs are multiplied by this before reducing; floating dtypes only */
-    double postscale; /* the result is multiplied by this after reducing; floating dtypes only */
+    double prescale;  /* inputs are multiplied by this before reducing */
+    double postscale; /* the result is multiplied by this after reducing */
     int device;       /* HVD_DEVICE_CPU, or a CUDA device ordinal (GPU builds only) */
 } hvd_options;
 #define HVD_OPTIONS_DEFAULT {1.0, 1.0, HVD_DEVICE_CPU}
@@ -125,8 +128,9 @@ typedef uint64_t hvd_handle;
  * Reads the environment (HVD_FUSION_THRESHOLD, HVD_CYCLE_TIME, HVD_CPU_ALLREDUCE, HVD_LOG_LEVEL
  * and their HOROVOD_ aliases) and starts the background thread. Collective: every rank calls it.
  * @return HVD_OK; HVD_ERR_CONFIG for a malformed environment value (the message names the
- *         variable, its value and what is accepted); HVD_ERR_MPI if MPI cannot be started or
- *         grants less than MPI_THREAD_MULTIPLE when it is already running with a lower level;
+ *         variable, its value and what is accepted); HVD_ERR_MPI if MPI cannot be started, or
+ *         runs with less than MPI_THREAD_MULTIPLE (an application that initialized MPI itself
+ *         must ask for MPI_THREAD_MULTIPLE);
  *         HVD_ERR_ALREADY_INITIALIZED. Blocks until all ranks have called it. */
 HVD_API hvd_status hvd_init(void);
 
@@ -146,7 +150,8 @@ HVD_API hvd_status hvd_shutdown(void);
 /* @return 1 between a successful hvd_init and hvd_shutdown, else 0. Never blocks. */
 HVD_API int hvd_is_initialized(void);
 
-/* ---- Topology: each returns HVD_ERR_NOT_INITIALIZED or HVD_OK; never blocks -------------- */
+/* ---- Topology: each returns HVD_OK, HVD_ERR_NOT_INITIALIZED, or HVD_ERR_INVALID_ARG for a
+ * NULL pointer; never blocks ---------------------------------------------------------------- */
 
 HVD_API hvd_status hvd_rank(int *rank);             /* this process, 0 .. size-1 */
 HVD_API hvd_status hvd_size(int *size);             /* number of processes */
@@ -254,6 +259,226 @@ HVD_API size_t hvd_dtype_size(hvd_dtype dtype);
 
 /* "major.minor.patch". */
 HVD_API const char *hvd_version(void);
+
+/* ---- Training: distributed optimizer, sampler, metrics, checkpoints ----------------------
+ *
+ * defines: hvd_optimizer_create, hvd_optimizer_destroy, hvd_optimizer_grad_ready,
+ *          hvd_optimizer_step, hvd_optimizer_set_lr, hvd_optimizer_steps,
+ *          hvd_broadcast_optimizer_state, hvd_sampler_create, hvd_sampler_destroy,
+ *          hvd_sampler_set_epoch, hvd_sampler_num_samples, hvd_sampler_indices,
+ *          hvd_metrics_reduce, hvd_checkpoint_save, hvd_checkpoint_load
+ *
+ * Built only on the collectives above; see README.md "Training" for a whole loop.
+ *
+ *   opt = hvd_optimizer_create(params, n, &cfg)       rank 0's parameters broadcast to all
+ *   for each epoch:  hvd_sampler_set_epoch(s, e)      same shuffle everywhere, disjoint shards
+ *     for each batch: hvd_sampler_indices(s, ...)
+ *       forward; backward, calling hvd_optimizer_grad_ready(opt, i) as each gradient is final
+ *                                                      -> its averaging all-reduce starts at once
+ *       hvd_optimizer_step(opt)                        waits, then SGD/Adam on every rank alike
+ *     hvd_metrics_average(...)                         global loss/accuracy in one call
+ *     hvd_checkpoint_save(path, opt, s, &info)         rank 0 writes, atomically
+ *
+ * Threads. An optimizer or sampler is not locked: call the functions for one object from one
+ * thread at a time (any thread). Collective calls (marked so) must be made by every rank in the
+ * same order, like the collectives they are made of.
+ * Names. The optimizer names its operations "<prefix>.<kind>.<parameter name>", so two
+ * optimizers alive at once need different prefixes. */
+
+/* One parameter tensor of a model, with its gradient (same dtype, count and device). */
+typedef struct hvd_param {
+    const char *name; /* unique within the optimizer, the same on every rank, copied at create */
+    void *data;       /* (count) the values the optimizer updates in place */
+    void *grad;       /* (count) the gradient of the last backward pass; after
+                       * hvd_optimizer_step it holds the gradient averaged over ranks */
+    size_t count;     /* elements */
+    hvd_dtype dtype;  /* HVD_FLOAT32 or HVD_FLOAT64 */
+    int device;       /* HVD_DEVICE_CPU; a CUDA ordinal gives HVD_ERR_UNSUPPORTED (no GPU backend) */
+} hvd_param;
+
+/* The rule applied by hvd_optimizer_step to each parameter p with averaged gradient g.
+ * Optimizer state is kept in float64 whatever the parameter dtype; lr is cfg.lr.
+ *   HVD_OPT_SGD:    g += weight_decay*p;  if momentum: b = momentum*b + g,
+ *                   g = nesterov ? g + momentum*b : b;  p -= lr*g              (as torch.optim.SGD)
+ *   HVD_OPT_ADAM:   g += weight_decay*p;  m = beta1*m + (1-beta1)*g;  v = beta2*v + (1-beta2)*g^2;
+ *                   p -= lr * (m/(1-beta1^t)) / (sqrt(v/(1-beta2^t)) + eps)    (t = step, from 1)
+ *   HVD_OPT_ADAMW:  as Adam, but the decay is decoupled: p *= 1 - lr*weight_decay, g unchanged
+ *   HVD_OPT_CUSTOM: cfg.step_fn(cfg.step_ctx, &param, i, t) for each parameter i, in order */
+typedef enum hvd_optimizer_kind {
+    HVD_OPT_SGD = 0,
+    HVD_OPT_ADAM = 1,
+    HVD_OPT_ADAMW = 2,
+    HVD_OPT_CUSTOM = 3,
+} hvd_optimizer_kind;
+
+/* How gradients travel: as they are, or rounded to a 16-bit type for the all-reduce and widened
+ * back afterwards (Horovod's Compression.fp16). Halves the bytes; costs precision. */
+typedef enum hvd_compression {
+    HVD_COMPRESS_NONE = 0,
+    HVD_COMPRESS_FP16 = 1, /* IEEE binary16: 11-bit precision, |g| up to 65504 */
+    HVD_COMPRESS_BF16 = 2, /* bfloat16: 8-bit precision, float32's range */
+} hvd_compression;
+
+/* A user update rule (HVD_OPT_CUSTOM): param->grad holds the averaged gradient; update
+ * param->data. step counts applied steps from 1. Return HVD_OK, or a status that
+ * hvd_optimizer_step then returns (it stops calling step_fn). Must do the same on every rank. */
+typedef hvd_status (*hvd_optimizer_step_fn)(void *ctx, const hvd_param *param, int index,
+                                            uint64_t step);
+
+typedef struct hvd_optimizer_config {
+    hvd_optimizer_kind kind;
+    double lr;                    /* learning rate; change it with hvd_optimizer_set_lr */
+    double momentum;              /* SGD; 0 keeps no state */
+    int nesterov;                 /* SGD; needs momentum > 0 */
+    double weight_decay;          /* SGD/Adam: L2 added to the gradient; AdamW: decoupled */
+    double beta1, beta2, eps;     /* Adam/AdamW */
+    int backward_passes_per_step; /* >= 1: gradients of this many backward passes are summed
+                                   * locally (and divided by it) before one all-reduce */
+    hvd_compression compression;
+    int root;                     /* the rank whose parameters everyone starts from */
+    const char *name_prefix;      /* prefix of operation names; NULL means "hvd.opt" */
+    hvd_optimizer_step_fn step_fn; /* HVD_OPT_CUSTOM only */
+    void *step_ctx;
+} hvd_optimizer_config;
+#define HVD_OPTIMIZER_CONFIG_DEFAULT                                                        \
+    {HVD_OPT_SGD, 0.01, 0.0, 0, 0.0, 0.9, 0.999, 1e-8, 1, HVD_COMPRESS_NONE, 0, NULL, NULL, NULL}
+
+typedef struct hvd_optimizer hvd_optimizer;
+
+/* Creates a distributed optimizer over n parameters (params[] is copied; the buffers it points
+ * to stay the caller's and must outlive the optimizer). Collective: first checks that every
+ * rank registered the same parameters (names, counts, dtypes) and configuration, then
+ * broadcasts cfg->root's parameter values into every rank's data, so all replicas start equal.
+ * @return HVD_OK and *out; HVD_ERR_INVALID_ARG for a bad argument on this rank (NULL, n < 1,
+ *         empty or duplicate name, name too long with the prefix, a bad dtype, lr < 0, ...);
+ *         HVD_ERR_UNSUPPORTED for a device other than HVD_DEVICE_CPU; HVD_ERR_MISMATCH on
+ *         every rank when ranks registered different parameters or settings (nothing is
+ *         broadcast); HVD_ERR_NO_MEMORY; a collective's status. Blocks. */
+HVD_API hvd_status hvd_optimizer_create(const hvd_param *params, int n,
+                                        const hvd_optimizer_config *cfg, hvd_optimizer **out);
+
+/* Frees the optimizer after waiting for (and discarding) any all-reduce it still has in flight.
+ * NULL-safe. @return HVD_OK, or the first failed wait's status (everything is freed anyway). */
+HVD_API hvd_status hvd_optimizer_destroy(hvd_optimizer *opt);
+
+/* The backward-pass hook: parameter index's gradient for this pass is final. On the last pass
+ * of a step (see backward_passes_per_step) it starts the averaging all-reduce at once, so late
+ * layers communicate while early ones are still being differentiated; on earlier passes it adds
+ * the gradient to a local accumulator. grad must not change until hvd_optimizer_step returns
+ * (or, on an accumulating pass, until this call returns). Calling it is optional: step
+ * handles the parameters that were not announced.
+ * @return HVD_OK; HVD_ERR_INVALID_ARG for a bad index or a second call for it in one pass;
+ *         the all-reduce's submission status. Never blocks on other ranks. */
+HVD_API hvd_status hvd_optimizer_grad_ready(hvd_optimizer *opt, int index);
+
+/* Ends a backward pass. On the last pass of a step: starts the all-reduces not started by
+ * grad_ready, waits for all of them (each grad then holds the average over ranks), and applies
+ * the update rule; *applied (if not NULL) is set to 1. On an accumulating pass it only
+ * accumulates and sets *applied to 0. Collective (every rank calls it once per pass).
+ * @return HVD_OK; the first failed all-reduce's status (parameters are then not updated);
+ *         step_fn's status. Blocks until the all-reduces complete. */
+HVD_API hvd_status hvd_optimizer_step(hvd_optimizer *opt, int *applied);
+
+/* Sets the learning rate used by later steps (same value on every rank). Never blocks.
+ * @return HVD_OK; HVD_ERR_INVALID_ARG for NULL or lr not finite and >= 0. */
+HVD_API hvd_status hvd_optimizer_set_lr(hvd_optimizer *opt, double lr);
+
+/* The number of updates applied so far (restored by hvd_checkpoint_load). Never blocks.
+ * @return HVD_OK; HVD_ERR_INVALID_ARG for NULL. */
+HVD_API hvd_status hvd_optimizer_steps(const hvd_optimizer *opt, uint64_t *steps);
+
+/* Copies root's optimizer state (momentum buffers, Adam moments, step count) to every rank,
+ * e.g. after only rank 0 loaded it. Collective. Does not touch parameters.
+ * @return HVD_OK; HVD_ERR_INVALID_ARG for NULL, a root out of range, or a call between the
+ *         passes of one step; a broadcast's status. Blocks. */
+HVD_API hvd_status hvd_broadcast_optimizer_state(hvd_optimizer *opt, int root);
+
+/* A DistributedSampler, with the semantics of torch.utils.data.DistributedSampler:
+ *   - each epoch the dataset indices 0..N-1 are permuted (if shuffle) by a generator seeded
+ *     from (seed, epoch) alone, so every rank draws the same permutation; without shuffle
+ *     they stay in order;
+ *   - drop_last = 0: the list is padded by repeating its own beginning up to a multiple of
+ *     the number of replicas R, so each rank gets ceil(N/R) indices (a few repeat);
+ *     drop_last = 1: its tail is dropped down to a multiple of R, so each rank gets floor(N/R);
+ *   - rank r takes positions r, r+R, r+2R, ... of that list: the shards are disjoint (apart
+ *     from the padding) and together cover the dataset.
+ * Call hvd_sampler_set_epoch at the start of every epoch, or every epoch repeats epoch 0's
+ * order. The generator is libhvdc's (SplitMix64 + Fisher-Yates), not torch's: the order
+ * differs from PyTorch's, the semantics do not. Pure local computation: nothing is sent. */
+typedef struct hvd_sampler hvd_sampler;
+
+/* num_replicas <= 0 means hvd_size() and rank < 0 means hvd_rank() (then libhvdc must be
+ * initialized). The sampler starts at epoch 0.
+ * @return HVD_OK and *out; HVD_ERR_INVALID_ARG for dataset_size 0, rank >= num_replicas, or
+ *         drop_last with fewer examples than replicas; HVD_ERR_NOT_INITIALIZED; HVD_ERR_NO_MEMORY.
+ *         Never blocks. */
+HVD_API hvd_status hvd_sampler_create(size_t dataset_size, int num_replicas, int rank,
+                                      int shuffle, uint64_t seed, int drop_last,
+                                      hvd_sampler **out);
+
+/* NULL-safe. @return HVD_OK. */
+HVD_API hvd_status hvd_sampler_destroy(hvd_sampler *sampler);
+
+/* Selects the epoch whose order hvd_sampler_indices returns. @return HVD_OK; HVD_ERR_INVALID_ARG
+ * for NULL. Never blocks; O(N). */
+HVD_API hvd_status hvd_sampler_set_epoch(hvd_sampler *sampler, uint64_t epoch);
+
+/* *num_samples = the indices this rank gets per epoch; *epoch (if not NULL) = current epoch.
+ * @return HVD_OK; HVD_ERR_INVALID_ARG for NULL. Never blocks. */
+HVD_API hvd_status hvd_sampler_num_samples(const hvd_sampler *sampler, size_t *num_samples,
+                                           uint64_t *epoch);
+
+/* Copies this rank's indices first .. first+n-1 for the current epoch into out (n entries),
+ * e.g. one batch: first = batch*b, n = b.
+ * @return HVD_OK; HVD_ERR_INVALID_ARG for NULL or first+n > num_samples. Never blocks. */
+HVD_API hvd_status hvd_sampler_indices(const hvd_sampler *sampler, size_t first, size_t n,
+                                       size_t *out);
+
+/* Combines count metrics across ranks in one all-reduce, in place; name must be the same on
+ * every rank. With weight < 0 every rank counts equally: values becomes the mean over ranks
+ * (op = HVD_AVERAGE) or, with HVD_SUM, the sum. With weight >= 0 (HVD_AVERAGE only) it becomes
+ * the weighted mean sum_r(w_r*v_r)/sum_r(w_r), e.g. w = this rank's number of examples, so
+ * unequal shards give the exact global mean (all weights 0: values become 0).
+ * Collective. @return HVD_OK; HVD_ERR_INVALID_ARG (NULL, count 0, op not SUM/AVERAGE, a weight
+ * with SUM); the all-reduce's status (HVD_ERR_MISMATCH if ranks pass different counts).
+ * Blocks. */
+HVD_API hvd_status hvd_metrics_reduce(const char *name, double *values, size_t count,
+                                      hvd_reduce_op op, double weight);
+
+/* What a checkpoint records besides parameters, optimizer state and the sampler: the caller's
+ * own position (e.g. the next epoch and step) and up to 4 free words (e.g. an RNG state). */
+typedef struct hvd_checkpoint_info {
+    uint64_t epoch;
+    uint64_t step;
+    uint64_t user[4];
+} hvd_checkpoint_info;
+
+/* Saves opt's parameters and state, sampler's seed and epoch (sampler may be NULL) and *info
+ * (may be NULL: zeros) to path. Collective: rank 0 writes path.tmp.<pid>, fsyncs it, renames
+ * it over path and fsyncs the directory, so path always holds either the previous checkpoint
+ * or the new one, whole, even if the process dies mid-save. Other ranks write nothing and get
+ * rank 0's result. The file (format version 1): a 64-byte header with magic "HVDCCKPT",
+ * version and section sizes and its own CRC-32, then a body with its CRC-32: the parameter
+ * table (name, dtype, count), optimizer kind, step and state, sampler and info, the values.
+ * Must not be called between the passes of one step.
+ * @return HVD_OK on every rank; HVD_ERR_INVALID_ARG (NULL, mid-step, path unusable: the
+ *         message names the file and the system error; the previous file is untouched);
+ *         HVD_ERR_NO_MEMORY; a collective's status. Blocks. */
+HVD_API hvd_status hvd_checkpoint_save(const char *path, const hvd_optimizer *opt,
+                                       const hvd_sampler *sampler,
+                                       const hvd_checkpoint_info *info);
+
+/* Restores a checkpoint written by hvd_checkpoint_save into opt (parameters, state, step
+ * count), sampler (seed and epoch; may be NULL) and *info (may be NULL). Collective: rank 0
+ * reads and validates the whole file, then broadcasts it; on any error nothing changes on any
+ * rank and the file is not modified. The number of ranks may differ from the saving run's.
+ * @return HVD_OK on every rank; HVD_ERR_INVALID_ARG for an unreadable, truncated or corrupted
+ *         file, or an unknown version (the message says which check failed); HVD_ERR_MISMATCH
+ *         when the file is from a different model or optimizer (the message names the first
+ *         difference) or its sampler was over a different dataset size; HVD_ERR_NO_MEMORY; a
+ *         collective's status. Blocks. */
+HVD_API hvd_status hvd_checkpoint_load(const char *path, hvd_optimizer *opt,
+                                       hvd_sampler *sampler, hvd_checkpoint_info *info);
 
 #ifdef __cplusplus
 }

@@ -18,12 +18,8 @@ static const hvd_options default_options = HVD_OPTIONS_DEFAULT;
 
 /* ---- local validation ---- */
 
-static hvd_status check_initialized(const char *fn) {
-    hvdc__clear_error();
-    if (!hvdc__runtime)
-        return hvdc__fail(HVD_ERR_NOT_INITIALIZED, "%s: libhvdc is not initialized; call hvd_init() first", fn);
-    return HVD_OK;
-}
+/* The public entry points below run their _entered body between hvdc__enter and hvdc__leave,
+ * so hvd_shutdown cannot free the runtime under them; inside, the runtime is live. */
 
 static hvd_status check_name(const char *fn, const char *name) {
     if (!name) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: name is NULL; give every operation a name that is the same on all ranks", fn);
@@ -141,9 +137,7 @@ static hvd_status submit(const char *fn, hvdc_op *op, hvd_handle *handle) {
     return HVD_OK;
 }
 
-hvd_status hvd_poll(hvd_handle handle, int *done) {
-    hvd_status st = check_initialized("hvd_poll");
-    if (st != HVD_OK) return st;
+static hvd_status hvd_poll_entered(hvd_handle handle, int *done) {
     if (!done) return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_poll: done is NULL");
     hvdc_runtime *rt = hvdc__runtime;
     pthread_mutex_lock(&rt->completion_mutex);
@@ -155,9 +149,8 @@ hvd_status hvd_poll(hvd_handle handle, int *done) {
     return HVD_OK;
 }
 
-hvd_status hvd_wait(hvd_handle *handle) {
-    hvd_status st = check_initialized("hvd_wait");
-    if (st != HVD_OK) return st;
+static hvd_status hvd_wait_entered(hvd_handle *handle) {
+    hvd_status st;
     if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_wait: handle pointer is NULL");
     hvdc_runtime *rt = hvdc__runtime;
     pthread_mutex_lock(&rt->completion_mutex);
@@ -184,14 +177,13 @@ static hvd_status wait_for(hvd_status submitted, hvd_handle *handle) {
 
 /* ---- allreduce ---- */
 
-hvd_status hvd_allreduce_async(const char *name, const void *sendbuf, void *recvbuf, size_t count,
+static hvd_status hvd_allreduce_async_entered(const char *name, const void *sendbuf, void *recvbuf, size_t count,
                                hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
                                hvd_handle *handle) {
     const char *fn = "hvd_allreduce";
     const hvd_options *o = options ? options : &default_options;
     hvd_status st;
     hvdc_op *req = NULL;
-    CHECK(check_initialized(fn));
     CHECK(check_name(fn, name));
     if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
     CHECK(check_dtype(fn, name, (int)dtype));
@@ -224,13 +216,12 @@ static uint64_t hash_names(int n, const char *const names[]) {
     return h;
 }
 
-hvd_status hvd_grouped_allreduce_async(int n, const char *const names[], const void *const sendbufs[],
+static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const names[], const void *const sendbufs[],
                                        void *const recvbufs[], const size_t counts[], hvd_dtype dtype,
                                        hvd_reduce_op op, const hvd_options *options, hvd_handle *handle) {
     const char *fn = "hvd_grouped_allreduce";
     const hvd_options *o = options ? options : &default_options;
     hvd_status st;
-    CHECK(check_initialized(fn));
     if (n <= 0 || !names || !sendbufs || !recvbufs || !counts || !handle)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: expected n > 0 (got %d) and non-NULL names, sendbufs, recvbufs, counts and handle", fn, n);
     size_t names_bytes = 0;
@@ -281,12 +272,11 @@ hvd_status hvd_grouped_allreduce(int n, const char *const names[], const void *c
 
 /* ---- broadcast, allgather, reducescatter, alltoall, barrier ---- */
 
-hvd_status hvd_broadcast_async(const char *name, void *buf, size_t count, hvd_dtype dtype, int root,
+static hvd_status hvd_broadcast_async_entered(const char *name, void *buf, size_t count, hvd_dtype dtype, int root,
                                hvd_handle *handle) {
     const char *fn = "hvd_broadcast";
     hvd_status st;
     hvdc_op *req = NULL;
-    CHECK(check_initialized(fn));
     CHECK(check_name(fn, name));
     if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
     CHECK(check_dtype(fn, name, (int)dtype));
@@ -305,13 +295,12 @@ hvd_status hvd_broadcast(const char *name, void *buf, size_t count, hvd_dtype dt
     return wait_for(hvd_broadcast_async(name, buf, count, dtype, root, &h), &h);
 }
 
-hvd_status hvd_allgather_async(const char *name, const void *sendbuf, size_t count, void *recvbuf,
+static hvd_status hvd_allgather_async_entered(const char *name, const void *sendbuf, size_t count, void *recvbuf,
                                size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
                                size_t *rank_counts, hvd_handle *handle) {
     const char *fn = "hvd_allgather";
     hvd_status st;
     hvdc_op *req = NULL;
-    CHECK(check_initialized(fn));
     CHECK(check_name(fn, name));
     if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
     CHECK(check_dtype(fn, name, (int)dtype));
@@ -333,14 +322,13 @@ hvd_status hvd_allgather(const char *name, const void *sendbuf, size_t count, vo
     return wait_for(hvd_allgather_async(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count, rank_counts, &h), &h);
 }
 
-hvd_status hvd_reducescatter_async(const char *name, const void *sendbuf, void *recvbuf, size_t count,
+static hvd_status hvd_reducescatter_async_entered(const char *name, const void *sendbuf, void *recvbuf, size_t count,
                                    hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
                                    size_t *recv_count, hvd_handle *handle) {
     const char *fn = "hvd_reducescatter";
     const hvd_options *o = options ? options : &default_options;
     hvd_status st;
     hvdc_op *req = NULL;
-    CHECK(check_initialized(fn));
     CHECK(check_name(fn, name));
     if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
     CHECK(check_dtype(fn, name, (int)dtype));
@@ -366,13 +354,12 @@ hvd_status hvd_reducescatter(const char *name, const void *sendbuf, void *recvbu
     return wait_for(hvd_reducescatter_async(name, sendbuf, recvbuf, count, dtype, op, NULL, recv_count, &h), &h);
 }
 
-hvd_status hvd_alltoall_async(const char *name, const void *sendbuf, const size_t sendcounts[],
+static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendbuf, const size_t sendcounts[],
                               void *recvbuf, size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
                               size_t recvcounts[], hvd_handle *handle) {
     const char *fn = "hvd_alltoall";
     hvd_status st;
     hvdc_op *req = NULL;
-    CHECK(check_initialized(fn));
     CHECK(check_name(fn, name));
     if (!handle || !sendcounts)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle and sendcounts must not be NULL", fn, name);
@@ -408,10 +395,9 @@ hvd_status hvd_alltoall(const char *name, const void *sendbuf, const size_t send
     return wait_for(hvd_alltoall_async(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count, recvcounts, &h), &h);
 }
 
-hvd_status hvd_barrier(void) {
+static hvd_status hvd_barrier_entered(void) {
     hvd_status st;
     hvdc_op *req = NULL;
-    CHECK(check_initialized("hvd_barrier"));
     hvdc_runtime *rt = hvdc__runtime;
     char name[64];
     pthread_mutex_lock(&rt->queue_mutex);
@@ -422,5 +408,93 @@ hvd_status hvd_barrier(void) {
     hvd_handle h = HVD_HANDLE_NULL;
     return wait_for(submit("hvd_barrier", req, &h), &h);
 fail:
+    return st;
+}
+
+/* ---- public entry points: enter, run, leave ---- */
+
+hvd_status hvd_poll(hvd_handle handle, int *done) {
+    hvd_status st = hvdc__enter("hvd_poll");
+    if (st != HVD_OK) return st;
+    st = hvd_poll_entered(handle, done);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_wait(hvd_handle *handle) {
+    hvd_status st = hvdc__enter("hvd_wait");
+    if (st != HVD_OK) return st;
+    st = hvd_wait_entered(handle);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_allreduce_async(const char *name, const void *sendbuf, void *recvbuf, size_t count,
+                               hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
+                               hvd_handle *handle) {
+    hvd_status st = hvdc__enter("hvd_allreduce");
+    if (st != HVD_OK) return st;
+    st = hvd_allreduce_async_entered(name, sendbuf, recvbuf, count, dtype, op, options, handle);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_grouped_allreduce_async(int n, const char *const names[], const void *const sendbufs[],
+                                       void *const recvbufs[], const size_t counts[], hvd_dtype dtype,
+                                       hvd_reduce_op op, const hvd_options *options, hvd_handle *handle) {
+    hvd_status st = hvdc__enter("hvd_grouped_allreduce");
+    if (st != HVD_OK) return st;
+    st = hvd_grouped_allreduce_async_entered(n, names, sendbufs, recvbufs, counts, dtype, op, options, handle);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_broadcast_async(const char *name, void *buf, size_t count, hvd_dtype dtype, int root,
+                               hvd_handle *handle) {
+    hvd_status st = hvdc__enter("hvd_broadcast");
+    if (st != HVD_OK) return st;
+    st = hvd_broadcast_async_entered(name, buf, count, dtype, root, handle);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_allgather_async(const char *name, const void *sendbuf, size_t count, void *recvbuf,
+                               size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
+                               size_t *rank_counts, hvd_handle *handle) {
+    hvd_status st = hvdc__enter("hvd_allgather");
+    if (st != HVD_OK) return st;
+    st = hvd_allgather_async_entered(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count,
+                                     rank_counts, handle);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_reducescatter_async(const char *name, const void *sendbuf, void *recvbuf, size_t count,
+                                   hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
+                                   size_t *recv_count, hvd_handle *handle) {
+    hvd_status st = hvdc__enter("hvd_reducescatter");
+    if (st != HVD_OK) return st;
+    st = hvd_reducescatter_async_entered(name, sendbuf, recvbuf, count, dtype, op, options, recv_count,
+                                         handle);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_alltoall_async(const char *name, const void *sendbuf, const size_t sendcounts[],
+                              void *recvbuf, size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
+                              size_t recvcounts[], hvd_handle *handle) {
+    hvd_status st = hvdc__enter("hvd_alltoall");
+    if (st != HVD_OK) return st;
+    st = hvd_alltoall_async_entered(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count,
+                                    recvcounts, handle);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_barrier(void) {
+    hvd_status st = hvdc__enter("hvd_barrier");
+    if (st != HVD_OK) return st;
+    st = hvd_barrier_entered();
+    hvdc__leave();
     return st;
 }

@@ -17,6 +17,32 @@
 
 hvdc_runtime *hvdc__runtime = NULL;
 
+/* The gate: every public call that uses the runtime enters and leaves it, and hvd_shutdown
+ * frees the runtime only once no call is inside (a thread blocked in hvd_wait included). */
+static pthread_mutex_t gate_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_idle = PTHREAD_COND_INITIALIZER;
+static int calls_inside = 0;
+static int closing = 0;
+
+hvd_status hvdc__enter(const char *fn) {
+    hvdc__clear_error();
+    pthread_mutex_lock(&gate_mutex);
+    int live = hvdc__runtime != NULL && !closing;
+    if (live) calls_inside++;
+    pthread_mutex_unlock(&gate_mutex);
+    if (!live)
+        return hvdc__fail(HVD_ERR_NOT_INITIALIZED,
+                          "%s: libhvdc is not initialized (call hvd_init() first; after "
+                          "hvd_shutdown() nothing may be called)", fn);
+    return HVD_OK;
+}
+
+void hvdc__leave(void) {
+    pthread_mutex_lock(&gate_mutex);
+    if (--calls_inside == 0) pthread_cond_broadcast(&gate_idle);
+    pthread_mutex_unlock(&gate_mutex);
+}
+
 static const char *env_lookup(const char *name, void *ctx) {
     (void)ctx;
     return getenv(name);
@@ -46,12 +72,12 @@ static hvd_status start_mpi(int *we_initialized) {
     } else {
         CHECK_MPI(MPI_Query_thread(&provided));
     }
-    /* only the background thread calls MPI after init, so SERIALIZED is the minimum */
-    if (provided < MPI_THREAD_SERIALIZED) {
+    /* the background thread calls MPI while the application's threads may too */
+    if (provided < MPI_THREAD_MULTIPLE) {
         st = hvdc__fail(HVD_ERR_MPI,
-                        "MPI provides %s, but libhvdc's background thread needs at least "
-                        "MPI_THREAD_SERIALIZED; initialize MPI with MPI_Init_thread(..., "
-                        "MPI_THREAD_MULTIPLE, ...) or let hvd_init do it",
+                        "MPI provides %s, but libhvdc's background thread calls MPI while the "
+                        "application may, which needs MPI_THREAD_MULTIPLE; initialize MPI with "
+                        "MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) or let hvd_init do it",
                         thread_level_name(provided));
         goto fail;
     }
@@ -129,7 +155,9 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
              rt->topo.size, rt->topo.local_rank, rt->topo.local_size, rt->topo.cross_rank,
              rt->topo.cross_size, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms,
              rt->config.cpu_allreduce == HVDC_CPU_ALLREDUCE_RING ? "ring" : "mpi");
+    pthread_mutex_lock(&gate_mutex);
     hvdc__runtime = rt;
+    pthread_mutex_unlock(&gate_mutex);
     return HVD_OK;
 fail: {
     int we_initialized = rt->we_initialized_mpi;
@@ -143,18 +171,31 @@ hvd_status hvd_init(void) { return init_on(MPI_COMM_WORLD, 0); }
 
 hvd_status hvd_init_comm(MPI_Comm comm) { return init_on(comm, 1); }
 
-int hvd_is_initialized(void) { return hvdc__runtime != NULL; }
+int hvd_is_initialized(void) {
+    pthread_mutex_lock(&gate_mutex);
+    int live = hvdc__runtime != NULL && !closing;
+    pthread_mutex_unlock(&gate_mutex);
+    return live;
+}
 
 hvd_status hvd_shutdown(void) {
     hvdc__clear_error();
-    hvdc_runtime *rt = hvdc__runtime;
+    pthread_mutex_lock(&gate_mutex);
+    hvdc_runtime *rt = closing ? NULL : hvdc__runtime;
+    if (rt) closing = 1;
+    pthread_mutex_unlock(&gate_mutex);
     if (!rt) return hvdc__fail(HVD_ERR_NOT_INITIALIZED, "hvd_shutdown: libhvdc is not initialized (hvd_init was not called, or hvd_shutdown was called already)");
     pthread_mutex_lock(&rt->queue_mutex);
     rt->shutdown_requested = 1;
     pthread_cond_signal(&rt->queue_cond);
     pthread_mutex_unlock(&rt->queue_mutex);
+    /* the background thread completes every op before it exits, which wakes every waiter */
     pthread_join(rt->thread, NULL);
+    pthread_mutex_lock(&gate_mutex);
+    while (calls_inside > 0) pthread_cond_wait(&gate_idle, &gate_mutex);
     hvdc__runtime = NULL;
+    closing = 0;
+    pthread_mutex_unlock(&gate_mutex);
     int we_initialized = rt->we_initialized_mpi;
     runtime_free(rt);
     if (we_initialized) MPI_Finalize();
@@ -162,12 +203,12 @@ hvd_status hvd_shutdown(void) {
 }
 
 static hvd_status topology_value(const char *what, int *out, size_t offset) {
-    hvdc__clear_error();
-    if (!out) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: the output pointer is NULL", what);
-    if (!hvdc__runtime)
-        return hvdc__fail(HVD_ERR_NOT_INITIALIZED, "%s: libhvdc is not initialized; call hvd_init() first", what);
-    *out = *(const int *)((const char *)&hvdc__runtime->topo + offset);
-    return HVD_OK;
+    hvd_status st = hvdc__enter(what);
+    if (st != HVD_OK) return st;
+    if (out) *out = *(const int *)((const char *)&hvdc__runtime->topo + offset);
+    else st = hvdc__fail(HVD_ERR_INVALID_ARG, "%s: the output pointer is NULL", what);
+    hvdc__leave();
+    return st;
 }
 
 hvd_status hvd_rank(int *v) { return topology_value("hvd_rank", v, offsetof(hvdc_topology, rank)); }

@@ -4,7 +4,8 @@
  *   user threads ──submit──> queue (queue_mutex, queue_cond) ──> background thread
  *   user threads <──hvd_wait── handles, op completion (completion_mutex, completion_cond)
  *
- * defines: hvdc_runtime, hvdc__runtime (the live instance), hvdc__background_main,
+ * defines: hvdc_runtime, hvdc__runtime (the live instance), hvdc__enter, hvdc__leave,
+ *          hvdc__background_main,
  *          hvdc__topology_detect
  */
 #ifndef HVDC_RUNTIME_H
@@ -53,6 +54,11 @@ typedef struct hvdc_runtime {
 } hvdc_runtime;
 
 extern hvdc_runtime *hvdc__runtime;
+
+/* Brackets a public call that uses hvdc__runtime: enter fails with HVD_ERR_NOT_INITIALIZED
+ * (message naming fn) when there is no live runtime; after HVD_OK, call hvdc__leave once. */
+hvd_status hvdc__enter(const char *fn);
+void hvdc__leave(void);
 
 void *hvdc__background_main(void *runtime);
 

@@ -68,7 +68,9 @@ extern "C" {
     X(HVD_ERR_UNSUPPORTED, 10, "not supported in this build or on this machine")           \
     X(HVD_ERR_CUDA, 11, "CUDA error")                                                      \
     X(HVD_ERR_NCCL, 12, "NCCL error")                                                      \
-    X(HVD_ERR_INTERNAL, 13, "internal error in libhvdc")
+    X(HVD_ERR_INTERNAL, 13, "internal error in libhvdc")                                   \
+    X(HVD_ERR_STALLED, 14, "the job stopped: ranks did not submit an operation in time")   \
+    X(HVD_ERR_RANK_FAILED, 15, "the job stopped: a rank died or became unreachable")
 
 typedef enum hvd_status {
 #define HVD_STATUS_ENUM_(name, value, text) name = value,

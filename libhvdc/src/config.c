@@ -20,12 +20,16 @@
 #define DEFAULT_FUSION_THRESHOLD (64u << 20)
 #define DEFAULT_CYCLE_TIME_MS 1.0
 #define MAX_CYCLE_TIME_MS 10000.0
+#define DEFAULT_STALL_CHECK_S 60.0
+#define MAX_SECONDS (7 * 24 * 3600.0)
 
 void hvdc__config_default(hvdc_config *config) {
     config->fusion_threshold_bytes = DEFAULT_FUSION_THRESHOLD;
     config->cycle_time_ms = DEFAULT_CYCLE_TIME_MS;
     config->cpu_allreduce = HVDC_CPU_ALLREDUCE_RING;
     config->log_level = HVDC_LOG_WARNING;
+    config->stall_check_s = DEFAULT_STALL_CHECK_S;
+    config->stall_shutdown_s = 0.0;
 }
 
 /* The value of the first of names[] that is set, and which name that was. */
@@ -68,6 +72,17 @@ static int parse_milliseconds(const char *text, double *out) {
     double value = strtod(text, &end);
     if (end == text || *end != '\0' || errno != 0 || !isfinite(value)) return 0;
     if (value <= 0.0 || value > MAX_CYCLE_TIME_MS) return 0;
+    *out = value;
+    return 1;
+}
+
+/* Seconds: a number from 0 (off) to a week. */
+static int parse_seconds(const char *text, double *out) {
+    errno = 0;
+    char *end = NULL;
+    double value = strtod(text, &end);
+    if (end == text || *end != '\0' || errno != 0 || !isfinite(value)) return 0;
+    if (value < 0.0 || value > MAX_SECONDS) return 0;
     *out = value;
     return 1;
 }
@@ -116,6 +131,23 @@ hvd_status hvdc__config_from_env(hvdc_config *config, hvdc_env_lookup lookup, vo
                               name, value);
         }
         config->cpu_allreduce = (hvdc_cpu_allreduce)choice;
+    }
+
+    static const char *const stall_names[2] = {"HVD_STALL_CHECK_TIME", "HOROVOD_STALL_CHECK_TIME_SECONDS"};
+    if ((value = lookup_first(stall_names, lookup, ctx, &name)) != NULL &&
+        !parse_seconds(value, &config->stall_check_s)) {
+        return hvdc__fail(HVD_ERR_CONFIG,
+                          "%s='%s' is not a valid stall check time: expected seconds from 0 (off) "
+                          "to %.0f (e.g. 60)",
+                          name, value, MAX_SECONDS);
+    }
+    static const char *const stop_names[2] = {"HVD_STALL_SHUTDOWN_TIME", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"};
+    if ((value = lookup_first(stop_names, lookup, ctx, &name)) != NULL &&
+        !parse_seconds(value, &config->stall_shutdown_s)) {
+        return hvdc__fail(HVD_ERR_CONFIG,
+                          "%s='%s' is not a valid stall shutdown time: expected seconds from 0 "
+                          "(never) to %.0f (e.g. 600)",
+                          name, value, MAX_SECONDS);
     }
 
     static const char *const level_names[2] = {"HVD_LOG_LEVEL", "HOROVOD_LOG_LEVEL"};

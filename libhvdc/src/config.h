@@ -21,6 +21,8 @@ typedef struct hvdc_config {
     double cycle_time_ms;          /* HVD_CYCLE_TIME: pacing of rounds that made no progress */
     hvdc_cpu_allreduce cpu_allreduce; /* HVD_CPU_ALLREDUCE */
     hvdc_log_level log_level;         /* HVD_LOG_LEVEL */
+    double stall_check_s;    /* HVD_STALL_CHECK_TIME: report names waiting this long; 0 = off */
+    double stall_shutdown_s; /* HVD_STALL_SHUTDOWN_TIME: stop the job after this long; 0 = never */
 } hvdc_config;
 
 /* Looks a variable up; getenv in the library, a table in the tests. */

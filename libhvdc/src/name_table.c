@@ -116,3 +116,8 @@ void *hvdc__name_table_pop(hvdc_name_table *table) {
     }
     return NULL;
 }
+
+void hvdc__name_table_each(const hvdc_name_table *table, void (*fn)(void *value, void *ctx), void *ctx) {
+    for (size_t b = 0; b < table->n_buckets; b++)
+        for (hvdc_name_node *node = table->buckets[b]; node; node = node->next) fn(node->value, ctx);
+}

@@ -1,7 +1,7 @@
 /*
  * name_table.h - a map from operation names to pointers (separate chaining). Keys are not
  * copied: each key must stay valid while its entry is in the table (it lives in the value).
- * defines: hvdc_name_table, hvdc__name_table_init, _free, _get, _put, _remove, _pop
+ * defines: hvdc_name_table, hvdc__name_table_init, _free, _get, _put, _remove, _pop, _each
  * Not thread-safe; its owner locks.
  */
 #ifndef HVDC_NAME_TABLE_H
@@ -24,6 +24,8 @@ void *hvdc__name_table_get(const hvdc_name_table *table, const char *key);
 int hvdc__name_table_put(hvdc_name_table *table, const char *key, void *value);
 /* @return the removed value, or NULL if absent. */
 void *hvdc__name_table_remove(hvdc_name_table *table, const char *key);
+/* Calls fn on every entry (the table must not change meanwhile). */
+void hvdc__name_table_each(const hvdc_name_table *table, void (*fn)(void *value, void *ctx), void *ctx);
 /* Removes and returns any one value, or NULL when empty (for draining at shutdown). */
 void *hvdc__name_table_pop(hvdc_name_table *table);
 

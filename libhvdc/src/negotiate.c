@@ -22,6 +22,7 @@ typedef struct entry {
     unsigned char *announced;   /* (size) */
     int n_announced;
     int taken; /* already put in a response this round */
+    double first_seen; /* when the first rank announced it */
     struct entry *next_ready;
 } entry;
 
@@ -30,7 +31,10 @@ struct hvdc_negotiator {
     hvdc_name_table table; /* name -> entry; keys live in by_rank[first announcer].name */
     entry *ready_head, *ready_tail;
     int shutdown;
+    double now;
 };
+
+void hvdc__negotiator_set_time(hvdc_negotiator *n, double now) { n->now = now; }
 
 hvdc_negotiator *hvdc__negotiator_create(int size) {
     hvdc_negotiator *n = calloc(1, sizeof *n);
@@ -80,6 +84,7 @@ hvd_status hvdc__negotiator_add(hvdc_negotiator *n, int rank, hvdc_request_list 
             }
             e->by_rank[rank] = *q;
             e->announced[rank] = 1;
+            e->first_seen = n->now;
             if (hvdc__name_table_put(&n->table, e->by_rank[rank].name, e) != 0) {
                 e->announced[rank] = 0;
                 free(e->by_rank);
@@ -374,4 +379,58 @@ done:
     free(errors);
     if (st != HVD_OK) hvdc__response_list_free(out);
     return st;
+}
+
+/* ---- stall reports ---- */
+
+/* Appends ranks r with announced[r] == want as compact ranges: "0-3,6". */
+static void say_ranks(message *m, const unsigned char *announced, int size, int want) {
+    int first = 1;
+    for (int r = 0; r < size; r++) {
+        if ((announced[r] != 0) != want) continue;
+        int end = r;
+        while (end + 1 < size && (announced[end + 1] != 0) == want) end++;
+        say(m, "%s%d", first ? "" : ",", r);
+        if (end > r) say(m, "-%d", end);
+        first = 0;
+        r = end;
+    }
+}
+
+typedef struct stall_scan {
+    const hvdc_negotiator *n;
+    double now, older_than, oldest;
+    size_t stalled;
+    message m;
+} stall_scan;
+
+static void scan_entry(void *value, void *ctx) {
+    stall_scan *scan = ctx;
+    const entry *e = value;
+    int size = scan->n->size;
+    double age = scan->now - e->first_seen;
+    if (e->n_announced == size || age < scan->older_than) return;
+    scan->stalled++;
+    if (age > scan->oldest) scan->oldest = age;
+    const hvdc_wire_request *q = &e->by_rank[0];
+    for (int r = 0; r < size; r++)
+        if (e->announced[r]) {
+            q = &e->by_rank[r];
+            break;
+        }
+    say(&scan->m, "%s%s '%s' has waited %.0f s: submitted by ranks ", scan->stalled > 1 ? "\n" : "",
+        hvdc__kind_name(q->kind), q->name, age);
+    say_ranks(&scan->m, e->announced, size, 1);
+    say(&scan->m, ", missing on ranks ");
+    say_ranks(&scan->m, e->announced, size, 0);
+}
+
+size_t hvdc__negotiator_report_stalls(const hvdc_negotiator *n, double now, double older_than,
+                                      char *out, size_t len, double *oldest) {
+    stall_scan scan = {.n = n, .now = now, .older_than = older_than};
+    scan.m.text[0] = '\0';
+    hvdc__name_table_each(&n->table, scan_entry, &scan);
+    snprintf(out, len, "%s", scan.m.text);
+    *oldest = scan.oldest;
+    return scan.stalled;
 }

@@ -3,7 +3,8 @@
  * which are now announced by every rank, whether the ranks agree about them, and how ready
  * all-reduces fuse. It sees only decoded messages, never MPI, so it is unit-tested alone.
  *
- * defines: hvdc_negotiator, hvdc__negotiator_create, _destroy, _add, _respond, _waiting
+ * defines: hvdc_negotiator, hvdc__negotiator_create, _destroy, _add, _respond, _waiting,
+ *          _set_time, _report_stalls
  * Background thread of rank 0 (and tests).
  */
 #ifndef HVDC_NEGOTIATE_H
@@ -32,5 +33,14 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *negotiator, size_t fusion_t
 
 /* Names announced by some ranks but not yet by all. */
 size_t hvdc__negotiator_waiting(const hvdc_negotiator *negotiator);
+
+/* The clock (seconds, any origin) stamped on names announced from now on. */
+void hvdc__negotiator_set_time(hvdc_negotiator *negotiator, double now);
+
+/* Writes into out (at most len bytes) one line per name that has waited for some ranks for at
+ * least older_than seconds: its kind, its age, the ranks that submitted it and those missing.
+ * @return how many such names; *oldest gets the longest wait (0 if none). */
+size_t hvdc__negotiator_report_stalls(const hvdc_negotiator *negotiator, double now,
+                                      double older_than, char *out, size_t len, double *oldest);
 
 #endif

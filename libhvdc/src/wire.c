@@ -6,7 +6,8 @@
  * request:       name (u16 len + bytes) | kind u8 | dtype u8 | op u8 | device i32 | root i32 |
  *                prescale f64 | postscale f64 | members_hash u64 | capacity u64 |
  *                n_counts u32 | n_counts x u64
- * response list: magic u32 | version u16 | flags u32 | n u32 | n x response
+ * response list: magic u32 | version u16 | flags u32 | n u32 | n x response |
+ *                reason (u32 len + bytes)
  * response:      type u8 | kind u8 | n_names u32 | n_names x name |
  *                n_rank_counts u32 | n_rank_counts x u64 | error (u32 len + bytes)
  * Pure; background thread.
@@ -70,6 +71,12 @@ static int put_name(hvdc_bytes *b, const char *name) {
     return put_uint(b, len, 2) || put_raw(b, name, len);
 }
 
+/* An optional string: u32 length (0 for NULL) + bytes. */
+static int put_text(hvdc_bytes *b, const char *text) {
+    size_t len = text ? strnlen(text, MAX_ERROR_LEN - 1) : 0;
+    return put_uint(b, len, 4) || put_raw(b, text, len);
+}
+
 static int put_header(hvdc_bytes *b, uint32_t flags, uint32_t n) {
     b->len = 0;
     return put_uint(b, HVDC_WIRE_MAGIC, 4) || put_uint(b, HVDC_WIRE_VERSION, 2) ||
@@ -105,10 +112,9 @@ int hvdc__wire_encode_responses(hvdc_bytes *out, const hvdc_response_list *list)
         if (put_uint(out, r->n_rank_counts, 4)) return -1;
         for (uint32_t k = 0; k < r->n_rank_counts; k++)
             if (put_uint(out, r->rank_counts[k], 8)) return -1;
-        size_t error_len = r->error ? strnlen(r->error, MAX_ERROR_LEN - 1) : 0;
-        if (put_uint(out, error_len, 4) || put_raw(out, r->error, error_len)) return -1;
+        if (put_text(out, r->error)) return -1;
     }
-    return 0;
+    return put_text(out, list->reason);
 }
 
 /* ---- reading ---- */
@@ -237,8 +243,23 @@ fail:
     return -1;
 }
 
+/* Reads an optional string into a new allocation (NULL when empty unless required). */
+static int get_text(reader *r, int required, char **out) {
+    uint32_t len;
+    *out = NULL;
+    if (get_u32(r, &len)) return -1;
+    if (len >= MAX_ERROR_LEN || len > r->left) return fail_read(r, "text length out of range");
+    if (len == 0 && !required) return 0;
+    *out = malloc(len + 1);
+    if (!*out) return fail_read(r, "out of memory");
+    memcpy(*out, r->p, len);
+    (*out)[len] = '\0';
+    r->p += len;
+    r->left -= len;
+    return 0;
+}
+
 static int get_response(reader *r, hvdc_wire_response *s) {
-    uint32_t error_len;
     if (get_u8(r, &s->type) || get_u8(r, &s->kind) || get_u32(r, &s->n_names)) return -1;
     if (s->type > HVDC_RESPONSE_ERROR) return fail_read(r, "unknown response type");
     if (s->kind >= HVDC_KIND_COUNT) return fail_read(r, "unknown operation kind");
@@ -248,20 +269,9 @@ static int get_response(reader *r, hvdc_wire_response *s) {
     if (!s->names) return fail_read(r, "out of memory");
     for (uint32_t k = 0; k < s->n_names; k++)
         if (get_name(r, s->names[k])) return -1;
-    if (get_u32(r, &s->n_rank_counts) || get_u64_array(r, s->n_rank_counts, &s->rank_counts) ||
-        get_u32(r, &error_len))
+    if (get_u32(r, &s->n_rank_counts) || get_u64_array(r, s->n_rank_counts, &s->rank_counts))
         return -1;
-    if (error_len >= MAX_ERROR_LEN || error_len > r->left)
-        return fail_read(r, "error message length out of range");
-    if (error_len > 0 || s->type == HVDC_RESPONSE_ERROR) {
-        s->error = malloc(error_len + 1);
-        if (!s->error) return fail_read(r, "out of memory");
-        memcpy(s->error, r->p, error_len);
-        s->error[error_len] = '\0';
-        r->p += error_len;
-        r->left -= error_len;
-    }
-    return 0;
+    return get_text(r, s->type == HVDC_RESPONSE_ERROR, &s->error);
 }
 
 int hvdc__wire_decode_responses(const uint8_t *data, size_t len, hvdc_response_list *out,
@@ -270,7 +280,7 @@ int hvdc__wire_decode_responses(const uint8_t *data, size_t len, hvdc_response_l
     memset(out, 0, sizeof *out);
     uint32_t n;
     if (get_header(&r, &out->flags, &n)) goto fail;
-    if (n > r.left / 10) {
+    if (n > r.left / 14) {
         fail_read(&r, "more responses announced than the message holds");
         goto fail;
     }
@@ -284,6 +294,7 @@ int hvdc__wire_decode_responses(const uint8_t *data, size_t len, hvdc_response_l
             out->n++;
             goto fail;
         }
+    if (get_text(&r, (out->flags & HVDC_FLAG_ABORT) != 0, &out->reason)) goto fail;
     if (r.left != 0) {
         fail_read(&r, "trailing bytes after the last response");
         goto fail;
@@ -319,5 +330,6 @@ void hvdc__response_free(hvdc_wire_response *response) {
 void hvdc__response_list_free(hvdc_response_list *list) {
     for (uint32_t i = 0; i < list->n; i++) hvdc__response_free(&list->items[i]);
     free(list->items);
+    free(list->reason);
     memset(list, 0, sizeof *list);
 }

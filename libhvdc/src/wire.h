@@ -52,6 +52,11 @@ typedef struct hvdc_wire_request {
 /* Round flags. */
 #define HVDC_FLAG_SHUTDOWN 1u /* in a request list: this rank is shutting down;
                                  in a response list: everyone stops after executing it */
+#define HVDC_FLAG_ABORT 2u    /* in a response list: everyone stops at once and fails every
+                                 pending operation with the list's reason (stall, failure) */
+/* With HVDC_FLAG_ABORT, bits 16.. of the flags carry the hvd_status to fail with. */
+#define HVDC_ABORT_FLAGS(status) (HVDC_FLAG_ABORT | ((uint32_t)(status) << 16))
+#define HVDC_ABORT_STATUS(flags) ((hvd_status)((flags) >> 16))
 
 typedef struct hvdc_request_list {
     uint32_t flags;
@@ -74,6 +79,7 @@ typedef struct hvdc_response_list {
     uint32_t flags;
     uint32_t n;
     hvdc_wire_response *items; /* (n) */
+    char *reason;              /* HVDC_FLAG_ABORT: why, for every rank's message; else NULL */
 } hvdc_response_list;
 
 /* A growable byte buffer. */

@@ -61,7 +61,7 @@ int main(void) {
         {.type = HVDC_RESPONSE_ERROR, .kind = HVDC_KIND_ALLREDUCE, .n_names = 1, .names = names,
          .error = "count differs"},
     };
-    hvdc_response_list rl = {0, 2, r}, back;
+    hvdc_response_list rl = {0, 2, r, NULL}, back;
     CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &rl) == 0, "encode responses");
     CHECK_TRUE(hvdc__wire_decode_responses(bytes.data, bytes.len, &back, &why) == 0, "decode: %s", why);
     CHECK_TRUE(back.n == 2 && back.items[0].n_names == 2 && strcmp(back.items[0].names[1], "b.c") == 0 &&

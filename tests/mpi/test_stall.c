@@ -1,0 +1,65 @@
+/*
+ * test_stall.c - the stall inspector: the last rank never submits "withheld", which the others
+ * do. With HVD_STALL_CHECK_TIME=1 and HVD_STALL_SHUTDOWN_TIME=3 every rank's pending and later
+ * operations must fail with HVD_ERR_STALLED within a few seconds, and the message must name the
+ * tensor and the rank that never submitted it, instead of the job hanging.
+ *   usage: test_stall idle|busy    (the withholding rank sleeps, or keeps submitting others)
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "mpitest.h"
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "idle";
+    mt_ctx t;
+    mt_init(&t, 0, 1);
+    if (hvd_init() != HVD_OK) {
+        fprintf(stderr, "hvd_init: %s\n", hvd_last_error());
+        return 1;
+    }
+    int rank, size;
+    hvd_rank(&rank);
+    hvd_size(&size);
+    mt_init(&t, rank, size);
+    int withholder = size - 1;
+    double start = mt_now();
+    mt_begin(&t, "stall (%s withholder) fails every rank with HVD_ERR_STALLED", mode);
+    if (rank != withholder) {
+        float x = 1;
+        hvd_handle h;
+        MT_CHECK(&t, hvd_allreduce_async("withheld", &x, &x, 1, HVD_FLOAT32, HVD_SUM, NULL, &h) == HVD_OK,
+                 "submit: %s", hvd_last_error());
+        hvd_status st = hvd_wait(&h);
+        MT_CHECK(&t, st == HVD_ERR_STALLED, "got %s", hvd_status_string(st));
+        char ranks[16];
+        snprintf(ranks, sizeof ranks, "%d", withholder);
+        if (rank == 0)
+            MT_CHECK(&t, strstr(hvd_last_error(), "withheld") && strstr(hvd_last_error(), ranks),
+                     "message names the tensor and rank %s: %s", ranks, hvd_last_error());
+    } else if (strcmp(mode, "busy") == 0) {
+        /* keep the negotiation going with other tensors until the job is stopped */
+        hvd_status st = HVD_OK;
+        for (int i = 0; st == HVD_OK && mt_now() - start < 20; i++) {
+            char name[32];
+            int v = i;
+            snprintf(name, sizeof name, "other.%d", i);
+            st = hvd_allreduce(name, &v, &v, 1, HVD_INT32, HVD_SUM);
+        }
+        MT_CHECK(&t, st == HVD_ERR_STALLED, "withholder's own op got %s", hvd_status_string(st));
+    } else {
+        struct timespec pause = {5, 0};
+        nanosleep(&pause, NULL); /* idle: nothing in flight while the others wait */
+    }
+    double waited = mt_now() - start;
+    MT_CHECK(&t, waited < 15, "took %.1f s to stop", waited);
+    /* after the stop every call fails fast with the same status */
+    int v = 0;
+    hvd_status later = hvd_allreduce("after", &v, &v, 1, HVD_INT32, HVD_SUM);
+    MT_CHECK(&t, later == HVD_ERR_STALLED, "a later op got %s", hvd_status_string(later));
+    mt_end(&t);
+    hvd_shutdown();
+    /* the job is stopped, so verdicts cannot be combined through libhvdc: each rank's own */
+    return mt_exit_code(&t);
+}

@@ -5,6 +5,7 @@
  *          hvd_rank, hvd_size, hvd_local_rank, hvd_local_size, hvd_cross_rank, hvd_cross_size,
  *          hvd_allreduce[_async], hvd_grouped_allreduce[_async], hvd_broadcast[_async],
  *          hvd_allgather[_async], hvd_reducescatter[_async], hvd_alltoall[_async], hvd_barrier,
+ *          hvd_join,
  *          hvd_poll, hvd_wait, hvd_status_string, hvd_last_error, hvd_dtype_size, hvd_version
  *
  * How it works. Any user thread submits named tensors. A background thread, the only one that
@@ -235,6 +236,15 @@ HVD_API hvd_status hvd_alltoall_async(const char *name, const void *sendbuf,
 
 /* Returns once every rank has called hvd_barrier (the n-th call on each rank matches). */
 HVD_API hvd_status hvd_barrier(void);
+
+/* For uneven data: a rank that has run out of batches calls hvd_join and blocks until every
+ * rank has. Meanwhile the other ranks' all-reduces complete without it: it contributes neutral
+ * values (0 to a sum, 1 to a product, +/-inf to min/max) and HVD_AVERAGE divides by the number
+ * of ranks that did contribute. Other collectives fail with HVD_ERR_MISMATCH while a rank has
+ * joined. Ranks that have joined answer negotiation within HVD_CYCLE_TIME, so the others'
+ * all-reduces may each take up to that long until everyone has joined.
+ * @return HVD_OK with *last_joined_rank (if not NULL) the rank that joined last. Blocks. */
+HVD_API hvd_status hvd_join(int *last_joined_rank);
 
 /* ---- Handles ----------------------------------------------------------------------------- */
 

@@ -411,7 +411,27 @@ fail:
     return st;
 }
 
+static hvd_status hvd_join_entered(int *last_joined_rank) {
+    hvdc_op *req = NULL;
+    hvd_status st = single_op("hvd_join", HVDC_KIND_JOIN, HVDC_JOIN_NAME, NULL, NULL, 0, HVD_UINT8, &req);
+    if (st != HVD_OK) return st;
+    size_t last = 0;
+    req->recv_count_out = &last;
+    hvd_handle h = HVD_HANDLE_NULL;
+    st = wait_for(submit("hvd_join", req, &h), &h);
+    if (st == HVD_OK && last_joined_rank) *last_joined_rank = (int)last;
+    return st;
+}
+
 /* ---- public entry points: enter, run, leave ---- */
+
+hvd_status hvd_join(int *last_joined_rank) {
+    hvd_status st = hvdc__enter("hvd_join");
+    if (st != HVD_OK) return st;
+    st = hvd_join_entered(last_joined_rank);
+    hvdc__leave();
+    return st;
+}
 
 hvd_status hvd_poll(hvd_handle handle, int *done) {
     hvd_status st = hvdc__enter("hvd_poll");

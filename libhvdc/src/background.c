@@ -21,6 +21,7 @@
 
 #include "log.h"
 #include "negotiate.h"
+#include "reduce.h"
 #include "runtime.h"
 #include "status.h"
 
@@ -31,6 +32,7 @@ typedef struct round_state {
     unsigned char *arrived;      /* (size) rank 0: whose announcement this round has */
     MPI_Request *requests;       /* (size - 1) rank 0: answers in flight */
     double next_stall_check;     /* rank 0 */
+    hvdc_buffer identity, discard; /* a joined rank's stand-in tensors */
     size_t n_in_flight;          /* announced ops not yet completed */
 } round_state;
 
@@ -278,9 +280,37 @@ fail:
 }
 
 /* Executes one response and completes its ops. */
+/* This rank has called hvd_join and waits for the others: it holds no op for the all-reduces
+ * the others run meanwhile, so it builds stand-in ops that contribute neutral values (0 for a
+ * sum, 1 for a product, ...) in the same tensor layout, and discards the results. */
+static hvd_status stand_in_ops(const hvdc_wire_response *r, hvdc_op **ops, hvdc_buffer *identity,
+                               hvdc_buffer *discard) {
+    hvd_dtype dtype = (hvd_dtype)r->dtype;
+    size_t largest = 0, elem = hvd_dtype_size(dtype);
+    for (uint32_t k = 0; k < r->n_counts; k++)
+        if (r->counts[k] > largest) largest = r->counts[k];
+    hvd_status st = hvdc__buffer_reserve(identity, largest * elem);
+    if (st == HVD_OK) st = hvdc__buffer_reserve(discard, largest * elem);
+    if (st != HVD_OK) return st;
+    hvdc__fill_identity(identity->data, largest, dtype, (hvd_reduce_op)r->op);
+    size_t next = 0;
+    for (uint32_t i = 0; i < r->n_names; i++) {
+        hvdc_op *op = hvdc__op_create(r->tensors_per_name[i]);
+        if (!op) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for a joined rank's stand-in");
+        op->desc.kind = HVDC_KIND_ALLREDUCE;
+        op->desc.dtype = r->dtype;
+        op->desc.op = r->op;
+        for (size_t k = 0; k < op->n_tensors; k++)
+            op->tensors[k] = (hvdc_tensor){r->names[i], identity->data, discard->data, (size_t)r->counts[next++]};
+        ops[i] = op;
+    }
+    return HVD_OK;
+}
+
+/* Executes one response and completes its ops. */
 static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
     hvdc_runtime *rt = s->rt;
-    hvdc_op **ops = malloc(r->n_names * sizeof *ops);
+    hvdc_op **ops = calloc(r->n_names, sizeof *ops);
     if (!ops) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory running a response");
     pthread_mutex_lock(&rt->queue_mutex);
     size_t n = 0;
@@ -288,18 +318,31 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
         hvdc_op *op = hvdc__name_table_get(&rt->in_flight, r->names[i]);
         if (op) ops[n++] = op;
     }
+    int joined = hvdc__name_table_get(&rt->in_flight, HVDC_JOIN_NAME) != NULL;
     pthread_mutex_unlock(&rt->queue_mutex);
+    hvd_status st = HVD_OK;
+    if (n == 0 && joined && (r->type == HVDC_RESPONSE_ERROR || r->n_joined > 0)) {
+        /* others' operations while this rank has joined */
+        if (r->type == HVDC_RESPONSE_EXECUTE) {
+            st = stand_in_ops(r, ops, &s->identity, &s->discard);
+            if (st == HVD_OK) st = hvdc__execute(&rt->executor, r, ops, r->n_names);
+        }
+        for (uint32_t i = 0; i < r->n_names; i++) hvdc__op_free(ops[i]);
+        free(ops);
+        return st;
+    }
     if (n != r->n_names) {
         free(ops);
         return hvdc__fail(HVD_ERR_INTERNAL, "rank 0 scheduled '%s', which this rank never announced",
                           r->names[0]);
     }
-    hvd_status st = HVD_OK;
     if (r->type == HVDC_RESPONSE_ERROR) {
         complete_ops(rt, ops, n, HVD_ERR_MISMATCH, r->error);
     } else {
         hvdc__clear_error();
         st = hvdc__execute(&rt->executor, r, ops, n);
+        if (st == HVD_OK && r->kind == HVDC_KIND_JOIN && r->n_rank_counts == 1 && ops[0]->recv_count_out)
+            *ops[0]->recv_count_out = (size_t)r->rank_counts[0];
         complete_ops(rt, ops, n, st, hvd_last_error());
     }
     s->n_in_flight -= n;
@@ -404,6 +447,8 @@ done:
     hvdc__bytes_free(&s.answer);
     free(s.arrived);
     free(s.requests);
+    hvdc__buffer_free(&s.identity);
+    hvdc__buffer_free(&s.discard);
     free(fresh_descs);
     return NULL;
 }

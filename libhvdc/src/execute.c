@@ -73,7 +73,7 @@ static void finish_reduction(void *buf, size_t count, hvd_dtype dtype, hvd_reduc
 }
 
 static hvd_status allreduce_in_place(hvdc_executor *ex, const hvdc_tensor *t,
-                                     const hvdc_wire_request *d) {
+                                     const hvdc_wire_request *d, int contributors) {
     hvd_dtype dtype = (hvd_dtype)d->dtype;
     const void *src = t->send;
     if (d->prescale != 1.0) {
@@ -83,11 +83,13 @@ static hvd_status allreduce_in_place(hvdc_executor *ex, const hvdc_tensor *t,
         src = t->recv;
     }
     hvd_status st = allreduce_buffer(ex, src, t->recv, t->count, dtype, (hvd_reduce_op)d->op);
-    if (st == HVD_OK) finish_reduction(t->recv, t->count, dtype, (hvd_reduce_op)d->op, d->postscale, ex->size);
+    if (st == HVD_OK) finish_reduction(t->recv, t->count, dtype, (hvd_reduce_op)d->op, d->postscale, contributors);
     return st;
 }
 
-static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_ops) {
+/* contributors: ranks whose values are in the sum (the average's divisor); ranks that have
+ * joined contribute neutral values and are not counted. */
+static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_ops, int contributors) {
     hvd_status st = HVD_OK;
     const hvdc_wire_request *d = &ops[0]->desc;
     hvd_dtype dtype = (hvd_dtype)d->dtype;
@@ -113,7 +115,7 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
     for (size_t p = 0; p < plan.n_pieces; p++) {
         const hvdc_pack_piece *piece = &plan.pieces[p];
         if (piece->in_place) {
-            CHECK(allreduce_in_place(ex, tensors[piece->first], d));
+            CHECK(allreduce_in_place(ex, tensors[piece->first], d, contributors));
             continue;
         }
         CHECK(hvdc__buffer_reserve(&ex->fusion, piece->count * elem));
@@ -129,7 +131,7 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
         CHECK(allreduce_buffer(ex, buf, buf, piece->count, dtype, (hvd_reduce_op)d->op));
         for (size_t i = piece->first; i < piece->first + piece->n; i++) {
             char *from = buf + plan.offsets[i] * elem;
-            finish_reduction(from, tensors[i]->count, dtype, (hvd_reduce_op)d->op, d->postscale, ex->size);
+            finish_reduction(from, tensors[i]->count, dtype, (hvd_reduce_op)d->op, d->postscale, contributors);
             memcpy(tensors[i]->recv, from, tensors[i]->count * elem);
         }
     }
@@ -250,12 +252,14 @@ fail:
 hvd_status hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
                          size_t n_ops) {
     switch ((hvdc_kind)response->kind) {
-    case HVDC_KIND_ALLREDUCE: return execute_allreduce(ex, ops, n_ops);
+    case HVDC_KIND_ALLREDUCE:
+        return execute_allreduce(ex, ops, n_ops, ex->size - (int)response->n_joined);
     case HVDC_KIND_BROADCAST: return execute_broadcast(ex, ops[0]);
     case HVDC_KIND_ALLGATHER: return execute_allgather(ex, ops[0], response);
     case HVDC_KIND_REDUCESCATTER: return execute_reducescatter(ex, ops[0]);
     case HVDC_KIND_ALLTOALL: return execute_alltoall(ex, ops[0]);
-    case HVDC_KIND_BARRIER: return HVD_OK; /* negotiation itself synchronized every rank */
+    case HVDC_KIND_BARRIER: /* negotiation itself synchronized every rank */
+    case HVDC_KIND_JOIN: return HVD_OK;
     case HVDC_KIND_COUNT: break;
     }
     return hvdc__fail(HVD_ERR_INTERNAL, "response of unknown kind %d", response->kind);

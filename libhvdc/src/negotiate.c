@@ -21,7 +21,8 @@ typedef struct entry {
     hvdc_wire_request *by_rank; /* (size) what each rank announced */
     unsigned char *announced;   /* (size) */
     int n_announced;
-    int taken; /* already put in a response this round */
+    int taken;  /* already put in a response this round */
+    int queued; /* on the ready list */
     double first_seen; /* when the first rank announced it */
     struct entry *next_ready;
 } entry;
@@ -32,6 +33,8 @@ struct hvdc_negotiator {
     entry *ready_head, *ready_tail;
     int shutdown;
     double now;
+    unsigned char *joined; /* (size) ranks that called hvd_join and wait for the rest */
+    int n_joined, last_joined;
 };
 
 void hvdc__negotiator_set_time(hvdc_negotiator *n, double now) { n->now = now; }
@@ -40,6 +43,11 @@ hvdc_negotiator *hvdc__negotiator_create(int size) {
     hvdc_negotiator *n = calloc(1, sizeof *n);
     if (!n) return NULL;
     n->size = size;
+    n->joined = calloc((size_t)size, 1);
+    if (!n->joined) {
+        free(n);
+        return NULL;
+    }
     hvdc__name_table_init(&n->table);
     return n;
 }
@@ -57,7 +65,28 @@ void hvdc__negotiator_destroy(hvdc_negotiator *n) {
     entry *e;
     while ((e = hvdc__name_table_pop(&n->table)) != NULL) entry_free(e, n->size);
     hvdc__name_table_free(&n->table);
+    free(n->joined);
     free(n);
+}
+
+/* Every rank has announced e, or has joined and so contributes nothing. */
+static int covered(const hvdc_negotiator *n, const entry *e) {
+    for (int r = 0; r < n->size; r++)
+        if (!e->announced[r] && !n->joined[r]) return 0;
+    return 1;
+}
+
+static void enqueue_ready(hvdc_negotiator *n, entry *e) {
+    e->queued = 1;
+    if (n->ready_tail) n->ready_tail->next_ready = e;
+    else n->ready_head = e;
+    n->ready_tail = e;
+}
+
+static void enqueue_if_covered(void *value, void *ctx) {
+    entry *e = value;
+    hvdc_negotiator *n = ctx;
+    if (!e->queued && covered(n, e)) enqueue_ready(n, e);
 }
 
 /* Finds the entry's key: the name of any rank that announced it. */
@@ -103,11 +132,13 @@ hvd_status hvdc__negotiator_add(hvdc_negotiator *n, int rank, hvdc_request_list 
         }
         q->counts = NULL; /* moved into the entry */
         q->n_counts = 0;
-        if (++e->n_announced == n->size) {
-            if (n->ready_tail) n->ready_tail->next_ready = e;
-            else n->ready_head = e;
-            n->ready_tail = e;
+        e->n_announced++;
+        if (e->by_rank[rank].kind == HVDC_KIND_JOIN && !n->joined[rank]) {
+            n->joined[rank] = 1;
+            n->n_joined++;
+            n->last_joined = rank;
         }
+        if (!e->queued && covered(n, e)) enqueue_ready(n, e);
     }
     hvdc__request_list_free(list);
     return st;
@@ -121,10 +152,13 @@ size_t hvdc__negotiator_waiting(const hvdc_negotiator *n) {
 
 /* ---- validation ---- */
 
-typedef struct message {
+typedef struct message message;
+static void say_ranks(message *m, const unsigned char *announced, int size, int want);
+
+struct message {
     char text[1024];
     size_t len;
-} message;
+};
 
 static void say(message *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(message *m, const char *fmt, ...) {
@@ -136,18 +170,28 @@ static void say(message *m, const char *fmt, ...) {
     if (k > 0) m->len += (size_t)k < sizeof m->text - m->len ? (size_t)k : sizeof m->text - m->len - 1;
 }
 
-/* Appends "; rank R has V" for each rank whose field differs from rank 0's; returns how many. */
+/* The announcement validation compares the others with: the lowest announcing rank's (rank 0's
+ * unless it has joined). */
+static int base_rank(const entry *e, int size) {
+    for (int r = 0; r < size; r++)
+        if (e->announced[r]) return r;
+    return 0;
+}
+
+/* Appends ", rank R has V" for each announcing rank whose field differs from the base rank's;
+ * returns how many differ. */
 typedef int (*field_differs)(const hvdc_wire_request *a, const hvdc_wire_request *b);
 typedef void (*field_print)(message *m, const hvdc_wire_request *q);
 
 static int list_differences(message *m, const entry *e, int size, const char *what,
                             field_differs differs, field_print print) {
-    const hvdc_wire_request *base = &e->by_rank[0];
+    int b = base_rank(e, size);
+    const hvdc_wire_request *base = &e->by_rank[b];
     int n_diff = 0;
-    for (int r = 1; r < size; r++) {
-        if (!differs(base, &e->by_rank[r])) continue;
+    for (int r = b + 1; r < size; r++) {
+        if (!e->announced[r] || !differs(base, &e->by_rank[r])) continue;
         if (n_diff == 0) {
-            say(m, "%s differs across ranks: rank 0 has ", what);
+            say(m, "%s differs across ranks: rank %d has ", what, b);
             print(m, base);
         }
         if (n_diff < 8) {
@@ -208,12 +252,19 @@ static uint64_t total_count(const hvdc_wire_request *q) {
 
 /* Fills m and returns 1 if the ranks' announcements for e cannot execute together. */
 static int find_disagreement(const entry *e, int size, message *m) {
-    const hvdc_wire_request *base = &e->by_rank[0];
+    const hvdc_wire_request *base = &e->by_rank[base_rank(e, size)];
     say(m, "%s '%s': ", hvdc__kind_name(base->kind), base->name);
     size_t prefix = m->len;
     if (list_differences(m, e, size, "operation", kind_differs, kind_print)) return 1;
-    if (!hvdc__dtype_valid(base->dtype) || (base->kind != HVDC_KIND_BARRIER && !hvdc__op_valid(base->op))) {
-        say(m, "unknown dtype or reduce op in rank 0's request");
+    if (e->n_announced < size && base->kind != HVDC_KIND_ALLREDUCE && base->kind != HVDC_KIND_JOIN) {
+        say(m, "ranks ");
+        say_ranks(m, e->announced, size, 0);
+        say(m, " have called hvd_join; until every rank has, only allreduce can run");
+        return 1;
+    }
+    if (!hvdc__dtype_valid(base->dtype) || (base->kind != HVDC_KIND_BARRIER &&
+                                            base->kind != HVDC_KIND_JOIN && !hvdc__op_valid(base->op))) {
+        say(m, "unknown dtype or reduce op in the request");
         return 1;
     }
     if (list_differences(m, e, size, "dtype", dtype_differs, dtype_print)) return 1;
@@ -283,6 +334,7 @@ static int find_disagreement(const entry *e, int size, message *m) {
         }
         break;
     case HVDC_KIND_BARRIER:
+    case HVDC_KIND_JOIN:
     case HVDC_KIND_COUNT:
         break;
     }
@@ -301,19 +353,47 @@ static uint64_t request_bytes(const hvdc_wire_request *q) {
     return total_count(q) * hvd_dtype_size((hvd_dtype)q->dtype);
 }
 
+/* Ranks contributing nothing to e (joined, not announced). */
+static uint32_t joined_missing(const hvdc_negotiator *n, const entry *e) {
+    return (uint32_t)(n->size - e->n_announced);
+}
+
+/* While ranks have joined, a response carries its tensors' layout for them (see wire.h). */
+static hvd_status describe_for_joined(hvdc_wire_response *s, entry **group, uint32_t n_group,
+                                      int size) {
+    uint32_t n_counts = 0;
+    for (uint32_t i = 0; i < n_group; i++) n_counts += group[i]->by_rank[base_rank(group[i], size)].n_counts;
+    s->tensors_per_name = malloc(n_group * sizeof *s->tensors_per_name);
+    s->counts = malloc((n_counts ? n_counts : 1) * sizeof *s->counts);
+    if (!s->tensors_per_name || !s->counts) return HVD_ERR_NO_MEMORY;
+    s->n_counts = 0;
+    for (uint32_t i = 0; i < n_group; i++) {
+        const hvdc_wire_request *q = &group[i]->by_rank[base_rank(group[i], size)];
+        s->tensors_per_name[i] = q->n_counts;
+        for (uint32_t k = 0; k < q->n_counts; k++) s->counts[s->n_counts++] = q->counts[k];
+    }
+    return HVD_OK;
+}
+
 hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t fusion_threshold,
                                     hvdc_response_list *out) {
     memset(out, 0, sizeof *out);
+    out->flags = n->shutdown ? HVDC_FLAG_SHUTDOWN : 0;
+    /* a rank that joined since a name was announced may have completed it */
+    if (n->n_joined > 0) hvdc__name_table_each(&n->table, enqueue_if_covered, n);
     size_t n_ready = 0;
     for (entry *e = n->ready_head; e; e = e->next_ready) n_ready++;
-    out->flags = n->shutdown ? HVDC_FLAG_SHUTDOWN : 0;
     if (n_ready == 0) return HVD_OK;
     out->items = calloc(n_ready, sizeof *out->items);
-    if (!out->items) return HVD_ERR_NO_MEMORY;
+    char **errors = calloc(n_ready, sizeof *errors);
+    entry **group = calloc(n_ready, sizeof *group);
+    hvd_status st = HVD_OK;
+    if (!out->items || !errors || !group) {
+        st = HVD_ERR_NO_MEMORY;
+        goto done;
+    }
 
     /* a disagreement fails the entry on its own; mark those first so fusion skips them */
-    char **errors = calloc(n_ready, sizeof *errors);
-    if (!errors) return HVD_ERR_NO_MEMORY;
     size_t idx = 0;
     for (entry *e = n->ready_head; e; e = e->next_ready, idx++) {
         message m = {.len = 0};
@@ -321,50 +401,68 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t fusion_threshold,
         if (find_disagreement(e, n->size, &m)) errors[idx] = strdup(m.text);
     }
 
-    hvd_status st = HVD_OK;
     idx = 0;
+    int join_done = 0;
     for (entry *e = n->ready_head; e; e = e->next_ready, idx++) {
         if (e->taken) continue;
         e->taken = 1;
-        const hvdc_wire_request *base = &e->by_rank[0];
+        const hvdc_wire_request *base = &e->by_rank[base_rank(e, n->size)];
         hvdc_wire_response *s = &out->items[out->n++];
         s->kind = base->kind;
-        size_t cap = 1;
-        s->names = malloc(sizeof *s->names);
-        if (!s->names) { st = HVD_ERR_NO_MEMORY; goto done; }
-        memcpy(s->names[0], base->name, sizeof s->names[0]);
-        s->n_names = 1;
+        s->dtype = base->dtype;
+        s->op = base->op;
         if (errors[idx]) {
             s->type = HVDC_RESPONSE_ERROR;
             s->error = errors[idx];
             errors[idx] = NULL;
-            continue;
+        } else {
+            s->type = HVDC_RESPONSE_EXECUTE;
         }
-        s->type = HVDC_RESPONSE_EXECUTE;
-        if (base->kind == HVDC_KIND_ALLGATHER) {
+        uint32_t n_group = 0;
+        group[n_group++] = e;
+        if (s->type == HVDC_RESPONSE_EXECUTE && base->kind == HVDC_KIND_ALLGATHER) {
             s->rank_counts = malloc((size_t)n->size * sizeof *s->rank_counts);
             if (!s->rank_counts) { st = HVD_ERR_NO_MEMORY; goto done; }
             s->n_rank_counts = (uint32_t)n->size;
             for (int r = 0; r < n->size; r++) s->rank_counts[r] = e->by_rank[r].counts[0];
         }
-        if (base->kind != HVDC_KIND_ALLREDUCE) continue;
-        /* fuse later compatible all-reduces while they fit under the threshold */
-        uint64_t bytes = request_bytes(base);
-        size_t later = idx + 1;
-        for (entry *f = e->next_ready; f && bytes < fusion_threshold; f = f->next_ready, later++) {
-            if (f->taken || errors[later] || !can_fuse(base, &f->by_rank[0])) continue;
-            uint64_t more = request_bytes(&f->by_rank[0]);
-            if (bytes + more > fusion_threshold) continue;
-            if (s->n_names == cap) {
-                cap *= 2;
-                void *grown = realloc(s->names, cap * sizeof *s->names);
-                if (!grown) { st = HVD_ERR_NO_MEMORY; goto done; }
-                s->names = grown;
-            }
-            memcpy(s->names[s->n_names++], f->by_rank[0].name, sizeof s->names[0]);
-            f->taken = 1;
-            bytes += more;
+        if (s->type == HVDC_RESPONSE_EXECUTE && base->kind == HVDC_KIND_JOIN) {
+            s->rank_counts = malloc(sizeof *s->rank_counts);
+            if (!s->rank_counts) { st = HVD_ERR_NO_MEMORY; goto done; }
+            s->n_rank_counts = 1;
+            s->rank_counts[0] = (uint64_t)n->last_joined;
+            join_done = 1;
         }
+        if (s->type == HVDC_RESPONSE_EXECUTE && base->kind == HVDC_KIND_ALLREDUCE) {
+            /* fuse later compatible all-reduces, with the same contributing ranks, while they
+             * fit under the threshold */
+            uint64_t bytes = request_bytes(base);
+            size_t later = idx + 1;
+            for (entry *f = e->next_ready; f && bytes < fusion_threshold; f = f->next_ready, later++) {
+                if (f->taken || errors[later]) continue;
+                const hvdc_wire_request *fb = &f->by_rank[base_rank(f, n->size)];
+                if (!can_fuse(base, fb) || memcmp(e->announced, f->announced, (size_t)n->size) != 0) continue;
+                uint64_t more = request_bytes(fb);
+                if (bytes + more > fusion_threshold) continue;
+                group[n_group++] = f;
+                f->taken = 1;
+                bytes += more;
+            }
+            s->n_joined = joined_missing(n, e);
+            if (s->n_joined > 0 && describe_for_joined(s, group, n_group, n->size) != HVD_OK) {
+                st = HVD_ERR_NO_MEMORY;
+                goto done;
+            }
+        }
+        s->names = malloc(n_group * sizeof *s->names);
+        if (!s->names) { st = HVD_ERR_NO_MEMORY; goto done; }
+        for (uint32_t i = 0; i < n_group; i++)
+            memcpy(s->names[i], group[i]->by_rank[base_rank(group[i], n->size)].name, sizeof s->names[0]);
+        s->n_names = n_group;
+    }
+    if (join_done) {
+        memset(n->joined, 0, (size_t)n->size);
+        n->n_joined = 0;
     }
 done:
     /* forget every ready entry */
@@ -375,8 +473,9 @@ done:
         entry_free(e, n->size);
     }
     n->ready_tail = NULL;
-    for (size_t i = 0; i < n_ready; i++) free(errors[i]);
+    for (size_t i = 0; errors && i < n_ready; i++) free(errors[i]);
     free(errors);
+    free(group);
     if (st != HVD_OK) hvdc__response_list_free(out);
     return st;
 }

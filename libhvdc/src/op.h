@@ -18,6 +18,9 @@
 #include "hvdc.h"
 #include "wire.h"
 
+/* The name hvd_join announces; a second hvd_join while one is in flight is a duplicate. */
+#define HVDC_JOIN_NAME "hvd.join"
+
 typedef struct hvdc_tensor {
     const char *name;
     const void *send;

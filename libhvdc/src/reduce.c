@@ -6,7 +6,9 @@
  */
 #include "reduce.h"
 
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "half.h"
 
@@ -139,5 +141,27 @@ void hvdc__divide_integers(void *buf, size_t count, hvd_dtype dtype, int divisor
     case HVD_INT32: { int32_t *v = buf; for (size_t i = 0; i < count; i++) v[i] = v[i] / divisor; break; }
     case HVD_INT64: { int64_t *v = buf; for (size_t i = 0; i < count; i++) v[i] = v[i] / divisor; break; }
     default: break;
+    }
+}
+
+void hvdc__fill_identity(void *buf, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
+    double value = op == HVD_PRODUCT ? 1.0 : op == HVD_MIN ? INFINITY : op == HVD_MAX ? -INFINITY : 0.0;
+    size_t elem = hvd_dtype_size(dtype);
+    if (count == 0) return;
+    /* write one element, then replicate it */
+    switch (dtype) {
+    case HVD_UINT8: *(uint8_t *)buf = op == HVD_MIN ? UINT8_MAX : op == HVD_MAX ? 0 : (uint8_t)value; break;
+    case HVD_INT8: *(int8_t *)buf = op == HVD_MIN ? INT8_MAX : op == HVD_MAX ? INT8_MIN : (int8_t)value; break;
+    case HVD_INT32: *(int32_t *)buf = op == HVD_MIN ? INT32_MAX : op == HVD_MAX ? INT32_MIN : (int32_t)value; break;
+    case HVD_INT64: *(int64_t *)buf = op == HVD_MIN ? INT64_MAX : op == HVD_MAX ? INT64_MIN : (int64_t)value; break;
+    case HVD_FLOAT16: *(uint16_t *)buf = hvdc__float_to_half((float)value); break;
+    case HVD_BFLOAT16: *(uint16_t *)buf = hvdc__float_to_bf16((float)value); break;
+    case HVD_FLOAT32: *(float *)buf = (float)value; break;
+    case HVD_FLOAT64: *(double *)buf = value; break;
+    }
+    for (size_t filled = 1; filled < count;) {
+        size_t n = filled < count - filled ? filled : count - filled;
+        memcpy((char *)buf + filled * elem, buf, n * elem);
+        filled += n;
     }
 }

@@ -1,6 +1,6 @@
 /*
  * reduce.h - the element-wise kernels: combine two buffers with a reduce op, scale a buffer.
- * defines: hvdc__reduce, hvdc__scale, hvdc__divide_integers
+ * defines: hvdc__reduce, hvdc__scale, hvdc__divide_integers, hvdc__fill_identity
  * Pure; any thread. dst may equal a (accumulate in place); otherwise buffers must not overlap.
  */
 #ifndef HVDC_REDUCE_H
@@ -14,6 +14,10 @@
  * end). float16/bfloat16 combine in float32 and round back to nearest-even. */
 void hvdc__reduce(void *dst, const void *a, const void *b, size_t count, hvd_dtype dtype,
                   hvd_reduce_op op);
+
+/* Fills buf with op's neutral element: 0 for sum/average, 1 for product, the largest value
+ * (+inf for floats) for min, the smallest (-inf) for max. */
+void hvdc__fill_identity(void *buf, size_t count, hvd_dtype dtype, hvd_reduce_op op);
 
 /* buf[i] *= factor, for floating dtypes (float16/bfloat16/float32 scale in float32). */
 void hvdc__scale(void *buf, size_t count, hvd_dtype dtype, double factor);

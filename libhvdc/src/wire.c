@@ -9,7 +9,9 @@
  * response list: magic u32 | version u16 | flags u32 | n u32 | n x response |
  *                reason (u32 len + bytes)
  * response:      type u8 | kind u8 | n_names u32 | n_names x name |
- *                n_rank_counts u32 | n_rank_counts x u64 | error (u32 len + bytes)
+ *                n_rank_counts u32 | n_rank_counts x u64 | error (u32 len + bytes) |
+ *                n_joined u32, and when n_joined > 0: dtype u8 | op u8 |
+ *                tensors_per_name (n_names x u32) | n_counts u32 | n_counts x u64
  * Pure; background thread.
  */
 #include "wire.h"
@@ -24,7 +26,7 @@
 
 const char *hvdc__kind_name(int kind) {
     static const char *const names[HVDC_KIND_COUNT] = {
-        "allreduce", "broadcast", "allgather", "reducescatter", "alltoall", "barrier"};
+        "allreduce", "broadcast", "allgather", "reducescatter", "alltoall", "barrier", "join"};
     return kind >= 0 && kind < HVDC_KIND_COUNT ? names[kind] : "unknown-operation";
 }
 
@@ -112,7 +114,14 @@ int hvdc__wire_encode_responses(hvdc_bytes *out, const hvdc_response_list *list)
         if (put_uint(out, r->n_rank_counts, 4)) return -1;
         for (uint32_t k = 0; k < r->n_rank_counts; k++)
             if (put_uint(out, r->rank_counts[k], 8)) return -1;
-        if (put_text(out, r->error)) return -1;
+        if (put_text(out, r->error) || put_uint(out, r->n_joined, 4)) return -1;
+        if (r->n_joined == 0) continue;
+        if (put_uint(out, r->dtype, 1) || put_uint(out, r->op, 1)) return -1;
+        for (uint32_t k = 0; k < r->n_names; k++)
+            if (put_uint(out, r->tensors_per_name[k], 4)) return -1;
+        if (put_uint(out, r->n_counts, 4)) return -1;
+        for (uint32_t k = 0; k < r->n_counts; k++)
+            if (put_uint(out, r->counts[k], 8)) return -1;
     }
     return put_text(out, list->reason);
 }
@@ -269,9 +278,22 @@ static int get_response(reader *r, hvdc_wire_response *s) {
     if (!s->names) return fail_read(r, "out of memory");
     for (uint32_t k = 0; k < s->n_names; k++)
         if (get_name(r, s->names[k])) return -1;
-    if (get_u32(r, &s->n_rank_counts) || get_u64_array(r, s->n_rank_counts, &s->rank_counts))
+    if (get_u32(r, &s->n_rank_counts) || get_u64_array(r, s->n_rank_counts, &s->rank_counts) ||
+        get_text(r, s->type == HVDC_RESPONSE_ERROR, &s->error) || get_u32(r, &s->n_joined))
         return -1;
-    return get_text(r, s->type == HVDC_RESPONSE_ERROR, &s->error);
+    if (s->n_joined == 0) return 0;
+    if (get_u8(r, &s->dtype) || get_u8(r, &s->op)) return -1;
+    if (r->left / 4 < s->n_names) return fail_read(r, "tensor counts longer than message");
+    s->tensors_per_name = malloc((size_t)s->n_names * sizeof *s->tensors_per_name);
+    if (!s->tensors_per_name) return fail_read(r, "out of memory");
+    uint64_t total = 0;
+    for (uint32_t k = 0; k < s->n_names; k++) {
+        if (get_u32(r, &s->tensors_per_name[k])) return -1;
+        total += s->tensors_per_name[k];
+    }
+    if (get_u32(r, &s->n_counts) || get_u64_array(r, s->n_counts, &s->counts)) return -1;
+    if (total != s->n_counts) return fail_read(r, "tensor counts do not add up");
+    return 0;
 }
 
 int hvdc__wire_decode_responses(const uint8_t *data, size_t len, hvdc_response_list *out,
@@ -280,7 +302,7 @@ int hvdc__wire_decode_responses(const uint8_t *data, size_t len, hvdc_response_l
     memset(out, 0, sizeof *out);
     uint32_t n;
     if (get_header(&r, &out->flags, &n)) goto fail;
-    if (n > r.left / 14) {
+    if (n > r.left / 18) {
         fail_read(&r, "more responses announced than the message holds");
         goto fail;
     }
@@ -324,6 +346,8 @@ void hvdc__response_free(hvdc_wire_response *response) {
     free(response->names);
     free(response->rank_counts);
     free(response->error);
+    free(response->tensors_per_name);
+    free(response->counts);
     memset(response, 0, sizeof *response);
 }
 

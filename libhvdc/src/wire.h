@@ -21,7 +21,7 @@
 #include "hvdc.h"
 
 #define HVDC_WIRE_MAGIC 0x48564443u /* "HVDC" */
-#define HVDC_WIRE_VERSION 1u
+#define HVDC_WIRE_VERSION 2u
 
 typedef enum hvdc_kind {
     HVDC_KIND_ALLREDUCE = 0,
@@ -30,6 +30,7 @@ typedef enum hvdc_kind {
     HVDC_KIND_REDUCESCATTER,
     HVDC_KIND_ALLTOALL,
     HVDC_KIND_BARRIER,
+    HVDC_KIND_JOIN,
     HVDC_KIND_COUNT
 } hvdc_kind;
 
@@ -71,8 +72,16 @@ typedef struct hvdc_wire_response {
     uint32_t n_names;
     char (*names)[HVD_MAX_NAME_LEN + 1]; /* (n_names) in execution/fusion order */
     uint32_t n_rank_counts;
-    uint64_t *rank_counts;               /* allgather: (size) each rank's count */
+    uint64_t *rank_counts;               /* allgather: (size) each rank's count;
+                                            join: (1) the rank that joined last */
     char *error;                         /* HVDC_RESPONSE_ERROR: the message for every rank */
+    /* All-reduce while ranks have joined (hvd_join): those ranks hold no op for these names,
+     * so the response carries what they need to contribute neutral values of the right shape. */
+    uint32_t n_joined;                   /* ranks contributing nothing; 0 normally */
+    uint8_t dtype, op;
+    uint32_t *tensors_per_name;          /* (n_names) when n_joined > 0, else NULL */
+    uint32_t n_counts;
+    uint64_t *counts;                    /* (n_counts) every tensor's count, in order */
 } hvdc_wire_response;
 
 typedef struct hvdc_response_list {

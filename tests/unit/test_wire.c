@@ -75,6 +75,20 @@ int main(void) {
             hvdc__response_list_free(&back);
         }
     CHECK_TRUE(accepted == 0, "%d truncated response lists were accepted", accepted);
+    /* a response for ranks that joined carries the tensor layout */
+    uint32_t per_name[2] = {1, 2};
+    uint64_t layout[3] = {10, 20, 30};
+    hvdc_wire_response j = {.type = HVDC_RESPONSE_EXECUTE, .kind = HVDC_KIND_ALLREDUCE, .n_names = 2,
+                            .names = names, .n_joined = 1, .dtype = HVD_INT64, .op = HVD_MAX,
+                            .tensors_per_name = per_name, .n_counts = 3, .counts = layout};
+    hvdc_response_list jl = {HVDC_ABORT_FLAGS(HVD_ERR_STALLED), 1, &j, "why"};
+    CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &jl) == 0, "encode joined layout");
+    CHECK_TRUE(hvdc__wire_decode_responses(bytes.data, bytes.len, &back, &why) == 0, "decode: %s", why);
+    CHECK_TRUE(back.n == 1 && back.items[0].n_joined == 1 && back.items[0].op == HVD_MAX &&
+               back.items[0].tensors_per_name[1] == 2 && back.items[0].counts[2] == 30 &&
+               HVDC_ABORT_STATUS(back.flags) == HVD_ERR_STALLED && strcmp(back.reason, "why") == 0,
+               "joined layout and abort reason round trip");
+    hvdc__response_list_free(&back);
     hvdc__bytes_free(&bytes);
     return check_verdict("wire encoding");
 }

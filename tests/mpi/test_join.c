@@ -1,0 +1,83 @@
+/*
+ * test_join.c - hvd_join for uneven data: rank r runs 3*(r+1) steps of all-reduces, then joins.
+ * At step i only the ranks still running contribute: the sum is theirs and the average divides
+ * by how many they are. Nobody hangs; hvd_join reports the last rank to join; afterwards every
+ * rank works together again. A broadcast while a rank has joined fails with HVD_ERR_MISMATCH.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "mpitest.h"
+
+enum { COUNT = 3000 }; /* large enough for the ring and a packed piece */
+
+static float value(int rank, int step, int i) { return (float)((rank + 1) * 10 + step + i % 5); }
+
+int main(void) {
+    mt_ctx t;
+    mt_init(&t, 0, 1);
+    if (hvd_init() != HVD_OK) {
+        fprintf(stderr, "hvd_init: %s\n", hvd_last_error());
+        return 1;
+    }
+    int rank, size;
+    hvd_rank(&rank);
+    hvd_size(&size);
+    mt_init(&t, rank, size);
+    static float sum[COUNT], avg[COUNT], small[3];
+    int steps = 3 * (rank + 1);
+    mt_begin(&t, "uneven steps: all-reduces complete without the ranks that joined");
+    for (int step = 0; step < steps; step++) {
+        int contributors = 0;
+        for (int r = 0; r < size; r++) contributors += 3 * (r + 1) > step;
+        for (int i = 0; i < COUNT; i++) sum[i] = avg[i] = value(rank, step, i);
+        for (int i = 0; i < 3; i++) small[i] = 1;
+        char n1[32], n2[32], n3[32];
+        snprintf(n1, sizeof n1, "sum.%d", step);
+        snprintf(n2, sizeof n2, "avg.%d", step);
+        snprintf(n3, sizeof n3, "prod.%d", step);
+        hvd_handle h[3];
+        MT_CHECK(&t, hvd_allreduce_async(n1, sum, sum, COUNT, HVD_FLOAT32, HVD_SUM, NULL, &h[0]) == HVD_OK, "%s", hvd_last_error());
+        MT_CHECK(&t, hvd_allreduce_async(n2, avg, avg, COUNT, HVD_FLOAT32, HVD_AVERAGE, NULL, &h[1]) == HVD_OK, "%s", hvd_last_error());
+        MT_CHECK(&t, hvd_allreduce_async(n3, small, small, 3, HVD_FLOAT32, HVD_PRODUCT, NULL, &h[2]) == HVD_OK, "%s", hvd_last_error());
+        for (int k = 0; k < 3; k++) MT_CHECK(&t, hvd_wait(&h[k]) == HVD_OK, "step %d: %s", step, hvd_last_error());
+        int bad = 0;
+        for (int i = 0; i < COUNT; i++) {
+            float want = 0;
+            for (int r = 0; r < size; r++)
+                if (3 * (r + 1) > step) want += value(r, step, i);
+            bad += sum[i] != want || avg[i] != want / (float)contributors;
+        }
+        bad += small[0] != 1 || small[2] != 1;
+        MT_CHECK(&t, bad == 0, "step %d (%d contributors): %d wrong, sum[0]=%g avg[0]=%g", step,
+                 contributors, bad, sum[0], avg[0]);
+    }
+    int last = -1;
+    hvd_status st;
+    if (rank == 0 && size > 1) {
+        /* joined rank 0 sees nothing; a broadcast by the others while it waits is refused */
+        st = hvd_join(&last);
+    } else {
+        if (rank == size - 1 && size > 1) {
+            /* by now ranks 0..size-2 have joined or will: a broadcast must fail, not hang */
+            int x = 7;
+            hvd_status b = hvd_broadcast("while-joined", &x, 1, HVD_INT32, size - 1);
+            MT_CHECK(&t, b == HVD_ERR_MISMATCH && strstr(hvd_last_error(), "hvd_join"),
+                     "broadcast while rank 0 has joined: %s %s", hvd_status_string(b), hvd_last_error());
+        }
+        st = hvd_join(&last);
+    }
+    MT_CHECK(&t, st == HVD_OK, "hvd_join: %s", hvd_last_error());
+    MT_CHECK(&t, last == size - 1, "last joined rank %d, expected %d", last, size - 1);
+    mt_end(&t);
+
+    mt_begin(&t, "after everyone joined, all ranks reduce together again");
+    int v = rank + 1;
+    MT_CHECK(&t, hvd_allreduce("after", &v, &v, 1, HVD_INT32, HVD_SUM) == HVD_OK, "%s", hvd_last_error());
+    MT_CHECK(&t, v == size * (size + 1) / 2, "got %d", v);
+    mt_end(&t);
+    mt_combine(&t);
+    int code = mt_exit_code(&t);
+    hvd_shutdown();
+    return code;
+}

@@ -1,0 +1,431 @@
+/*
+ * allreduce_bench.c - all-reduce bandwidth of hvd_allreduce against raw MPI_Allreduce, in the
+ * style of nccl-tests: one row per size and implementation with time, algbw, busbw and #wrong.
+ *
+ * What is timed. "hvd-ring" and "hvd-mpi" are end-to-end blocking hvd_allreduce calls
+ * (submission, negotiation, fusion planning and the reduction) with libhvdc's CPU all-reduce set
+ * by HVD_CPU_ALLREDUCE=ring or =mpi. The library reads that variable in hvd_init, so the
+ * benchmark sets it and re-initializes libhvdc whenever it switches between the two; MPI itself
+ * stays up (we initialize it, with MPI_THREAD_MULTIPLE). "mpi" is MPI_Allreduce on
+ * MPI_COMM_WORLD from the main thread, the baseline. At each size, each hvd pass alternates
+ * one hvd call and one MPI call per iteration, so both see the same machine; the ratio vs_mpi
+ * of an hvd row is busbw(hvd) / busbw(MPI) over the MPI calls of that same pass.
+ *
+ * One iteration: MPI_Barrier, then time one call; the iteration's time is the slowest rank's,
+ * and a row reports the median over iterations. algbw = bytes / time; busbw = algbw * 2(n-1)/n,
+ * the traffic each rank's link carries in a ring all-reduce, comparable across rank counts.
+ *
+ * Correctness (-c 1, the default): inputs are small integers that depend on rank and index,
+ * chosen so every sum/min/max/prod is exact and in range for the dtype in any reduction order:
+ *     x_r[i] = 1 + (j + 3r) mod p     (prod: 1 + (j + r) mod 2),   j = (i + parity) mod p
+ * Two send buffers hold parity 0 and 1 and iterations alternate between them, so a result left
+ * over from the previous call counts as wrong. Every result of every call (warm-up included) is
+ * compared element by element with the exact reference; #wrong counts mismatched elements over
+ * all iterations and ranks. The exit status is 1 if any were wrong, 2 on an error.
+ * Main thread (libhvdc's background thread does the hvd work).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_common.h"
+
+enum { IMPL_HVD_RING, IMPL_HVD_MPI, IMPL_MPI, IMPL_COUNT };
+static const char *const impl_names[IMPL_COUNT] = {"hvd-ring", "hvd-mpi", "mpi"};
+
+typedef struct options {
+    size_t min_bytes, max_bytes; /* -b, -e */
+    size_t factor;               /* -f */
+    int iters, warmup, check;    /* -n, -w, -c */
+    hvd_dtype dtype;             /* -d */
+    hvd_reduce_op op;            /* -o */
+    int impl[IMPL_COUNT];        /* --impl: 1 if timed */
+    const char *csv;             /* --csv, NULL for none */
+} options;
+
+/* The reference for one size: x_r[i] and the exact reduction depend only on j in [0, period). */
+typedef struct pattern {
+    size_t period;
+    double *expected; /* (period) exact result for j */
+    double tolerance; /* 0: exact; avg on floating types: relative */
+} pattern;
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: allreduce_bench [options]   (run under mpirun)\n"
+            "  -b BYTES   smallest message (default 1K; K, M, G suffixes)\n"
+            "  -e BYTES   largest message (default 64M)\n"
+            "  -f N       multiply the size by N each step (default 2)\n"
+            "  -n N       timed iterations per size and implementation (default 20)\n"
+            "  -w N       warm-up iterations (default 5)\n"
+            "  -d TYPE    float, double, half, bfloat16, int32, int64, int8, uint8 (default float)\n"
+            "  -o OP      sum, avg, min, max, prod (default sum)\n"
+            "  -c 0|1     check every result exactly (default 1)\n"
+            "  --impl L   comma-separated from hvd-ring, hvd-mpi, mpi (default hvd-ring,mpi, or\n"
+            "             hvd-<HVD_CPU_ALLREDUCE>,mpi when that variable is set)\n"
+            "  --csv FILE also write the table as CSV\n"
+            "  -h, --help this text\n"
+            "Columns: size (B), count (elements), type, redop, impl, time (us, median), algbw and\n"
+            "busbw (GB/s; busbw = algbw*2(n-1)/n), #wrong (mismatched elements), vs_mpi (hvd busbw\n"
+            "/ MPI busbw, interleaved in the same pass). Exit status 1 if any result was wrong.\n");
+}
+
+static int parse_impls(const char *list, int impl[IMPL_COUNT]) {
+    char copy[256];
+    snprintf(copy, sizeof copy, "%s", list);
+    memset(impl, 0, IMPL_COUNT * sizeof *impl);
+    for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int found = 0;
+        for (int i = 0; i < IMPL_COUNT; i++) {
+            if (strcmp(tok, impl_names[i]) == 0) impl[i] = found = 1;
+        }
+        if (!found) return 0;
+    }
+    return 1;
+}
+
+/* Parses argv; returns 0 to run, 1 after --help, -1 on a bad option (message printed). */
+static int parse_options(int argc, char **argv, options *o, int rank) {
+    *o = (options){.min_bytes = 1024, .max_bytes = 64u << 20, .factor = 2, .iters = 20,
+                   .warmup = 5, .check = 1, .dtype = HVD_FLOAT32, .op = HVD_SUM};
+    const char *env = getenv("HVD_CPU_ALLREDUCE");
+    o->impl[env && strcmp(env, "mpi") == 0 ? IMPL_HVD_MPI : IMPL_HVD_RING] = 1;
+    o->impl[IMPL_MPI] = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok = 1, takes_value = 1;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            if (rank == 0) usage(stdout);
+            return 1;
+        } else if (!v) {
+            ok = 0;
+        } else if (strcmp(a, "-b") == 0) {
+            ok = bench_parse_bytes(v, &o->min_bytes);
+        } else if (strcmp(a, "-e") == 0) {
+            ok = bench_parse_bytes(v, &o->max_bytes);
+        } else if (strcmp(a, "-f") == 0) {
+            o->factor = (size_t)atol(v);
+            ok = o->factor >= 2;
+        } else if (strcmp(a, "-n") == 0) {
+            o->iters = atoi(v);
+            ok = o->iters >= 1;
+        } else if (strcmp(a, "-w") == 0) {
+            o->warmup = atoi(v);
+            ok = o->warmup >= 0;
+        } else if (strcmp(a, "-c") == 0) {
+            o->check = atoi(v);
+            ok = o->check == 0 || o->check == 1;
+        } else if (strcmp(a, "-d") == 0) {
+            int d = bench_dtype_from_name(v);
+            ok = d >= 0;
+            o->dtype = (hvd_dtype)d;
+        } else if (strcmp(a, "-o") == 0) {
+            int op = bench_op_from_name(v);
+            ok = op >= 0;
+            o->op = (hvd_reduce_op)op;
+        } else if (strcmp(a, "--impl") == 0) {
+            ok = parse_impls(v, o->impl);
+        } else if (strcmp(a, "--csv") == 0) {
+            o->csv = v;
+        } else {
+            takes_value = 0;
+            ok = 0;
+        }
+        if (!ok) {
+            if (rank == 0) {
+                fprintf(stderr, "allreduce_bench: bad option '%s%s%s'%s\n", a, takes_value && v ? " " : "",
+                        takes_value && v ? v : "", takes_value ? "" : " (unknown)");
+                usage(stderr);
+            }
+            return -1;
+        }
+        i++;
+    }
+    if (o->min_bytes == 0 || o->min_bytes > o->max_bytes) {
+        if (rank == 0) fprintf(stderr, "allreduce_bench: need 0 < -b <= -e\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Largest integer the dtype holds exactly (and without overflow). */
+static double exact_limit(hvd_dtype dtype) {
+    switch (dtype) {
+    case HVD_UINT8: return 255;
+    case HVD_INT8: return 127;
+    case HVD_BFLOAT16: return 256;
+    case HVD_FLOAT16: return 2048;
+    default: return 16777216; /* float32; wider types do not need more */
+    }
+}
+
+static double input_value(const options *o, size_t period, int rank, size_t j) {
+    if (o->op == HVD_PRODUCT) return 1.0 + (double)((j + (size_t)rank) % 2);
+    return 1.0 + (double)((j + 3 * (size_t)rank) % period);
+}
+
+/* Returns 0, or -1 if the dtype cannot hold the exact result for this many ranks. */
+static int pattern_make(pattern *p, const options *o, int size) {
+    double limit = exact_limit(o->dtype);
+    if (o->op == HVD_PRODUCT) {
+        if (ldexp(1.0, size) > limit) return -1;
+        p->period = 2;
+    } else if (o->op == HVD_MIN || o->op == HVD_MAX) {
+        p->period = limit < 1009 ? (size_t)limit : 1009;
+    } else {
+        double per = floor(limit / size);
+        if (per < 2) return -1;
+        p->period = per < 1009 ? (size_t)per : 1009;
+    }
+    int is_float = o->dtype == HVD_FLOAT16 || o->dtype == HVD_BFLOAT16 ||
+                   o->dtype == HVD_FLOAT32 || o->dtype == HVD_FLOAT64;
+    p->tolerance = o->op == HVD_AVERAGE && is_float ? (o->dtype == HVD_FLOAT16 ? 1e-3 : o->dtype == HVD_BFLOAT16 ? 1e-2 : 1e-6) : 0.0;
+    p->expected = malloc(p->period * sizeof *p->expected);
+    if (!p->expected) return -1;
+    for (size_t j = 0; j < p->period; j++) {
+        double acc = input_value(o, p->period, 0, j);
+        for (int r = 1; r < size; r++) {
+            double x = input_value(o, p->period, r, j);
+            switch (o->op) {
+            case HVD_MIN: acc = fmin(acc, x); break;
+            case HVD_MAX: acc = fmax(acc, x); break;
+            case HVD_PRODUCT: acc *= x; break;
+            default: acc += x; break;
+            }
+        }
+        p->expected[j] = acc;
+    }
+    return 0;
+}
+
+static void fill_input(void *buf, size_t count, const options *o, const pattern *p, int rank,
+                       int parity) {
+    size_t j = (size_t)parity % p->period;
+    for (size_t i = 0; i < count; i++) {
+        bench_set_value(buf, o->dtype, i, input_value(o, p->period, rank, j));
+        if (++j == p->period) j = 0;
+    }
+}
+
+/* Mismatched elements of buf against the reference; average = sum / size (MPI rows pass
+ * HVD_SUM, since MPI has no average). */
+static long long count_wrong(const void *buf, size_t count, hvd_dtype dtype, hvd_reduce_op op,
+                             const pattern *p, int size, int parity) {
+    long long wrong = 0;
+    int is_int = dtype == HVD_UINT8 || dtype == HVD_INT8 || dtype == HVD_INT32 || dtype == HVD_INT64;
+    size_t j = (size_t)parity % p->period;
+    for (size_t i = 0; i < count; i++) {
+        double want = p->expected[j], got = bench_get_value(buf, dtype, i);
+        if (op == HVD_AVERAGE) want = is_int ? trunc(want / size) : want / size;
+        if (op == HVD_AVERAGE && p->tolerance > 0) wrong += !(fabs(got - want) <= p->tolerance * want);
+        else wrong += got != want;
+        if (++j == p->period) j = 0;
+    }
+    return wrong;
+}
+
+/* Makes libhvdc run with the given impl (re-initializing it if it runs another). */
+static void hvd_use(int impl, int *current) {
+    if (*current == impl) return;
+    if (*current >= 0) BENCH_CHECK_HVD(hvd_shutdown());
+    setenv("HVD_CPU_ALLREDUCE", impl == IMPL_HVD_MPI ? "mpi" : "ring", 1);
+    BENCH_CHECK_HVD(hvd_init());
+    *current = impl;
+}
+
+typedef struct row {
+    double time_us;
+    long long wrong;
+    double mpi_time_us; /* hvd rows: MPI's median in the same pass, 0 if not measured */
+} row;
+
+typedef struct buffers {
+    void *send[2], *recv;
+} buffers;
+
+/* Runs warm-up + timed iterations of one hvd impl (or impl == IMPL_MPI alone) at one size,
+ * interleaving MPI_Allreduce when with_mpi; appends MPI's times to mpi_all. */
+static void run_pass(int impl, int with_mpi, size_t count, const options *o, const pattern *p,
+                     buffers *b, int size, row *out, long long *mpi_wrong, double *mpi_all,
+                     size_t *n_mpi_all) {
+    int n = o->iters, total = o->warmup + o->iters;
+    double *t_hvd = calloc((size_t)n, sizeof *t_hvd), *t_mpi = calloc((size_t)n, sizeof *t_mpi);
+    if (!t_hvd || !t_mpi) {
+        fprintf(stderr, "allreduce_bench: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    char name[64];
+    snprintf(name, sizeof name, "allreduce_bench.%zu", count);
+    MPI_Datatype type = bench_mpi_type(o->dtype);
+    long long wrong[2] = {0, 0}; /* hvd, mpi */
+    int do_hvd = impl != IMPL_MPI;
+    with_mpi = with_mpi && type != MPI_DATATYPE_NULL;
+    for (int it = 0; it < total; it++) {
+        int parity = it & 1, timed = it - o->warmup;
+        if (do_hvd) {
+            BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            double t0 = bench_now_us();
+            BENCH_CHECK_HVD(hvd_allreduce(name, b->send[parity], b->recv, count, o->dtype, o->op));
+            double t1 = bench_now_us();
+            if (timed >= 0) t_hvd[timed] = t1 - t0;
+            if (o->check) wrong[0] += count_wrong(b->recv, count, o->dtype, o->op, p, size, parity);
+        }
+        if (with_mpi) {
+            BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+            double t0 = bench_now_us();
+            BENCH_CHECK_MPI(MPI_Allreduce(b->send[parity], b->recv, (int)count, type,
+                                          bench_mpi_op(o->op), MPI_COMM_WORLD));
+            double t1 = bench_now_us();
+            if (timed >= 0) t_mpi[timed] = t1 - t0;
+            hvd_reduce_op mpi_op = o->op == HVD_AVERAGE ? HVD_SUM : o->op;
+            if (o->check) wrong[1] += count_wrong(b->recv, count, o->dtype, mpi_op, p, size, parity);
+        }
+    }
+    BENCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, wrong, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
+    if (do_hvd) bench_max_over_ranks(t_hvd, (size_t)n, MPI_COMM_WORLD);
+    if (with_mpi) {
+        bench_max_over_ranks(t_mpi, (size_t)n, MPI_COMM_WORLD);
+        memcpy(mpi_all + *n_mpi_all, t_mpi, (size_t)n * sizeof *t_mpi);
+        *n_mpi_all += (size_t)n;
+    }
+    *out = (row){do_hvd ? bench_median(t_hvd, (size_t)n) : 0.0, wrong[0],
+                 with_mpi ? bench_median(t_mpi, (size_t)n) : 0.0};
+    *mpi_wrong += wrong[1];
+    free(t_hvd);
+    free(t_mpi);
+}
+
+static void print_row(FILE *out, FILE *csv, size_t bytes, size_t count, const options *o,
+                      int impl, double time_us, long long wrong, double mpi_time_us, int size) {
+    double algbw = time_us > 0 ? (double)bytes / (time_us * 1e3) : 0.0; /* GB/s */
+    double busbw = algbw * 2.0 * (size - 1) / size;
+    char ratio[16] = "-";
+    if (impl != IMPL_MPI && mpi_time_us > 0) snprintf(ratio, sizeof ratio, "%.2f", mpi_time_us / time_us);
+    fprintf(out, "%12zu %12zu %8s %6s %9s %11.1f %8.3f %8.3f %7lld %7s\n", bytes, count,
+            bench_dtype_name(o->dtype), bench_op_name(o->op), impl_names[impl], time_us, algbw,
+            busbw, wrong, ratio);
+    fflush(out);
+    if (csv)
+        fprintf(csv, "%zu,%zu,%s,%s,%s,%d,%.3f,%.5f,%.5f,%lld,%s\n", bytes, count,
+                bench_dtype_name(o->dtype), bench_op_name(o->op), impl_names[impl], size, time_us,
+                algbw, busbw, wrong, ratio[0] == '-' ? "" : ratio);
+}
+
+int main(int argc, char **argv) {
+    int provided = 0, rank = 0, size = 1;
+    BENCH_CHECK_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    options o;
+    int parsed = parse_options(argc, argv, &o, rank);
+    if (parsed != 0) {
+        MPI_Finalize();
+        return parsed > 0 ? 0 : 2;
+    }
+    if (provided < MPI_THREAD_MULTIPLE) {
+        if (rank == 0) fprintf(stderr, "allreduce_bench: MPI gave thread level %d, need MPI_THREAD_MULTIPLE\n", provided);
+        MPI_Finalize();
+        return 2;
+    }
+    pattern p = {0};
+    if (pattern_make(&p, &o, size) != 0) {
+        if (rank == 0)
+            fprintf(stderr, "allreduce_bench: %s %s over %d ranks cannot be checked exactly; use a "
+                    "wider dtype (-d float) or fewer ranks\n", bench_op_name(o.op),
+                    bench_dtype_name(o.dtype), size);
+        MPI_Finalize();
+        return 2;
+    }
+    size_t elem = hvd_dtype_size(o.dtype);
+    buffers b = {{malloc(o.max_bytes), malloc(o.max_bytes)}, malloc(o.max_bytes)};
+    if (!b.send[0] || !b.send[1] || !b.recv) {
+        fprintf(stderr, "allreduce_bench: out of memory for 3 x %zu bytes\n", o.max_bytes);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    size_t max_count = o.max_bytes / elem;
+    fill_input(b.send[0], max_count, &o, &p, rank, 0);
+    fill_input(b.send[1], max_count, &o, &p, rank, 1);
+
+    FILE *csv = NULL;
+    if (rank == 0 && o.csv) {
+        csv = fopen(o.csv, "w");
+        if (!csv) fprintf(stderr, "allreduce_bench: cannot write %s; continuing without CSV\n", o.csv);
+        else fprintf(csv, "bytes,count,dtype,op,impl,ranks,time_us,algbw_gbs,busbw_gbs,wrong,vs_mpi\n");
+    }
+    int current = -1; /* the impl libhvdc runs with, -1 while not initialized */
+    int first_hvd = o.impl[IMPL_HVD_RING] ? IMPL_HVD_RING : o.impl[IMPL_HVD_MPI] ? IMPL_HVD_MPI : -1;
+    if (first_hvd >= 0) hvd_use(first_hvd, &current);
+    if (rank == 0) {
+        bench_print_settings(stdout, "allreduce_bench", size);
+        printf("# impl:");
+        for (int i = 0; i < IMPL_COUNT; i++)
+            if (o.impl[i]) printf(" %s", impl_names[i]);
+        printf("  dtype %s  op %s  iters %d  warmup %d  check %d  sizes %zu..%zu x%zu\n",
+               bench_dtype_name(o.dtype), bench_op_name(o.op), o.iters, o.warmup, o.check,
+               o.min_bytes, o.max_bytes, o.factor);
+        printf("# time: median over iterations of the slowest rank's time for one blocking call "
+               "(after MPI_Barrier); hvd and MPI calls alternate\n");
+        if (o.op == HVD_AVERAGE) printf("# mpi rows run MPI_SUM (MPI has no average)\n");
+        if (bench_mpi_type(o.dtype) == MPI_DATATYPE_NULL)
+            printf("# MPI has no %s type: no mpi rows; hvd-mpi falls back to the ring\n",
+                   bench_dtype_name(o.dtype));
+        printf("#\n# %10s %12s %8s %6s %9s %11s %8s %8s %7s %7s\n", "size", "count", "type",
+               "redop", "impl", "time", "algbw", "busbw", "#wrong", "vs_mpi");
+        printf("# %10s %12s %8s %6s %9s %11s %8s %8s %7s %7s\n", "(B)", "(elements)", "", "", "",
+               "(us)", "(GB/s)", "(GB/s)", "", "busbw");
+    }
+
+    long long total_wrong = 0;
+    double busbw_sum = 0.0;
+    int busbw_rows = 0;
+    double *mpi_all = malloc((size_t)o.iters * IMPL_COUNT * sizeof *mpi_all);
+    for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
+        size_t count = bytes / elem;
+        if (count == 0) continue;
+        size_t n_mpi = 0;
+        row rows[IMPL_COUNT] = {{0}};
+        long long mpi_wrong = 0;
+        int measured_mpi = 0;
+        for (int impl = IMPL_HVD_RING; impl <= IMPL_HVD_MPI; impl++) {
+            if (!o.impl[impl]) continue;
+            hvd_use(impl, &current);
+            run_pass(impl, o.impl[IMPL_MPI], count, &o, &p, &b, size, &rows[impl], &mpi_wrong,
+                     mpi_all, &n_mpi);
+            measured_mpi = 1;
+        }
+        if (o.impl[IMPL_MPI] && !measured_mpi)
+            run_pass(IMPL_MPI, 1, count, &o, &p, &b, size, &rows[IMPL_MPI], &mpi_wrong, mpi_all,
+                     &n_mpi);
+        if (rank != 0) continue;
+        size_t nbytes = count * elem;
+        for (int impl = IMPL_HVD_RING; impl <= IMPL_HVD_MPI; impl++) {
+            if (!o.impl[impl]) continue;
+            print_row(stdout, csv, nbytes, count, &o, impl, rows[impl].time_us, rows[impl].wrong,
+                      rows[impl].mpi_time_us, size);
+            total_wrong += rows[impl].wrong;
+            busbw_sum += (double)nbytes / (rows[impl].time_us * 1e3) * 2.0 * (size - 1) / size;
+            busbw_rows++;
+        }
+        if (o.impl[IMPL_MPI] && n_mpi > 0) {
+            print_row(stdout, csv, nbytes, count, &o, IMPL_MPI, bench_median(mpi_all, n_mpi),
+                      mpi_wrong, 0.0, size);
+            total_wrong += mpi_wrong;
+        }
+    }
+    if (current >= 0) BENCH_CHECK_HVD(hvd_shutdown());
+    BENCH_CHECK_MPI(MPI_Bcast(&total_wrong, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
+    if (rank == 0) {
+        printf("# Out of bounds values : %lld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
+        if (busbw_rows) printf("# Avg bus bandwidth (hvd rows) : %.3f GB/s\n#\n", busbw_sum / busbw_rows);
+    }
+    if (csv) fclose(csv);
+    free(mpi_all);
+    free(p.expected);
+    free(b.send[0]);
+    free(b.send[1]);
+    free(b.recv);
+    MPI_Finalize();
+    return total_wrong ? 1 : 0;
+}

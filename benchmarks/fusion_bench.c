@@ -1,0 +1,487 @@
+/*
+ * fusion_bench.c - the fusion buffer sweep: replays one training step's gradient all-reduces of
+ * a model and times it for each HVD_FUSION_THRESHOLD (and HVD_CYCLE_TIME), against a loop of
+ * blocking MPI_Allreduce calls, one per tensor, measured in the same run.
+ *
+ * One hvd step: every rank submits all tensors with hvd_allreduce_async in backward order (the
+ * reverse of the parameter order, as backpropagation produces gradients), then waits for all.
+ * One MPI step: the same tensors, same order, one blocking MPI_Allreduce each.
+ * libhvdc reads the threshold in hvd_init, so each setting is one hvd_init ... hvd_shutdown
+ * while MPI stays up (we initialize it with MPI_THREAD_MULTIPLE and finalize it at the end).
+ * Within a setting, hvd steps and MPI steps alternate, each after an MPI_Barrier; a step's time
+ * is the slowest rank's and rows report medians. vs_mpi compares with the MPI steps of the same
+ * setting; vs_off divides the threshold-0 (fusion off) median by this setting's.
+ *
+ * Fused collectives per step cannot be seen through the public API. Instead, min_fused is how
+ * many fused all-reduces the threshold allows when every tensor is ready in one negotiation
+ * round (the coordinator's first-fit rule in negotiate.c, replayed here): a lower bound on the
+ * responses actually executed, which also depends on how submissions fall into rounds.
+ *
+ * Correctness: x_r[t][i] = 1 + (i + 7t + 3r + parity) mod 1009, exact in float for any order;
+ * hvd steps send parity 0 and MPI steps parity 1 into the same recv buffers, so a stale result
+ * shows. After every step, hvd and MPI alike, three elements of every tensor (first, last, and
+ * one that moves with the step) are compared with the exact sum; any mismatch: exit status 1.
+ * Main thread (libhvdc's background thread does the hvd work).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_common.h"
+#include "tensor_sets.h"
+
+#define MAX_SETTINGS 32
+#define MAX_MODELS 3
+#define ALIGN_FLOATS 16 /* each tensor starts on a 64-byte boundary */
+
+/* ---- options -------------------------------------------------------------------------------- */
+
+typedef struct options {
+    const char *models[MAX_MODELS];
+    int n_models;
+    long thresholds[MAX_SETTINGS]; /* bytes; -1: the library's default (variable unset) */
+    int n_thresholds;
+    double cycles[MAX_SETTINGS];   /* ms; 0: the library's default */
+    int n_cycles;
+    int steps, warmup;
+    const char *csv, *plot;
+} options;
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: fusion_bench [options]   (run under mpirun)\n"
+            "  --model LIST       comma-separated from %s, or all (default resnet50)\n"
+            "  --thresholds LIST  HVD_FUSION_THRESHOLD values, bytes with K/M/G suffixes, or\n"
+            "                     'default' for the library's (default 0,1M,4M,16M,64M,128M)\n"
+            "  --cycle-times LIST HVD_CYCLE_TIME values in ms, or 'default' (default: default)\n"
+            "  --steps N          timed steps per setting (default 10)\n"
+            "  --warmup N         untimed steps per setting first (default 2)\n"
+            "  --csv FILE         also write the table as CSV\n"
+            "  --plot FILE.svg    draw step time against threshold, one line per model (SVG)\n"
+            "  -h, --help         this text\n"
+            "Per setting: median step time (ms), tensors/s, GB/s (gradient bytes per second),\n"
+            "min_fused (fused all-reduces if all tensors were ready at once), vs_off (speed-up over threshold 0), vs_mpi (speed-up over the\n"
+            "blocking MPI_Allreduce loop measured alternately in the same setting), #wrong.\n",
+            TENSOR_SET_NAMES);
+}
+
+static int parse_list(const char *list, char items[][32], int max) {
+    char copy[512];
+    snprintf(copy, sizeof copy, "%s", list);
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (n == max) return -1;
+        snprintf(items[n++], 32, "%s", tok);
+    }
+    return n;
+}
+
+static int parse_options(int argc, char **argv, options *o, int rank) {
+    static char model_names[MAX_MODELS][32];
+    *o = (options){.models = {"resnet50"}, .n_models = 1, .n_thresholds = 6, .n_cycles = 1,
+                   .cycles = {0}, .steps = 10, .warmup = 2,
+                   .thresholds = {0, 1L << 20, 4L << 20, 16L << 20, 64L << 20, 128L << 20}};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char items[MAX_SETTINGS][32];
+        int ok = 1, n;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            if (rank == 0) usage(stdout);
+            return 1;
+        } else if (!v) {
+            ok = 0;
+        } else if (strcmp(a, "--model") == 0) {
+            if (strcmp(v, "all") == 0) v = "resnet50,bert-base,tiny";
+            n = parse_list(v, model_names, MAX_MODELS);
+            ok = n > 0;
+            o->n_models = ok ? n : 0;
+            for (int k = 0; k < o->n_models; k++) o->models[k] = model_names[k];
+        } else if (strcmp(a, "--thresholds") == 0) {
+            n = parse_list(v, items, MAX_SETTINGS);
+            ok = n > 0;
+            o->n_thresholds = ok ? n : 0;
+            for (int k = 0; ok && k < n; k++) {
+                size_t bytes = 0;
+                if (strcmp(items[k], "default") == 0) o->thresholds[k] = -1;
+                else if ((ok = bench_parse_bytes(items[k], &bytes) && bytes <= ((size_t)1 << 40)))
+                    o->thresholds[k] = (long)bytes;
+            }
+        } else if (strcmp(a, "--cycle-times") == 0) {
+            n = parse_list(v, items, MAX_SETTINGS);
+            ok = n > 0;
+            o->n_cycles = ok ? n : 0;
+            for (int k = 0; ok && k < n; k++) {
+                o->cycles[k] = strcmp(items[k], "default") == 0 ? 0.0 : atof(items[k]);
+                ok = strcmp(items[k], "default") == 0 || o->cycles[k] > 0;
+            }
+        } else if (strcmp(a, "--steps") == 0) {
+            ok = (o->steps = atoi(v)) >= 1;
+        } else if (strcmp(a, "--warmup") == 0) {
+            ok = (o->warmup = atoi(v)) >= 0;
+        } else if (strcmp(a, "--csv") == 0) {
+            o->csv = v;
+        } else if (strcmp(a, "--plot") == 0) {
+            o->plot = v;
+            size_t len = strlen(v);
+            ok = len > 4 && strcmp(v + len - 4, ".svg") == 0;
+        } else {
+            ok = 0;
+        }
+        if (!ok) {
+            if (rank == 0) {
+                fprintf(stderr, "fusion_bench: bad option '%s%s%s'\n", a, v ? " " : "", v ? v : "");
+                usage(stderr);
+            }
+            return -1;
+        }
+        i++;
+    }
+    for (int k = 0; k < o->n_models; k++) {
+        tensor_set probe;
+        if (tensor_set_make(&probe, o->models[k]) != 0) {
+            if (rank == 0) fprintf(stderr, "fusion_bench: unknown model '%s'; known: %s\n", o->models[k], TENSOR_SET_NAMES);
+            return -1;
+        }
+        tensor_set_free(&probe);
+    }
+    return 0;
+}
+
+/* ---- one model's buffers and reference -------------------------------------------------------- */
+
+typedef struct model_data {
+    tensor_set set;
+    size_t *offsets; /* (n) element offset of each tensor in the buffers */
+    float *send[2];  /* parity 0 and 1 inputs */
+    float *recv;
+} model_data;
+
+static float input_value(int rank, size_t t, size_t i, int parity) {
+    return (float)(1 + (i + 7 * t + 3 * (size_t)rank + (size_t)parity) % 1009);
+}
+
+static int model_data_make(model_data *m, const char *model, int rank) {
+    memset(m, 0, sizeof *m);
+    if (tensor_set_make(&m->set, model) != 0) return -1;
+    m->offsets = malloc(m->set.n * sizeof *m->offsets);
+    size_t total = 0;
+    for (size_t t = 0; m->offsets && t < m->set.n; t++) {
+        m->offsets[t] = total;
+        total += (m->set.counts[t] + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+    }
+    for (int p = 0; p < 2; p++) m->send[p] = aligned_alloc(64, total * sizeof(float));
+    m->recv = aligned_alloc(64, total * sizeof(float));
+    if (!m->offsets || !m->send[0] || !m->send[1] || !m->recv) return -1;
+    for (int p = 0; p < 2; p++)
+        for (size_t t = 0; t < m->set.n; t++) {
+            float *x = m->send[p] + m->offsets[t];
+            for (size_t i = 0; i < m->set.counts[t]; i++) x[i] = input_value(rank, t, i, p);
+        }
+    memset(m->recv, 0, total * sizeof(float));
+    return 0;
+}
+
+static void model_data_free(model_data *m) {
+    tensor_set_free(&m->set);
+    free(m->offsets);
+    free(m->send[0]);
+    free(m->send[1]);
+    free(m->recv);
+    memset(m, 0, sizeof *m);
+}
+
+/* Mismatches among three elements per tensor of the step's results. */
+static long check_step(const model_data *m, int size, int parity, int step) {
+    long wrong = 0;
+    for (size_t t = 0; t < m->set.n; t++) {
+        size_t n = m->set.counts[t];
+        size_t probe[3] = {0, n - 1, ((size_t)step * 7919u + t * 31u) % n};
+        for (int k = 0; k < 3; k++) {
+            double want = 0.0;
+            for (int r = 0; r < size; r++) want += input_value(r, t, probe[k], parity);
+            wrong += m->recv[m->offsets[t] + probe[k]] != (float)want;
+        }
+    }
+    return wrong;
+}
+
+static double hvd_step(const model_data *m, int parity, hvd_handle *handles) {
+    BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    double t0 = bench_now_us();
+    for (size_t k = m->set.n; k-- > 0;)
+        BENCH_CHECK_HVD(hvd_allreduce_async(m->set.names[k], m->send[parity] + m->offsets[k],
+                                            m->recv + m->offsets[k], m->set.counts[k],
+                                            HVD_FLOAT32, HVD_SUM, NULL, &handles[k]));
+    for (size_t k = m->set.n; k-- > 0;) BENCH_CHECK_HVD(hvd_wait(&handles[k]));
+    return bench_now_us() - t0;
+}
+
+static double mpi_step(const model_data *m, int parity) {
+    BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+    double t0 = bench_now_us();
+    for (size_t k = m->set.n; k-- > 0;)
+        BENCH_CHECK_MPI(MPI_Allreduce(m->send[parity] + m->offsets[k], m->recv + m->offsets[k],
+                                      (int)m->set.counts[k], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    return bench_now_us() - t0;
+}
+
+/* The coordinator's fusion rule (first fit in ready order, negotiate.c) with everything ready. */
+static long min_fused(const tensor_set *s, long threshold) {
+    size_t n = s->n;
+    unsigned char *taken = calloc(n, 1);
+    if (!taken) return -1;
+    long responses = 0;
+    for (size_t a = n; a-- > 0;) { /* backward order is the submission order */
+        if (taken[a]) continue;
+        taken[a] = 1;
+        responses++;
+        uint64_t bytes = s->counts[a] * sizeof(float);
+        for (size_t b = a; b-- > 0 && bytes < (uint64_t)threshold;) {
+            uint64_t more = s->counts[b] * sizeof(float);
+            if (taken[b] || bytes + more > (uint64_t)threshold) continue;
+            taken[b] = 1;
+            bytes += more;
+        }
+    }
+    free(taken);
+    return responses;
+}
+
+/* ---- results ---------------------------------------------------------------------------------- */
+
+typedef struct result {
+    const char *model;
+    long threshold; /* -1: library default */
+    double cycle;   /* 0: library default */
+    double step_ms, mpi_ms;
+    long min_fused, wrong;
+    size_t n_tensors, bytes;
+} result;
+
+static const char *threshold_text(long threshold, char *buf, size_t n) {
+    if (threshold < 0) return snprintf(buf, n, "default"), buf;
+    return bench_format_bytes((size_t)threshold, buf, n);
+}
+
+static void print_header(void) {
+    printf("# %9s %10s %6s %10s %10s %8s %9s %7s %7s %10s %7s\n", "model", "threshold", "cycle",
+           "step", "tensors/s", "GB/s", "min_fused", "vs_off", "vs_mpi", "mpi_step", "#wrong");
+    printf("# %9s %10s %6s %10s %10s %8s %9s %7s %7s %10s %7s\n", "", "", "(ms)", "(ms)", "", "",
+           "", "", "", "(ms)", "");
+}
+
+static void print_result(const result *r, const result *off, FILE *csv, int size) {
+    char thr[32], cyc[16], vs_off[16] = "-";
+    threshold_text(r->threshold, thr, sizeof thr);
+    if (r->cycle > 0) snprintf(cyc, sizeof cyc, "%g", r->cycle);
+    else snprintf(cyc, sizeof cyc, "dflt");
+    if (off) snprintf(vs_off, sizeof vs_off, "%.2f", off->step_ms / r->step_ms);
+    double tps = (double)r->n_tensors / (r->step_ms * 1e-3);
+    double gbs = (double)r->bytes / (r->step_ms * 1e6);
+    printf("  %9s %10s %6s %10.2f %10.0f %8.3f %9ld %7s %7.2f %10.2f %7ld\n", r->model, thr, cyc,
+           r->step_ms, tps, gbs, r->min_fused, vs_off, r->mpi_ms / r->step_ms, r->mpi_ms, r->wrong);
+    fflush(stdout);
+    if (csv)
+        fprintf(csv, "%s,%d,%ld,%g,%.4f,%.1f,%.4f,%ld,%s,%.4f,%.4f,%ld\n", r->model, size,
+                r->threshold, r->cycle, r->step_ms, tps, gbs, r->min_fused,
+                off ? vs_off : "", r->mpi_ms / r->step_ms, r->mpi_ms, r->wrong);
+}
+
+typedef struct frame {
+    double left, top, width, height, ymax;
+    int nx;
+} frame;
+
+static double frame_x(const frame *f, int i) {
+    return f->left + (f->nx > 1 ? f->width * i / (f->nx - 1) : f->width / 2);
+}
+
+static double frame_y(const frame *f, double v) { return f->top + f->height * (1 - v / f->ymax); }
+
+/* Step time against threshold, one line per model (and cycle time); the MPI loop's median of
+ * each model is a dashed line of the same colour. Thresholds are placed evenly, in list order. */
+static int write_svg(const char *path, const result *res, int n, const options *o) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    static const char *const colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
+    const double W = 720, H = 440, L = 70, R = 190, T = 40, B = 60;
+    double ymax = 0;
+    for (int i = 0; i < n; i++) ymax = fmax(ymax, fmax(res[i].step_ms, res[i].mpi_ms));
+    double step = pow(10, floor(log10(ymax > 0 ? ymax : 1))), top = ceil(ymax / step) * step;
+    if (top / step < 4) step /= 2;
+    int nx = o->n_thresholds;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
+               "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H);
+    fprintf(f, "<text x=\"%g\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">libhvdc fusion_bench: "
+               "step time vs HVD_FUSION_THRESHOLD (dashed: MPI_Allreduce loop)</text>\n", W / 2);
+    double pw = W - L - R, ph = H - T - B;
+    const frame fr = {L, T, pw, ph, top, nx};
+    for (double v = 0; v <= top + 1e-9; v += step) {
+        fprintf(f, "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                   "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
+                L, frame_y(&fr, v), L + pw, frame_y(&fr, v), L - 6, frame_y(&fr, v) + 4, v);
+    }
+    for (int i = 0; i < nx; i++) {
+        char thr[32];
+        fprintf(f, "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%s</text>\n", frame_x(&fr, i), T + ph + 18,
+                threshold_text(o->thresholds[i], thr, sizeof thr));
+    }
+    fprintf(f, "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">fusion threshold</text>\n", L + pw / 2, H - 15);
+    fprintf(f, "<text transform=\"translate(18,%g) rotate(-90)\" text-anchor=\"middle\">median step time (ms)</text>\n", T + ph / 2);
+    fprintf(f, "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"black\"/>\n", L, T, pw, ph);
+    int line = 0;
+    for (int start = 0; start < n; start += nx, line++) { /* results come in runs of nx */
+        const char *c = colours[line % 6];
+        double mpi = 0;
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", c);
+        for (int i = 0; i < nx && start + i < n; i++) {
+            fprintf(f, "%.1f,%.1f ", frame_x(&fr, i), frame_y(&fr, res[start + i].step_ms));
+            mpi += res[start + i].mpi_ms / nx;
+        }
+        fprintf(f, "\"/>\n");
+        for (int i = 0; i < nx && start + i < n; i++)
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", frame_x(&fr, i), frame_y(&fr, res[start + i].step_ms), c);
+        fprintf(f, "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" stroke=\"%s\" stroke-dasharray=\"6,4\"/>\n",
+                L, frame_y(&fr, mpi), L + pw, frame_y(&fr, mpi), c);
+        char cyc[32] = "";
+        if (o->n_cycles > 1) snprintf(cyc, sizeof cyc, ", cycle %g", res[start].cycle);
+        fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"%s\" stroke-width=\"2\"/>"
+                   "<text x=\"%g\" y=\"%g\">%s%s</text>\n", L + pw + 12, T + 10 + 20.0 * line,
+                L + pw + 32, T + 10 + 20.0 * line, c, L + pw + 38, T + 14 + 20.0 * line,
+                res[start].model, cyc);
+    }
+    fprintf(f, "</svg>\n");
+    return fclose(f);
+}
+
+/* ---- main ------------------------------------------------------------------------------------- */
+
+static void set_env_bytes(const char *name, long value) {
+    char text[32];
+    if (value < 0) {
+        unsetenv(name);
+        return;
+    }
+    snprintf(text, sizeof text, "%ld", value);
+    setenv(name, text, 1);
+}
+
+static result run_setting(const model_data *m, long threshold, double cycle, const options *o,
+                          int size, hvd_handle *handles, double *t_hvd, double *t_mpi) {
+    set_env_bytes("HVD_FUSION_THRESHOLD", threshold);
+    if (cycle > 0) {
+        char text[32];
+        snprintf(text, sizeof text, "%g", cycle);
+        setenv("HVD_CYCLE_TIME", text, 1);
+    } else {
+        unsetenv("HVD_CYCLE_TIME");
+    }
+    BENCH_CHECK_HVD(hvd_init());
+    /* hvd steps read send[0] and MPI steps send[1]; they alternate, so each result differs
+     * from the one the step before left in recv */
+    long wrong = 0;
+    for (int s = 0; s < o->warmup + o->steps; s++) {
+        int timed = s - o->warmup;
+        double th = hvd_step(m, 0, handles);
+        wrong += check_step(m, size, 0, s);
+        double tm = mpi_step(m, 1);
+        wrong += check_step(m, size, 1, s);
+        if (timed >= 0) {
+            t_hvd[timed] = th;
+            t_mpi[timed] = tm;
+        }
+    }
+    BENCH_CHECK_HVD(hvd_shutdown());
+    BENCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
+    bench_max_over_ranks(t_hvd, (size_t)o->steps, MPI_COMM_WORLD);
+    bench_max_over_ranks(t_mpi, (size_t)o->steps, MPI_COMM_WORLD);
+    long lib_threshold = threshold < 0 ? 64L << 20 : threshold; /* config.c's default */
+    return (result){m->set.model, threshold, cycle,
+                    bench_median(t_hvd, (size_t)o->steps) * 1e-3,
+                    bench_median(t_mpi, (size_t)o->steps) * 1e-3,
+                    min_fused(&m->set, lib_threshold), wrong,
+                    m->set.n, m->set.total * sizeof(float)};
+}
+
+int main(int argc, char **argv) {
+    int provided = 0, rank = 0, size = 1;
+    BENCH_CHECK_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    options o;
+    int parsed = parse_options(argc, argv, &o, rank);
+    if (parsed != 0 || provided < MPI_THREAD_MULTIPLE) {
+        if (parsed == 0 && rank == 0) fprintf(stderr, "fusion_bench: MPI lacks MPI_THREAD_MULTIPLE\n");
+        MPI_Finalize();
+        return parsed > 0 ? 0 : 2;
+    }
+    FILE *csv = NULL;
+    if (rank == 0 && o.csv) {
+        if (!(csv = fopen(o.csv, "w"))) fprintf(stderr, "fusion_bench: cannot write %s; continuing without CSV\n", o.csv);
+        else fprintf(csv, "model,ranks,threshold_bytes,cycle_ms,step_ms,tensors_per_s,gb_per_s,min_fused,vs_off,vs_mpi,mpi_step_ms,wrong\n");
+    }
+    if (rank == 0) {
+        bench_print_settings(stdout, "fusion_bench", size);
+        printf("# steps %d (+%d warm-up) per setting; hvd step = async submit of every tensor in "
+               "backward order, then wait all; mpi_step = blocking MPI_Allreduce per tensor, "
+               "alternating with hvd steps; times: median of the slowest rank; threshold "
+               "'default' = unset (library default)\n", o.steps, o.warmup);
+        printf("# min_fused: fused all-reduces if every tensor were ready in one round (a lower "
+               "bound; the number run is not visible through the API)\n#\n");
+        print_header();
+    }
+    int n_results = o.n_models * o.n_cycles * o.n_thresholds;
+    result *res = calloc((size_t)n_results, sizeof *res);
+    double *t_hvd = calloc((size_t)o.steps, sizeof *t_hvd), *t_mpi = calloc((size_t)o.steps, sizeof *t_mpi);
+    if (!res || !t_hvd || !t_mpi) {
+        fprintf(stderr, "fusion_bench: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    long total_wrong = 0;
+    int k = 0;
+    for (int mi = 0; mi < o.n_models; mi++) {
+        model_data m;
+        hvd_handle *handles = NULL;
+        if (model_data_make(&m, o.models[mi], rank) != 0 ||
+            !(handles = calloc(m.set.n, sizeof *handles))) {
+            fprintf(stderr, "fusion_bench: out of memory for model %s\n", o.models[mi]);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        if (rank == 0)
+            printf("# %s: %zu tensors, %zu floats (%.1f MB) per step\n", m.set.model, m.set.n,
+                   m.set.total, (double)m.set.total * 4e-6);
+        for (int ci = 0; ci < o.n_cycles; ci++) {
+            const result *off = NULL;
+            int first = k, best = -1;
+            for (int ti = 0; ti < o.n_thresholds; ti++, k++) {
+                res[k] = run_setting(&m, o.thresholds[ti], o.cycles[ci], &o, size, handles, t_hvd, t_mpi);
+                total_wrong += res[k].wrong;
+                if (o.thresholds[ti] == 0) off = &res[k];
+                if (best < 0 || res[k].step_ms < res[best].step_ms) best = k;
+            }
+            if (rank != 0) continue;
+            for (int i = first; i < k; i++) print_result(&res[i], off, csv, size);
+            char thr[32];
+            printf("# best for %s: threshold %s, %.2f ms/step (%.2fx the MPI loop%s)\n", m.set.model,
+                   threshold_text(res[best].threshold, thr, sizeof thr), res[best].step_ms,
+                   res[best].mpi_ms / res[best].step_ms, off ? "" : "; 0 not in the sweep");
+            if (off) printf("#   %.2fx faster than fusion off\n", off->step_ms / res[best].step_ms);
+        }
+        free(handles);
+        model_data_free(&m);
+    }
+    if (rank == 0) {
+        printf("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
+        if (o.plot && write_svg(o.plot, res, k, &o) != 0)
+            fprintf(stderr, "fusion_bench: could not write %s\n", o.plot);
+    }
+    if (csv) fclose(csv);
+    free(res);
+    free(t_hvd);
+    free(t_mpi);
+    BENCH_CHECK_MPI(MPI_Bcast(&total_wrong, 1, MPI_LONG, 0, MPI_COMM_WORLD));
+    MPI_Finalize();
+    return total_wrong ? 1 : 0;
+}

@@ -93,6 +93,7 @@ static hvd_status single_op(const char *fn, hvdc_kind kind, const char *name, co
 static hvd_status submit(const char *fn, hvdc_op *op, hvd_handle *handle) {
     hvdc_runtime *rt = hvdc__runtime;
     hvd_status st = HVD_OK;
+    op->submitted_us = hvdc__timeline_now_us(rt->executor.timeline);
     pthread_mutex_lock(&rt->completion_mutex);
     hvd_handle h = hvdc__handles_add(&rt->handles, op);
     pthread_mutex_unlock(&rt->completion_mutex);

@@ -32,9 +32,18 @@ typedef struct round_state {
     unsigned char *arrived;      /* (size) rank 0: whose announcement this round has */
     MPI_Request *requests;       /* (size - 1) rank 0: answers in flight */
     double next_stall_check;     /* rank 0 */
+    int64_t round_started_us;    /* timeline clock */
+    uint64_t rounds;
     hvdc_buffer identity, discard; /* a joined rank's stand-in tensors */
     size_t n_in_flight;          /* announced ops not yet completed */
 } round_state;
+
+/* Records phase on the timeline row of every tensor of op. */
+static void op_span(hvdc_timeline *tl, const hvdc_op *op, const char *phase, int64_t start,
+                    int64_t end, int64_t group) {
+    for (size_t k = 0; k < op->n_tensors; k++)
+        hvdc__timeline_span(tl, op->tensors[k].name, phase, start, end, group);
+}
 
 /* Marks ops done with status and message, wakes waiters. */
 static void complete_ops(hvdc_runtime *rt, hvdc_op **ops, size_t n, hvd_status status,
@@ -336,11 +345,23 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
         return hvdc__fail(HVD_ERR_INTERNAL, "rank 0 scheduled '%s', which this rank never announced",
                           r->names[0]);
     }
+    hvdc_timeline *tl = rt->executor.timeline;
+    int64_t answered = hvdc__timeline_now_us(tl), group = ++rt->executor.group;
+    for (size_t i = 0; tl && i < n; i++) {
+        int64_t from = ops[i]->announced_us;
+        if (from < s->round_started_us) {
+            op_span(tl, ops[i], "WAIT_FOR_RANKS", from, s->round_started_us, group);
+            from = s->round_started_us;
+        }
+        op_span(tl, ops[i], "NEGOTIATE", from, answered, group);
+    }
     if (r->type == HVDC_RESPONSE_ERROR) {
         complete_ops(rt, ops, n, HVD_ERR_MISMATCH, r->error);
     } else {
         hvdc__clear_error();
         st = hvdc__execute(&rt->executor, r, ops, n);
+        if (tl && r->kind != HVDC_KIND_ALLREDUCE)
+            op_span(tl, ops[0], hvdc__kind_name(r->kind), answered, hvdc__timeline_now_us(tl), group);
         if (st == HVD_OK && r->kind == HVDC_KIND_JOIN && r->n_rank_counts == 1 && ops[0]->recv_count_out)
             *ops[0]->recv_count_out = (size_t)r->rank_counts[0];
         complete_ops(rt, ops, n, st, hvd_last_error());
@@ -404,7 +425,14 @@ void *hvdc__background_main(void *arg) {
             fresh_descs = grown;
         }
         n_fresh = 0;
-        for (hvdc_op *op = fresh; op; op = op->next) fresh_descs[n_fresh++] = &op->desc;
+        hvdc_timeline *tl = rt->executor.timeline;
+        s.round_started_us = hvdc__timeline_now_us(tl);
+        hvdc__timeline_cycle(tl, s.round_started_us, ++s.rounds);
+        for (hvdc_op *op = fresh; op; op = op->next) {
+            fresh_descs[n_fresh++] = &op->desc;
+            op->announced_us = s.round_started_us;
+            if (tl) op_span(tl, op, "QUEUED", op->submitted_us, op->announced_us, -1);
+        }
         s.n_in_flight += n_fresh;
 
         if (hvdc__wire_encode_requests(&s.message, shutdown ? HVDC_FLAG_SHUTDOWN : 0, fresh_descs,

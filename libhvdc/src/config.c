@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "status.h"
@@ -148,6 +149,20 @@ hvd_status hvdc__config_from_env(hvdc_config *config, hvdc_env_lookup lookup, vo
                           "%s='%s' is not a valid stall shutdown time: expected seconds from 0 "
                           "(never) to %.0f (e.g. 600)",
                           name, value, MAX_SECONDS);
+    }
+
+    static const char *const timeline_names[2] = {"HVD_TIMELINE", "HOROVOD_TIMELINE"};
+    if ((value = lookup_first(timeline_names, lookup, ctx, &name)) != NULL) {
+        if (strlen(value) >= sizeof config->timeline_path)
+            return hvdc__fail(HVD_ERR_CONFIG, "%s is %zu bytes long; expected a path shorter than %zu bytes",
+                              name, strlen(value), sizeof config->timeline_path);
+        snprintf(config->timeline_path, sizeof config->timeline_path, "%s", value);
+    }
+    static const char *const mark_names[2] = {"HVD_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES"};
+    static const char *const flag_choices[] = {"0", "1"};
+    if ((value = lookup_first(mark_names, lookup, ctx, &name)) != NULL &&
+        !parse_choice(value, flag_choices, 2, &config->timeline_mark_cycles)) {
+        return hvdc__fail(HVD_ERR_CONFIG, "%s='%s' is not a flag: expected 0 or 1", name, value);
     }
 
     static const char *const level_names[2] = {"HVD_LOG_LEVEL", "HOROVOD_LOG_LEVEL"};

@@ -23,6 +23,8 @@ typedef struct hvdc_config {
     hvdc_log_level log_level;         /* HVD_LOG_LEVEL */
     double stall_check_s;    /* HVD_STALL_CHECK_TIME: report names waiting this long; 0 = off */
     double stall_shutdown_s; /* HVD_STALL_SHUTDOWN_TIME: stop the job after this long; 0 = never */
+    char timeline_path[1024]; /* HVD_TIMELINE: Chrome-trace file written by rank 0; "" = off */
+    int timeline_mark_cycles; /* HVD_TIMELINE_MARK_CYCLES: 1 = an instant event per round */
 } hvdc_config;
 
 /* Looks a variable up; getenv in the library, a table in the tests. */

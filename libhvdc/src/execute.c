@@ -114,8 +114,11 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
     }
     for (size_t p = 0; p < plan.n_pieces; p++) {
         const hvdc_pack_piece *piece = &plan.pieces[p];
+        int64_t t0 = hvdc__timeline_now_us(ex->timeline);
         if (piece->in_place) {
             CHECK(allreduce_in_place(ex, tensors[piece->first], d, contributors));
+            hvdc__timeline_span(ex->timeline, tensors[piece->first]->name, "ALLREDUCE", t0,
+                                hvdc__timeline_now_us(ex->timeline), ex->group);
             continue;
         }
         CHECK(hvdc__buffer_reserve(&ex->fusion, piece->count * elem));
@@ -128,11 +131,21 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
             hvdc__scale(buf + at * elem, tensors[i]->count, dtype, d->prescale);
             end = at + tensors[i]->count;
         }
+        int64_t t1 = hvdc__timeline_now_us(ex->timeline);
         CHECK(allreduce_buffer(ex, buf, buf, piece->count, dtype, (hvd_reduce_op)d->op));
+        int64_t t2 = hvdc__timeline_now_us(ex->timeline);
         for (size_t i = piece->first; i < piece->first + piece->n; i++) {
             char *from = buf + plan.offsets[i] * elem;
             finish_reduction(from, tensors[i]->count, dtype, (hvd_reduce_op)d->op, d->postscale, contributors);
             memcpy(tensors[i]->recv, from, tensors[i]->count * elem);
+        }
+        if (ex->timeline) {
+            int64_t t3 = hvdc__timeline_now_us(ex->timeline);
+            for (size_t i = piece->first; i < piece->first + piece->n; i++) {
+                hvdc__timeline_span(ex->timeline, tensors[i]->name, "PACK", t0, t1, ex->group);
+                hvdc__timeline_span(ex->timeline, tensors[i]->name, "ALLREDUCE", t1, t2, ex->group);
+                hvdc__timeline_span(ex->timeline, tensors[i]->name, "UNPACK", t2, t3, ex->group);
+            }
         }
     }
 fail:

@@ -12,6 +12,7 @@
 #include "buffer.h"
 #include "config.h"
 #include "op.h"
+#include "timeline.h"
 #include "wire.h"
 
 /* What execution needs, and nothing else. */
@@ -23,6 +24,8 @@ typedef struct hvdc_executor {
     size_t large_tensor_bytes; /* tensors at least this big are reduced where they lie */
     hvdc_buffer fusion;        /* packed pieces; also reducescatter's work area */
     hvdc_buffer scratch;       /* ring receive window */
+    hvdc_timeline *timeline;   /* NULL unless HVD_TIMELINE is set (rank 0) */
+    int64_t group;             /* the response being executed, for the timeline */
 } hvdc_executor;
 
 /* Executes response over ops (ops[i] is this rank's op for response->names[i]).

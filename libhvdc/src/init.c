@@ -101,6 +101,7 @@ static void runtime_free(hvdc_runtime *rt) {
     if (!rt) return;
     if (rt->control_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->control_comm);
     if (rt->executor.comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.comm);
+    hvdc__timeline_close(rt->executor.timeline);
     hvdc__buffer_free(&rt->executor.fusion);
     hvdc__buffer_free(&rt->executor.scratch);
     hvdc__name_table_free(&rt->in_flight);
@@ -147,6 +148,9 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     rt->executor.pack_piece_bytes = rt->config.fusion_threshold_bytes < PACK_PIECE_BYTES
                                         ? rt->config.fusion_threshold_bytes : PACK_PIECE_BYTES;
     rt->executor.large_tensor_bytes = LARGE_TENSOR_BYTES;
+    if (rt->config.timeline_path[0] && rt->topo.rank == 0)
+        CHECK(hvdc__timeline_open(rt->config.timeline_path, rt->topo.rank,
+                                  rt->config.timeline_mark_cycles, &rt->executor.timeline));
     if (pthread_create(&rt->thread, NULL, hvdc__background_main, rt) != 0) {
         st = hvdc__fail(HVD_ERR_INTERNAL, "could not start the background thread");
         goto fail;

@@ -41,6 +41,8 @@ typedef struct hvdc_op {
     hvd_status status;
     char *error;                /* message when status != HVD_OK */
     int waited_by_handle;       /* 1 once a handle refers to it */
+    int64_t submitted_us;       /* timeline clock at submission */
+    int64_t announced_us;       /* timeline clock when the background thread announced it */
     struct hvdc_op *next;       /* queue link */
 } hvdc_op;
 

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""check_timeline.py - runs timeline_workload under mpirun with HVD_TIMELINE and checks the file.
+
+  check_timeline.py MPIRUN WORKLOAD complete   # 3 steps: every tensor shows its phases
+  check_timeline.py MPIRUN WORKLOAD sigterm    # killed mid-run: the file still parses
+
+The file must load with a JSON parser; a known run must show, per tensor, QUEUED, NEGOTIATE
+and ALLREDUCE; the small tensors must be packed (PACK/UNPACK) and share a fusion group; the
+large ones must be reduced in place (ALLREDUCE without PACK).
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+mpirun, workload, mode = sys.argv[1:4]
+fd, path = tempfile.mkstemp(suffix=".json")
+os.close(fd)
+env = dict(os.environ, HVD_TIMELINE=path, HVD_TIMELINE_MARK_CYCLES="1")
+cmd = [mpirun, "--oversubscribe", "--bind-to", "none", "-np", "2", workload]
+failures = []
+
+if mode == "complete":
+    run = subprocess.run(cmd + ["3"], env=env, timeout=60)
+    if run.returncode != 0:
+        failures.append(f"workload exited {run.returncode}")
+else:
+    proc = subprocess.Popen(cmd + ["0"], env=env, start_new_session=True)
+    time.sleep(3)
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        failures.append("workload did not stop within 30 s of SIGTERM")
+
+try:
+    with open(path) as f:
+        events = json.load(f)
+    print(f"timeline {mode}: {len(events)} events, valid JSON")
+except (OSError, ValueError) as e:
+    events = []
+    failures.append(f"timeline is not valid JSON: {e}")
+
+rows = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+phases = {}
+for e in events:
+    if e.get("ph") == "X":
+        phases.setdefault(rows.get(e["tid"], "?"), []).append(e)
+if mode == "complete":
+    for name in ["small.0", "small.19", "large.20", "large.21"]:
+        got = {e["name"] for e in phases.get(name, [])}
+        for want in ["QUEUED", "NEGOTIATE", "ALLREDUCE"]:
+            if want not in got:
+                failures.append(f"{name}: no {want} phase (has {sorted(got)})")
+    small_packed = [e for e in phases.get("small.5", []) if e["name"] == "PACK"]
+    if len(small_packed) != 3:
+        failures.append(f"small.5 packed {len(small_packed)} times in 3 steps, expected 3")
+    if any(e["name"] == "PACK" for e in phases.get("large.20", [])):
+        failures.append("large.20 was packed; large tensors are reduced in place")
+    groups = {}
+    for name in [f"small.{i}" for i in range(20)]:
+        for e in phases.get(name, []):
+            if e["name"] == "ALLREDUCE":
+                groups.setdefault(e["args"]["group"], set()).add(name)
+    if not any(len(g) > 1 for g in groups.values()):
+        failures.append("no fusion group holds more than one small tensor")
+    if not any(e.get("ph") == "i" for e in events):
+        failures.append("HVD_TIMELINE_MARK_CYCLES=1 but no round markers")
+elif not any(e.get("ph") == "X" for e in events):
+    failures.append("no phase events were written before SIGTERM")
+
+os.unlink(path)
+for f in failures:
+    print("FAIL:", f)
+print("PASS" if not failures else "FAIL")
+sys.exit(1 if failures else 0)

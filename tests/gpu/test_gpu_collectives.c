@@ -1,0 +1,230 @@
+/*
+ * test_gpu_collectives.c - the collective checks of tests/mpi on CUDA device buffers: every
+ * dtype and op of all-reduce (single, grouped = fused on the device, pre/postscaled), then
+ * broadcast, allgather with differing counts, reducescatter with uneven blocks, alltoall.
+ * One rank per GPU; options.device = local rank. Inputs are mt_value's integer data, copied to
+ * the device; results are copied back and compared with mt_reduce_ref computed on the host.
+ *
+ * Where it cannot run (no CUDA device, or fewer devices on a node than ranks there) every
+ * rank prints "SKIPPED: ..." and exits 77, which meson counts as skipped.
+ */
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hvdc.h"
+#include "mpitest.h"
+
+#define SKIP_CODE 77
+
+static mt_ctx T;
+static int local_rank;
+
+static void *dev_alloc(size_t nbytes) {
+    void *p = NULL;
+    if (cudaMalloc(&p, nbytes ? nbytes : 1) != cudaSuccess) {
+        fprintf(stderr, "cudaMalloc(%zu) failed\n", nbytes);
+        exit(1); /* a test may exit */
+    }
+    return p;
+}
+
+static void to_dev(void *d, const void *h, size_t n) { cudaMemcpy(d, h, n, cudaMemcpyHostToDevice); }
+static void to_host(void *h, const void *d, size_t n) { cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost); }
+
+static void test_allreduce(hvd_dtype dt, hvd_reduce_op op, size_t count, double pre, double post) {
+    size_t es = mt_dtype_size(dt), nb = count * es;
+    void *host = malloc(nb + 1), *ref = malloc(nb + 1), *got = malloc(nb + 1);
+    void *send = dev_alloc(nb), *recv = dev_alloc(nb);
+    char name[128];
+    snprintf(name, sizeof name, "gpu.ar.%s.%s.%zu.%g.%g", mt_dtype_name(dt), mt_op_name(op), count,
+             pre, post);
+    mt_begin(&T, "%s", name);
+    mt_fill(host, dt, op, T.rank, 0, count, 1);
+    to_dev(send, host, nb);
+    hvd_options o = HVD_OPTIONS_DEFAULT;
+    o.device = local_rank;
+    o.prescale = pre;
+    o.postscale = post;
+    hvd_handle h;
+    if (MT_EXPECT(&T, hvd_allreduce_async(name, send, recv, count, dt, op, &o, &h), HVD_OK) &&
+        MT_EXPECT(&T, hvd_wait(&h), HVD_OK)) {
+        to_host(got, recv, nb);
+        mt_reduce_ref(ref, dt, op, T.size, 0, count, 1, pre, post);
+        int approx = (op == HVD_AVERAGE && mt_is_float(dt)) || pre != 1.0 || post != 1.0;
+        mt_compare(&T, got, ref, dt, count, approx, name);
+    }
+    mt_end(&T);
+    cudaFree(send), cudaFree(recv), free(host), free(ref), free(got);
+}
+
+/* n tensors in one grouped all-reduce: packed by the device kernel, one NCCL call. */
+static void test_grouped(hvd_dtype dt, int n) {
+    size_t es = mt_dtype_size(dt);
+    const char *names[300];
+    char namebuf[300][32];
+    const void *sends[300];
+    void *recvs[300];
+    size_t counts[300];
+    mt_begin(&T, "gpu.grouped.%s.%d", mt_dtype_name(dt), n);
+    for (int i = 0; i < n; i++) {
+        counts[i] = (size_t)(i * 37 % 101);
+        snprintf(namebuf[i], sizeof namebuf[i], "gpu.g.%s.%d.%d", mt_dtype_name(dt), n, i);
+        names[i] = namebuf[i];
+        void *host = malloc(counts[i] * es + 1);
+        mt_fill(host, dt, HVD_SUM, T.rank, 0, counts[i], (uint64_t)i + 100);
+        void *s = dev_alloc(counts[i] * es);
+        to_dev(s, host, counts[i] * es);
+        free(host);
+        sends[i] = s;
+        recvs[i] = i % 2 ? s : dev_alloc(counts[i] * es); /* half in place */
+    }
+    hvd_options o = HVD_OPTIONS_DEFAULT;
+    o.device = local_rank;
+    hvd_handle h;
+    if (MT_EXPECT(&T, hvd_grouped_allreduce_async(n, names, sends, recvs, counts, dt, HVD_SUM, &o,
+                                                  &h), HVD_OK) &&
+        MT_EXPECT(&T, hvd_wait(&h), HVD_OK)) {
+        for (int i = 0; i < n; i++) {
+            void *got = malloc(counts[i] * es + 1), *ref = malloc(counts[i] * es + 1);
+            to_host(got, recvs[i], counts[i] * es);
+            mt_reduce_ref(ref, dt, HVD_SUM, T.size, 0, counts[i], (uint64_t)i + 100, 1.0, 1.0);
+            mt_compare(&T, got, ref, dt, counts[i], 0, names[i]);
+            free(got), free(ref);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (recvs[i] != sends[i]) cudaFree(recvs[i]);
+        cudaFree((void *)sends[i]);
+    }
+    mt_end(&T);
+}
+
+/* Broadcast, allgather (count = rank + 3), reducescatter (uneven), alltoall on device memory.
+ * These calls take no options: the library must recognise device pointers itself. */
+static void test_movers(hvd_dtype dt) {
+    size_t es = mt_dtype_size(dt), n = 1000 + 7;
+    void *h = malloc(64 * 1024), *ref = malloc(64 * 1024);
+    void *d = dev_alloc(64 * 1024), *d2 = dev_alloc(64 * 1024);
+
+    mt_begin(&T, "gpu.broadcast.%s", mt_dtype_name(dt));
+    mt_fill(h, dt, HVD_MAX, T.rank, 0, n, 7);
+    to_dev(d, h, n * es);
+    if (MT_EXPECT(&T, hvd_broadcast("gpu.bc", d, n, dt, T.size - 1), HVD_OK)) {
+        to_host(h, d, n * es);
+        mt_fill(ref, dt, HVD_MAX, T.size - 1, 0, n, 7);
+        mt_compare(&T, h, ref, dt, n, 0, "broadcast");
+    }
+    mt_end(&T);
+
+    mt_begin(&T, "gpu.allgather.%s", mt_dtype_name(dt));
+    size_t mine = (size_t)T.rank + 3, total = 0, got_total = 0, rc[MT_MAX_RANKS];
+    mt_fill(h, dt, HVD_MAX, T.rank, 0, mine, 8);
+    to_dev(d, h, mine * es);
+    if (MT_EXPECT(&T, hvd_allgather("gpu.ag", d, mine, d2, 4096, dt, &got_total, rc), HVD_OK)) {
+        to_host(h, d2, got_total * es);
+        for (int r = 0; r < T.size; r++) {
+            mt_fill((char *)ref + total * es, dt, HVD_MAX, r, 0, (size_t)r + 3, 8);
+            total += (size_t)r + 3;
+        }
+        MT_CHECK(&T, got_total == total, "allgather total %zu, expected %zu", got_total, total);
+        mt_compare(&T, h, ref, dt, total, 0, "allgather");
+    }
+    mt_end(&T);
+
+    mt_begin(&T, "gpu.reducescatter.%s", mt_dtype_name(dt));
+    size_t rs_count = 100 * (size_t)T.size + 3, got_n = 0;
+    size_t base = rs_count / (size_t)T.size, extra = rs_count % (size_t)T.size;
+    size_t off = (size_t)T.rank * base + ((size_t)T.rank < extra ? (size_t)T.rank : extra);
+    size_t my_n = base + ((size_t)T.rank < extra);
+    mt_fill(h, dt, HVD_SUM, T.rank, 0, rs_count, 9);
+    to_dev(d, h, rs_count * es);
+    hvd_options o = HVD_OPTIONS_DEFAULT;
+    o.device = local_rank;
+    hvd_handle hd;
+    if (MT_EXPECT(&T, hvd_reducescatter_async("gpu.rs", d, d2, rs_count, dt, HVD_SUM, &o, &got_n,
+                                              &hd), HVD_OK) &&
+        MT_EXPECT(&T, hvd_wait(&hd), HVD_OK)) {
+        to_host(h, d2, my_n * es);
+        mt_reduce_ref(ref, dt, HVD_SUM, T.size, off, my_n, 9, 1.0, 1.0);
+        MT_CHECK(&T, got_n == my_n, "reducescatter kept %zu, expected %zu", got_n, my_n);
+        mt_compare(&T, h, ref, dt, my_n, 0, "reducescatter");
+    }
+    mt_end(&T);
+
+    mt_begin(&T, "gpu.alltoall.%s", mt_dtype_name(dt));
+    size_t sc[MT_MAX_RANKS], rcv[MT_MAX_RANKS], sent = 0, expect = 0, got_a = 0;
+    for (int p = 0; p < T.size; p++) { /* rank r sends r + p + 1 elements to p */
+        sc[p] = (size_t)(T.rank + p + 1);
+        mt_fill((char *)h + sent * es, dt, HVD_MAX, T.rank, 1000 * (size_t)p, sc[p], 10);
+        sent += sc[p];
+    }
+    to_dev(d, h, sent * es);
+    if (MT_EXPECT(&T, hvd_alltoall("gpu.a2a", d, sc, d2, 4096, dt, &got_a, rcv), HVD_OK)) {
+        for (int s = 0; s < T.size; s++) {
+            size_t k = (size_t)(s + T.rank + 1);
+            mt_fill((char *)ref + expect * es, dt, HVD_MAX, s, 1000 * (size_t)T.rank, k, 10);
+            expect += k;
+        }
+        to_host(h, d2, expect * es);
+        MT_CHECK(&T, got_a == expect, "alltoall received %zu, expected %zu", got_a, expect);
+        mt_compare(&T, h, ref, dt, expect, 0, "alltoall");
+    }
+    mt_end(&T);
+    cudaFree(d), cudaFree(d2), free(h), free(ref);
+}
+
+int main(int argc, char **argv) {
+    int provided = 0, rank = 0, size = 1, devices = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local_rank);
+    int local_size = 1;
+    MPI_Comm_size(node, &local_size);
+    MPI_Comm_free(&node);
+
+    /* Every rank decides together: skip only if some rank cannot run. */
+    cudaError_t err = cudaGetDeviceCount(&devices);
+    char why[256] = "";
+    if (err != cudaSuccess)
+        snprintf(why, sizeof why, "no CUDA device visible (%s)", cudaGetErrorString(err));
+    else if (devices == 0)
+        snprintf(why, sizeof why, "no CUDA device visible (cudaGetDeviceCount found 0)");
+    else if (devices < local_size)
+        snprintf(why, sizeof why, "%d ranks on a node with %d CUDA devices; NCCL needs one GPU "
+                 "per rank", local_size, devices);
+    int ok = why[0] == '\0', all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok) {
+        if (rank == 0) printf("SKIPPED: %s\n", why[0] ? why : "a rank has no usable CUDA device");
+        MPI_Finalize();
+        return SKIP_CODE;
+    }
+    cudaSetDevice(local_rank);
+
+    if (hvd_init() != HVD_OK) {
+        fprintf(stderr, "hvd_init failed: %s\n", hvd_last_error());
+        return 1;
+    }
+    mt_init(&T, rank, size);
+    for (int d = 0; d < HVD_DTYPE_COUNT; d++) {
+        for (int o = 0; o < HVD_REDUCE_OP_COUNT; o++) {
+            test_allreduce(mt_all_dtypes[d], mt_all_ops[o], 1, 1.0, 1.0);
+            test_allreduce(mt_all_dtypes[d], mt_all_ops[o], 100003, 1.0, 1.0);
+        }
+        if (mt_is_float(mt_all_dtypes[d])) test_allreduce(mt_all_dtypes[d], HVD_SUM, 4099, 0.5, 2.0);
+        test_grouped(mt_all_dtypes[d], 5);
+        test_movers(mt_all_dtypes[d]);
+    }
+    test_grouped(HVD_FLOAT32, 300); /* 3 pack launches */
+    mt_combine(&T);
+    int code = mt_exit_code(&T);
+    hvd_shutdown();
+    MPI_Finalize();
+    return code;
+}

@@ -1,0 +1,272 @@
+#!/usr/bin/env bash
+# two_hosts.sh - the two-host test stage: the multi-rank tests and the training example run
+# with `mpirun -np 4 -H node1:2,node2:2` across two real hosts made of network + UTS namespaces
+# on this machine (../shared/netns, next to the repository: see its README).
+#
+#   node1 (10.77.0.1)  ranks 0,1  <-- veth, TCP -->  node2 (10.77.0.2)  ranks 2,3
+#   mpirun runs in node1; Open MPI starts orted on node2 through netns_agent.sh (not ssh);
+#   vader (shared memory) inside a host, tcp between them.
+#
+# Usage: tests/two_hosts.sh BUILD_DIR [--kill]
+#   --kill  also runs the rank-killed-on-node2 cases (not in the default stage: libhvdc has no
+#           failure detection yet; see tests/mpi/test_kill.c)
+# Needs root (namespaces). Without root or a working `ip netns` it prints "SKIP ..." and ends
+# with "0 passed, 0 failed, 1 skipped". Otherwise one line per test, "PASS name (T s)" or
+# "FAIL name (...)" followed by the end of its log, and last "N passed, N failed"; exit status
+# 1 on any failure. Logs: BUILD_DIR/two-hosts-logs/.
+# The namespaces are always torn down when the stage ends (also on failure, timeout, Ctrl-C),
+# and leftovers of an earlier, crashed run are removed before it starts. One stage at a time
+# per machine (a lock); every mpirun under `timeout`, one at a time.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+netns=${HVDC_NETNS_DIR:-$root/../shared/netns}
+with_kill=0
+build=""
+for a in "$@"; do
+    case "$a" in
+    --kill) with_kill=1 ;;
+    -*) echo "usage: tests/two_hosts.sh BUILD_DIR [--kill]" >&2; exit 2 ;;
+    *) build=$a ;;
+    esac
+done
+[ -n "$build" ] || { echo "usage: tests/two_hosts.sh BUILD_DIR [--kill]" >&2; exit 2; }
+build=$(cd "$build" 2>/dev/null && pwd) || {
+    echo "two_hosts: no build directory '$build'" >&2
+    exit 2
+}
+
+# The hosts: namespace names are host names (the launch agent maps one to the other).
+export N1=node1 N2=node2
+hosts="$N1:2,$N2:2"
+kill_bound_s=${KILL_BOUND_S:-30}  # node1's ranks must be gone this long after the kill
+
+passed=0 failed=0
+start=$(date +%s)
+
+skip() {
+    echo "SKIP two-host stage: $*"
+    echo "0 passed, 0 failed, 1 skipped"
+    exit 0
+}
+
+# ---- can this machine do it? -----------------------------------------------------------------
+[ "$(id -u)" = 0 ] || skip "needs root to create network namespaces (run as root: sudo $0 $*)"
+command -v ip >/dev/null || skip "no 'ip' command (Debian: apt-get install iproute2)"
+command -v unshare >/dev/null || skip "no 'unshare' command (Debian: apt-get install util-linux)"
+probe=hvdc-probe-$$
+if ! err=$(ip netns add "$probe" 2>&1); then
+    skip "'ip netns add' does not work here: $err"
+fi
+ip netns del "$probe" 2>/dev/null
+for f in netns_up.sh netns_down.sh netns_agent.sh mpirun_2hosts.sh; do
+    if [ ! -f "$netns/$f" ]; then
+        echo "FAIL two-host stage: $netns/$f is missing (shared/netns must be beside the repo)"
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+done
+
+# One stage at a time on this machine: the host names node1/node2 are fixed.
+exec 9>/run/lock/hvdc-two-hosts.lock 2>/dev/null || exec 9>/tmp/hvdc-two-hosts.lock
+if ! flock -w 900 9; then
+    echo "FAIL two-host stage: another two-host stage held the lock for 15 minutes"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+logs=$build/two-hosts-logs
+rm -rf "$logs" && mkdir -p "$logs"
+
+# ---- bring-up and teardown ----------------------------------------------------------------------
+teardown() {
+    local ns
+    for ns in "$N1" "$N2"; do  # TERM first, then KILL whatever is still there
+        ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null
+    done
+    sleep 0.5
+    for ns in "$N1" "$N2"; do
+        ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
+    done
+    sh "$netns/netns_down.sh" >/dev/null 2>&1
+}
+on_exit() {
+    teardown
+    if ip netns list 2>/dev/null | grep -qE "^($N1|$N2)( |$)"; then
+        echo "two_hosts: WARNING: could not remove the namespaces; run $netns/netns_down.sh" >&2
+    fi
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+
+if ip netns list | grep -qE "^($N1|$N2)( |$)"; then
+    echo "# two_hosts: removing $N1/$N2 left over from an earlier run"
+    teardown
+fi
+if ! sh "$netns/netns_up.sh" > "$logs/netns_up.log" 2>&1; then
+    echo "FAIL two-host bring-up"
+    sed 's/^/    /' "$logs/netns_up.log"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+# ---- running things ----------------------------------------------------------------------------
+
+# mpirun_2h [mpirun args] PROG [ARGS]: 4 ranks, 2 per host, through ../shared/netns/mpirun_2hosts.sh
+# (mpirun inside node1's namespaces, netns_agent.sh instead of ssh, TCP and Open MPI's
+# out-of-band channel on the veth subnet only), plus: vader inside a host and tcp between hosts,
+# and ranks that yield the CPU while they wait (2 hosts x 2 ranks share this machine's cores;
+# busy-polling ranks make a small all-reduce ~60x slower).
+mpirun_2h=(sh "$netns/mpirun_2hosts.sh" --mca btl "tcp,vader,self" --mca mpi_yield_when_idle 1)
+
+# run_only NAME TIMEOUT_S COMMAND...: runs it under timeout, output to $logs/NAME.log; sets
+# last_log, last_rc, last_s and timed_out (1 when the limit was hit; a bare exit status 137
+# can also be mpirun reporting a rank killed by SIGKILL). The command runs in the background
+# so that a signal to this script reaches its trap at once (the trap tears everything down).
+run_only() {
+    local name=$1 limit=$2; shift 2
+    last_log=$logs/$(printf '%s' "$name" | tr -c 'A-Za-z0-9=.-' '_').log
+    local t0
+    t0=$(date +%s.%N)
+    timeout -k 10 "$limit" "$@" > "$last_log" 2>&1 &
+    wait $!
+    last_rc=$?
+    last_s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    timed_out=0
+    if [ "$last_rc" -eq 124 ] ||
+       { [ "$last_rc" -eq 137 ] && awk -v s="$last_s" -v l="$limit" 'BEGIN { exit !(s >= l) }'; }
+    then
+        timed_out=1
+    fi
+}
+
+# run_case NAME TIMEOUT_S COMMAND...: run_only, then the verdict from the exit status.
+run_case() {
+    run_only "$@"
+    if [ "$last_rc" -eq 0 ]; then
+        verdict PASS "$1" "$last_s s"
+    elif [ "$timed_out" = 1 ]; then
+        verdict FAIL "$1" "timed out after $2 s" "$last_log"
+    else
+        verdict FAIL "$1" "$last_s s, exit status $last_rc" "$last_log"
+    fi
+}
+
+# verdict PASS|FAIL NAME DETAIL [LOG]: one line, and on failure the end of the log.
+verdict() {
+    echo "$1 $2 ($3)"
+    if [ "$1" = PASS ]; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        [ -n "${4:-}" ] && tail -n 25 "$4" | sed 's/^/    /'
+    fi
+}
+
+# The stage must not inherit settings from the caller's environment.
+unset HVD_FUSION_THRESHOLD HOROVOD_FUSION_THRESHOLD HVD_HIERARCHICAL_ALLREDUCE \
+      HOROVOD_HIERARCHICAL_ALLREDUCE HVD_CPU_ALLREDUCE HOROVOD_CPU_ALLREDUCE
+
+t=$build/tests/mpi
+on2="-H $hosts"
+
+# ---- who is where --------------------------------------------------------------------------------
+run_case "topology $on2" 60 \
+    "${mpirun_2h[@]}" "$t/test_topology" --size 4 --local-size 2 --cross-size 2 \
+    --hosts "$N1,$N2"
+run_only "example topology $on2" 60 "${mpirun_2h[@]}" "$build/examples/topology"
+if [ "$last_rc" -eq 0 ] && grep -q "^# 4 ranks on 2 hosts$" "$last_log"; then
+    verdict PASS "example topology $on2" "$last_s s"
+else
+    verdict FAIL "example topology $on2" "exit status $last_rc; expected '# 4 ranks on 2 hosts'" \
+        "$last_log"
+fi
+
+# ---- collectives, fusion on and off, hierarchical ------------------------------------------------
+run_case "collectives $on2" 240 "${mpirun_2h[@]}" "$t/test_collectives"
+run_case "collectives $on2 HVD_FUSION_THRESHOLD=0" 120 \
+    "${mpirun_2h[@]}" -x HVD_FUSION_THRESHOLD=0 "$t/test_collectives" --no-big
+run_case "collectives $on2 HVD_HIERARCHICAL_ALLREDUCE=1" 240 \
+    "${mpirun_2h[@]}" -x HVD_HIERARCHICAL_ALLREDUCE=1 "$t/test_collectives"
+
+# ---- orders, threads, mismatches -----------------------------------------------------------------
+run_case "order $on2" 120 "${mpirun_2h[@]}" "$t/test_order"
+run_case "order $on2 hvd_init_comm on split halves" 120 "${mpirun_2h[@]}" "$t/test_order" --split
+run_case "threads $on2" 120 "${mpirun_2h[@]}" "$t/test_threads"
+run_case "mismatch $on2" 120 "${mpirun_2h[@]}" "$t/test_mismatch"
+
+# ---- training: the same accuracy on two hosts as on one ------------------------------------------
+# With fusion off the runs are deterministic (each tensor is reduced alone, in the same ring
+# order), so one host and two hosts must agree; the 0.5 % margin is what the issue asks for.
+# With default fusion, which tensors share a buffer depends on timing, so float sums round
+# differently from run to run (final accuracy moves by ~0.3 % after 2 epochs): that run is
+# held to --min-accuracy only.
+train_args=(--epochs 2 --min-accuracy 0.84)
+accuracy() { sed -n 's/^final test accuracy: \([0-9.]*\)$/\1/p' "$1" | tail -n 1; }
+run_case "train one host np=4 HVD_FUSION_THRESHOLD=0" 300 \
+    "$root/scripts/mpirun.sh" -np 4 "$build/examples/train" "${train_args[@]}" \
+    --fusion-threshold 0
+acc1=$(accuracy "$last_log")
+run_case "train $on2 HVD_FUSION_THRESHOLD=0" 300 \
+    "${mpirun_2h[@]}" "$build/examples/train" "${train_args[@]}" --fusion-threshold 0
+acc2=$(accuracy "$last_log")
+same="train accuracy $on2 = one host within 0.5 %"
+if [ -n "$acc1" ] && [ -n "$acc2" ]; then
+    if awk -v a="$acc1" -v b="$acc2" 'BEGIN { d = a - b; exit !(d <= 0.005 && d >= -0.005) }'
+    then
+        verdict PASS "$same" "$acc2 vs $acc1"
+    else
+        verdict FAIL "$same" "$acc2 vs $acc1"
+    fi
+else
+    verdict FAIL "$same" "final accuracy one host '$acc1', two hosts '$acc2': a run failed"
+fi
+run_case "train $on2 default fusion" 300 \
+    "${mpirun_2h[@]}" "$build/examples/train" "${train_args[@]}"
+echo "# final test accuracy: one host $acc1, two hosts $acc2 (fusion off);" \
+     "two hosts $(accuracy "$last_log") (default fusion)"
+
+# ---- a rank killed on node2 (only with --kill) ---------------------------------------------------
+# Rank 3 (node2) SIGKILLs itself after 3 s of 4 MiB all-reduces. Passes when each rank on node1
+# printed a libhvdc error and its exit line within $kill_bound_s s of its last good step.
+# Two launcher behaviours: by default Open MPI's mpirun aborts the job when a rank dies (the
+# survivors are killed before libhvdc can say anything); with --enable-recovery it leaves them
+# running, and only libhvdc's own failure detection can end them.
+kill_case() {
+    local name=$1; shift
+    local limit=$((3 + kill_bound_s + 20))
+    run_only "$name" "$limit" "${mpirun_2h[@]}" "$@" "$t/test_kill" --victim 3 --after-s 3 \
+        --max-s "$limit"
+    if [ "$timed_out" = 1 ]; then
+        verdict FAIL "$name" "hung: node1's ranks still running after $limit s" "$last_log"
+        return
+    fi
+    local r why=""
+    for r in 0 1; do
+        local exit_s
+        exit_s=$(sed -n "s/^KILLTEST rank=$r host=$N1 exit .*after_s=\([0-9.]*\)$/\1/p" "$last_log")
+        if ! grep -q "^KILLTEST rank=$r host=$N1 failed " "$last_log"; then
+            why+="rank $r on $N1 reported no libhvdc error; "
+        elif [ -z "$exit_s" ]; then
+            why+="rank $r on $N1 never reached its exit; "
+        elif ! awk -v s="$exit_s" -v b="$kill_bound_s" 'BEGIN { exit !(s <= b) }'; then
+            why+="rank $r on $N1 exited ${exit_s} s after its last good step "
+            why+="(bound $kill_bound_s s); "
+        fi
+    done
+    if [ -z "$why" ]; then
+        verdict PASS "$name" "$last_s s"
+    else
+        verdict FAIL "$name" "${why%; }; mpirun exit status $last_rc after $last_s s" "$last_log"
+    fi
+}
+if [ "$with_kill" = 1 ]; then
+    what="node1 reports and exits within ${kill_bound_s} s"
+    kill_case "kill rank 3 on $N2 $on2: $what"
+    kill_case "kill rank 3 on $N2 $on2 --enable-recovery: $what" --enable-recovery
+fi
+
+echo "# two-host stage took $(( $(date +%s) - start )) s; logs in $logs"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

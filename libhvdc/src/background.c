@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dtype.h"
 #include "log.h"
 #include "negotiate.h"
 #include "reduce.h"
@@ -37,6 +38,12 @@ typedef struct round_state {
     hvdc_buffer identity, discard; /* a joined rank's stand-in tensors */
     size_t n_in_flight;          /* announced ops not yet completed */
 } round_state;
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 /* Records phase on the timeline row of every tensor of op. */
 static void op_span(hvdc_timeline *tl, const hvdc_op *op, const char *phase, int64_t start,
@@ -63,6 +70,62 @@ static void complete_ops(hvdc_runtime *rt, hvdc_op **ops, size_t n, hvd_status s
     pthread_mutex_unlock(&rt->completion_mutex);
 }
 
+/* SIGUSR1: print what this rank has queued, what it waits for, and on rank 0 which names
+ * wait for which ranks. */
+static void print_op(char *line, size_t len, size_t *at, const hvdc_op *op) {
+    if (*at + 80 < len)
+        *at += (size_t)snprintf(line + *at, len - *at, " %s(%s %s x%llu)", op->desc.name,
+                                hvdc__kind_name(op->desc.kind), hvdc__dtype_name(op->desc.dtype),
+                                (unsigned long long)(op->desc.n_counts ? op->desc.counts[0] : 0));
+}
+
+typedef struct dump_scan {
+    char queued[2048], announced[2048];
+    size_t at_queued, at_announced, n_queued, n_announced;
+    const hvdc_op *last; /* grouped ops appear once per member name */
+} dump_scan;
+
+static void dump_op(void *value, void *ctx) {
+    dump_scan *d = ctx;
+    const hvdc_op *op = value;
+    if (op == d->last) return;
+    d->last = op;
+    if (op->announced) {
+        d->n_announced++;
+        print_op(d->announced, sizeof d->announced, &d->at_announced, op);
+    } else {
+        d->n_queued++;
+        print_op(d->queued, sizeof d->queued, &d->at_queued, op);
+    }
+}
+
+static void dump_state(round_state *s, const char *doing) {
+    hvdc_runtime *rt = s->rt;
+    dump_scan d = {.at_queued = 0};
+    pthread_mutex_lock(&rt->queue_mutex);
+    hvdc__name_table_each(&rt->in_flight, dump_op, &d);
+    pthread_mutex_unlock(&rt->queue_mutex);
+    fprintf(stderr, "[hvdc rank %d] state dump (SIGUSR1) while %s\n"
+            "[hvdc rank %d]   %zu submitted, not yet announced:%s\n"
+            "[hvdc rank %d]   %zu announced to rank 0, not yet executed:%s\n",
+            rt->topo.rank, doing, rt->topo.rank, d.n_queued, d.queued, rt->topo.rank,
+            d.n_announced, d.announced);
+    if (s->negotiator) {
+        char report[1200];
+        double oldest = 0;
+        size_t n = hvdc__negotiator_report_stalls(s->negotiator, now_seconds(), 0, report,
+                                                  sizeof report, &oldest);
+        fprintf(stderr, "[hvdc rank 0]   coordinator: %zu names wait for other ranks%s%s\n", n,
+                n ? ":\n" : "", report);
+    }
+}
+
+static void serve_dump(round_state *s, const char *doing) {
+    if (atomic_load_explicit(&s->rt->dump_requested, memory_order_relaxed) &&
+        atomic_exchange(&s->rt->dump_requested, 0))
+        dump_state(s, doing);
+}
+
 /* Waits until there is a reason to run a round; returns the ops submitted meanwhile. */
 static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
     hvdc_runtime *rt = s->rt;
@@ -74,6 +137,12 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
 
     pthread_mutex_lock(&rt->queue_mutex);
     for (;;) {
+        if (atomic_load(&rt->dump_requested)) {
+            pthread_mutex_unlock(&rt->queue_mutex);
+            serve_dump(s, "waiting for work");
+            pthread_mutex_lock(&rt->queue_mutex);
+            continue;
+        }
         if (rt->queue_head || rt->shutdown_requested) break;
         if (s->n_in_flight == 0) {
             pthread_cond_wait(&rt->queue_cond, &rt->queue_mutex);
@@ -84,18 +153,13 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
     }
     hvdc_op *fresh = rt->queue_head;
     rt->queue_head = rt->queue_tail = NULL;
+    for (hvdc_op *op = fresh; op; op = op->next) op->announced = 1;
     *shutdown = rt->shutdown_requested;
     pthread_mutex_unlock(&rt->queue_mutex);
     return fresh;
 }
 
 enum { TAG_ANNOUNCE = 1, TAG_ANSWER = 2 };
-
-static double now_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static int reserve_bytes(hvdc_bytes *b, size_t n) {
     if (n <= b->cap) return 0;
@@ -177,6 +241,7 @@ static hvd_status gather_announcements(round_state *s) {
                 s->next_stall_check = now + rt->config.stall_check_s;
             }
         }
+        serve_dump(s, "waiting for other ranks to join the negotiation round");
         sched_yield(); /* a waiting rank gives an oversubscribed core to the compute threads */
     }
 fail:
@@ -263,6 +328,7 @@ static hvd_status ask_coordinator(round_state *s) {
                 next_report = now + rt->config.stall_check_s;
             }
         }
+        serve_dump(s, "waiting for rank 0's answer");
         sched_yield();
     }
     /* rank 0 has read the announcement unless it aborted; then do not wait for it */

@@ -4,9 +4,12 @@
  * communicators, and starting and stopping the background thread.
  * Runs on the thread that calls hvd_init and hvd_shutdown (getters: any thread).
  */
+/* mpi.h before hvdc.h, so hvdc.h declares (and exports) hvd_init_comm */
+#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dump.h"
 #include "log.h"
 #include "runtime.h"
 #include "status.h"
@@ -97,6 +100,14 @@ fail:
     return st;
 }
 
+/* Wakes the background thread from the SIGUSR1 watcher. */
+static void wake_background(void *ctx) {
+    hvdc_runtime *rt = ctx;
+    pthread_mutex_lock(&rt->queue_mutex);
+    pthread_cond_signal(&rt->queue_cond);
+    pthread_mutex_unlock(&rt->queue_mutex);
+}
+
 static void runtime_free(hvdc_runtime *rt) {
     if (!rt) return;
     if (rt->control_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->control_comm);
@@ -159,6 +170,8 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
              rt->topo.size, rt->topo.local_rank, rt->topo.local_size, rt->topo.cross_rank,
              rt->topo.cross_size, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms,
              rt->config.cpu_allreduce == HVDC_CPU_ALLREDUCE_RING ? "ring" : "mpi");
+    const char *dump_env = getenv("HVD_SIGUSR1_DUMP");
+    if (!dump_env || strcmp(dump_env, "0") != 0) hvdc__dump_install(&rt->dump_requested, wake_background, rt);
     pthread_mutex_lock(&gate_mutex);
     hvdc__runtime = rt;
     pthread_mutex_unlock(&gate_mutex);
@@ -195,6 +208,7 @@ hvd_status hvd_shutdown(void) {
     pthread_mutex_unlock(&rt->queue_mutex);
     /* the background thread completes every op before it exits, which wakes every waiter */
     pthread_join(rt->thread, NULL);
+    hvdc__dump_uninstall();
     pthread_mutex_lock(&gate_mutex);
     while (calls_inside > 0) pthread_cond_wait(&gate_idle, &gate_mutex);
     hvdc__runtime = NULL;

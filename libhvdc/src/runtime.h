@@ -13,6 +13,7 @@
 
 #include <mpi.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "config.h"
 #include "execute.h"
@@ -42,6 +43,7 @@ typedef struct hvdc_runtime {
     hvd_status stop_status; /* why: HVD_ERR_SHUTDOWN, or the error that stopped it */
     char stop_message[512];
     unsigned long long barrier_count; /* names the n-th hvd_barrier */
+    atomic_int dump_requested;        /* SIGUSR1 arrived: the background thread prints its state */
 
     /* completion: the background thread marks ops done, hvd_wait waits */
     pthread_mutex_t completion_mutex;

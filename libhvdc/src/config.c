@@ -165,6 +165,12 @@ hvd_status hvdc__config_from_env(hvdc_config *config, hvdc_env_lookup lookup, vo
         return hvdc__fail(HVD_ERR_CONFIG, "%s='%s' is not a flag: expected 0 or 1", name, value);
     }
 
+    static const char *const hier_names[2] = {"HVD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE"};
+    if ((value = lookup_first(hier_names, lookup, ctx, &name)) != NULL &&
+        !parse_choice(value, flag_choices, 2, &config->hierarchical_allreduce)) {
+        return hvdc__fail(HVD_ERR_CONFIG, "%s='%s' is not a flag: expected 0 or 1", name, value);
+    }
+
     static const char *const level_names[2] = {"HVD_LOG_LEVEL", "HOROVOD_LOG_LEVEL"};
     static const char *const level_choices[] = {"trace", "debug", "info", "warning", "error"};
     if ((value = lookup_first(level_names, lookup, ctx, &name)) != NULL) {

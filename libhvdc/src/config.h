@@ -25,6 +25,7 @@ typedef struct hvdc_config {
     double stall_shutdown_s; /* HVD_STALL_SHUTDOWN_TIME: stop the job after this long; 0 = never */
     char timeline_path[1024]; /* HVD_TIMELINE: Chrome-trace file written by rank 0; "" = off */
     int timeline_mark_cycles; /* HVD_TIMELINE_MARK_CYCLES: 1 = an instant event per round */
+    int hierarchical_allreduce; /* HVD_HIERARCHICAL_ALLREDUCE: 1 = two-level CPU all-reduce */
 } hvdc_config;
 
 /* Looks a variable up; getenv in the library, a table in the tests. */

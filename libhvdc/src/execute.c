@@ -57,6 +57,9 @@ static hvd_status allreduce_buffer(hvdc_executor *ex, const void *src, void *dst
         }
         return HVD_OK;
     }
+    if (ex->hierarchical)
+        return hvdc__hierarchical_allreduce(ex->local_comm, ex->cross_comm, src, dst, count, dtype,
+                                            op, &ex->scratch);
     return hvdc__ring_allreduce(ex->comm, src, dst, count, dtype, op, &ex->scratch);
 fail:
     return st;

@@ -20,6 +20,9 @@ typedef struct hvdc_executor {
     MPI_Comm comm; /* private to collectives: never mixed with negotiation or user traffic */
     int rank, size;
     hvdc_cpu_allreduce cpu_allreduce;
+    int hierarchical;          /* HVD_HIERARCHICAL_ALLREDUCE with the same ranks on every node */
+    MPI_Comm local_comm;       /* ranks on this node (hierarchical only) */
+    MPI_Comm cross_comm;       /* ranks with this local rank, one per node (hierarchical only) */
     size_t pack_piece_bytes;   /* packed runs of small tensors are at most this big */
     size_t large_tensor_bytes; /* tensors at least this big are reduced where they lie */
     hvdc_buffer fusion;        /* packed pieces; also reducescatter's work area */

@@ -108,8 +108,33 @@ static void wake_background(void *ctx) {
     pthread_mutex_unlock(&rt->queue_mutex);
 }
 
+/* HVD_HIERARCHICAL_ALLREDUCE: node and cross-node communicators, if every node runs the same
+ * number of ranks (else the two levels would not line up: stay flat and say so). */
+static hvd_status setup_hierarchical(hvdc_runtime *rt) {
+    hvd_status st = HVD_OK;
+    hvdc_executor *ex = &rt->executor;
+    int sizes[2] = {rt->topo.local_size, -rt->topo.local_size};
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MIN, ex->comm));
+    if (sizes[0] != -sizes[1]) {
+        if (rt->topo.rank == 0)
+            HVDC_LOG(HVDC_LOG_WARNING, "HVD_HIERARCHICAL_ALLREDUCE=1 ignored: nodes run between %d "
+                     "and %d ranks; the two-level all-reduce needs the same number on every node",
+                     sizes[0], -sizes[1]);
+        return HVD_OK;
+    }
+    CHECK_MPI(MPI_Comm_split_type(ex->comm, MPI_COMM_TYPE_SHARED, rt->topo.rank, MPI_INFO_NULL, &ex->local_comm));
+    CHECK_MPI(MPI_Comm_split(ex->comm, rt->topo.local_rank, rt->topo.rank, &ex->cross_comm));
+    CHECK_MPI(MPI_Comm_set_errhandler(ex->local_comm, MPI_ERRORS_RETURN));
+    CHECK_MPI(MPI_Comm_set_errhandler(ex->cross_comm, MPI_ERRORS_RETURN));
+    ex->hierarchical = 1;
+fail:
+    return st;
+}
+
 static void runtime_free(hvdc_runtime *rt) {
     if (!rt) return;
+    if (rt->executor.local_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.local_comm);
+    if (rt->executor.cross_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.cross_comm);
     if (rt->control_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->control_comm);
     if (rt->executor.comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.comm);
     hvdc__timeline_close(rt->executor.timeline);
@@ -131,6 +156,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     hvdc_runtime *rt = calloc(1, sizeof *rt);
     if (!rt) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory starting libhvdc");
     rt->control_comm = rt->executor.comm = MPI_COMM_NULL;
+    rt->executor.local_comm = rt->executor.cross_comm = MPI_COMM_NULL;
     pthread_mutex_init(&rt->queue_mutex, NULL);
     pthread_cond_init(&rt->queue_cond, NULL);
     pthread_mutex_init(&rt->completion_mutex, NULL);
@@ -159,6 +185,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     rt->executor.pack_piece_bytes = rt->config.fusion_threshold_bytes < PACK_PIECE_BYTES
                                         ? rt->config.fusion_threshold_bytes : PACK_PIECE_BYTES;
     rt->executor.large_tensor_bytes = LARGE_TENSOR_BYTES;
+    if (rt->config.hierarchical_allreduce) CHECK(setup_hierarchical(rt));
     if (rt->config.timeline_path[0] && rt->topo.rank == 0)
         CHECK(hvdc__timeline_open(rt->config.timeline_path, rt->topo.rank,
                                   rt->config.timeline_mark_cycles, &rt->executor.timeline));
@@ -166,10 +193,11 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
         st = hvdc__fail(HVD_ERR_INTERNAL, "could not start the background thread");
         goto fail;
     }
-    HVDC_LOG(HVDC_LOG_INFO, "started: size %d, local %d/%d, cross %d/%d, fusion threshold %zu bytes, cycle %.3g ms, cpu allreduce %s",
+    HVDC_LOG(HVDC_LOG_INFO, "started: size %d, local %d/%d, cross %d/%d, fusion threshold %zu bytes, cycle %.3g ms, cpu allreduce %s%s",
              rt->topo.size, rt->topo.local_rank, rt->topo.local_size, rt->topo.cross_rank,
              rt->topo.cross_size, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms,
-             rt->config.cpu_allreduce == HVDC_CPU_ALLREDUCE_RING ? "ring" : "mpi");
+             rt->config.cpu_allreduce == HVDC_CPU_ALLREDUCE_RING ? "ring" : "mpi",
+             rt->executor.hierarchical ? " (hierarchical)" : "");
     const char *dump_env = getenv("HVD_SIGUSR1_DUMP");
     if (!dump_env || strcmp(dump_env, "0") != 0) hvdc__dump_install(&rt->dump_requested, wake_background, rt);
     pthread_mutex_lock(&gate_mutex);

@@ -123,11 +123,13 @@ fail:
     return st;
 }
 
-static hvd_status allgather_phase(const ring *g, char *dst) {
+/* All-gather where rank r starts owning block r+1+shift (the block its reduce-scatter left). */
+static hvd_status allgather_phase(const ring *g, char *dst, int shift) {
     hvd_status st = HVD_OK;
     MPI_Request reqs[2 * MAX_SEGMENTS + 2];
     for (int t = 0; t < g->size - 1; t++) {
-        int n_reqs = 0, recv_b = mod(g->rank - t, g->size), send_b = mod(g->rank + 1 - t, g->size);
+        int n_reqs = 0, recv_b = mod(g->rank - t + shift, g->size),
+            send_b = mod(g->rank + 1 - t + shift, g->size);
         size_t start, len;
         hvdc__block_range(g->count, g->size, recv_b, &start, &len);
         for (size_t j = 0, n = segments_in(g, len); j < n; j++) {
@@ -153,7 +155,7 @@ hvd_status hvdc__ring_allreduce(MPI_Comm comm, const void *src, void *dst, size_
         return HVD_OK;
     }
     CHECK(reduce_scatter_phase(&g, src, dst, 0, dtype, op, scratch));
-    CHECK(allgather_phase(&g, dst));
+    CHECK(allgather_phase(&g, dst, 0));
 fail:
     return st;
 }
@@ -168,6 +170,16 @@ hvd_status hvdc__ring_reduce_scatter(MPI_Comm comm, const void *src, void *work,
         return HVD_OK;
     }
     CHECK(reduce_scatter_phase(&g, src, work, -1, dtype, op, scratch));
+fail:
+    return st;
+}
+
+hvd_status hvdc__ring_allgather_blocks(MPI_Comm comm, void *buf, size_t count, hvd_dtype dtype) {
+    hvd_status st = HVD_OK;
+    ring g;
+    CHECK(ring_setup(&g, comm, count, dtype));
+    if (g.size == 1 || count == 0) return HVD_OK;
+    CHECK(allgather_phase(&g, buf, -1));
 fail:
     return st;
 }

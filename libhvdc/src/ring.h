@@ -12,7 +12,8 @@
  * Each step's block is cut into segments; the receive of segment j+1.. is in flight while
  * segment j is reduced, so transfer and reduction overlap.
  *
- * defines: hvdc__block_range, hvdc__ring_allreduce, hvdc__ring_reduce_scatter
+ * defines: hvdc__block_range, hvdc__ring_allreduce, hvdc__ring_reduce_scatter,
+ *          hvdc__ring_allgather_blocks, hvdc__hierarchical_allreduce (hierarchical.c)
  * Background thread (the only MPI caller).
  */
 #ifndef HVDC_RING_H
@@ -40,5 +41,22 @@ hvd_status hvdc__ring_allreduce(MPI_Comm comm, const void *src, void *dst, size_
  * (work must hold count elements; its other blocks end up holding partial sums). */
 hvd_status hvdc__ring_reduce_scatter(MPI_Comm comm, const void *src, void *work, size_t count,
                                      hvd_dtype dtype, hvd_reduce_op op, hvdc_buffer *scratch);
+
+/* Each rank r holds block r of buf; afterwards every rank holds all blocks. */
+hvd_status hvdc__ring_allgather_blocks(MPI_Comm comm, void *buf, size_t count, hvd_dtype dtype);
+
+/* Two-level all-reduce for several ranks per node (HVD_HIERARCHICAL_ALLREDUCE):
+ *
+ *   node A: a0 a1      1. reduce-scatter inside each node (shared memory): local rank l
+ *   node B: b0 b1         ends with block l summed over its node
+ *                      2. ring all-reduce of block l across nodes, among the ranks with local
+ *                         rank l (a0-b0 and a1-b1 in parallel, each on 1/local_size of the data)
+ *                      3. all-gather inside each node
+ *
+ * Every local rank carries a share of the network traffic, instead of one leader per node.
+ * Needs the same number of ranks on every node (the caller checks). */
+hvd_status hvdc__hierarchical_allreduce(MPI_Comm local, MPI_Comm cross, const void *src,
+                                        void *dst, size_t count, hvd_dtype dtype,
+                                        hvd_reduce_op op, hvdc_buffer *scratch);
 
 #endif

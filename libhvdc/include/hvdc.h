@@ -109,13 +109,19 @@ typedef enum hvd_reduce_op {
 
 /* Options for the _async calls that take them; NULL means HVD_OPTIONS_DEFAULT. Scale factors
  * other than 1.0 need a floating dtype (else HVD_ERR_INVALID_ARG) and must be finite. A device
- * other than HVD_DEVICE_CPU needs the GPU backend (else HVD_ERR_UNSUPPORTED). */
+ * other than HVD_DEVICE_CPU needs the GPU backend (else HVD_ERR_UNSUPPORTED) and a visible CUDA
+ * device (else HVD_ERR_CUDA, "no CUDA device visible: ..."). Device tensors are reduced by NCCL
+ * on the runtime's own stream; the handle completes when that work has finished. */
 typedef struct hvd_options {
-    double prescale;  /* inputs are multiplied by this before reducing */
-    double postscale; /* the result is multiplied by this after reducing */
-    int device;       /* HVD_DEVICE_CPU, or a CUDA device ordinal (GPU builds only) */
+    double prescale;   /* inputs are multiplied by this before reducing */
+    double postscale;  /* the result is multiplied by this after reducing */
+    int device;        /* HVD_DEVICE_CPU, or a CUDA device ordinal (GPU builds only); device
+                          pointers are also recognised without it */
+    void *ready_event; /* device tensors: a cudaEvent_t recorded after the data was written;
+                          the runtime's stream waits on it (no host sync). NULL: the work already
+                          queued on the legacy default stream */
 } hvd_options;
-#define HVD_OPTIONS_DEFAULT {1.0, 1.0, HVD_DEVICE_CPU}
+#define HVD_OPTIONS_DEFAULT {1.0, 1.0, HVD_DEVICE_CPU, NULL}
 
 /* An in-flight operation. 0 is never a valid handle. A handle is released by exactly one
  * successful hvd_wait; using it afterwards returns HVD_ERR_INVALID_ARG (it is never a crash).

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "gpu.h"
 #include "runtime.h"
 #include "status.h"
 
@@ -57,9 +58,20 @@ static hvd_status check_options(const char *fn, const char *name, const hvd_opti
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': prescale and postscale must be finite numbers", fn, name);
     if ((o->prescale != 1.0 || o->postscale != 1.0) && !hvdc__dtype_is_float(dtype))
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': prescale/postscale need a floating dtype, not %s", fn, name, hvdc__dtype_name(dtype));
-    if (o->device != HVD_DEVICE_CPU)
-        return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s '%s': device %d requested, but this build of libhvdc has no GPU support; pass HVD_DEVICE_CPU and host memory", fn, name, o->device);
+    if (o->device < HVD_DEVICE_CPU)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': device %d; expected HVD_DEVICE_CPU (-1) or a CUDA device ordinal", fn, name, o->device);
+    if (o->device != HVD_DEVICE_CPU) {
+        char why[256];
+        hvd_status probe = hvdc__gpu_probe(why, sizeof why);
+        if (probe != HVD_OK)
+            return hvdc__fail(probe, "%s '%s': device %d requested, but %s", fn, name, o->device, why);
+    }
     return HVD_OK;
+}
+
+/* Where a tensor lives: the device asked for, else wherever its memory is. */
+static int tensor_device(const hvd_options *o, const void *buf) {
+    return o->device != HVD_DEVICE_CPU ? o->device : hvdc__gpu_pointer_device(buf);
 }
 
 static uint64_t *copy_counts(const size_t *counts, size_t n) {
@@ -196,6 +208,8 @@ static hvd_status hvd_allreduce_async_entered(const char *name, const void *send
     req->desc.op = (uint8_t)op;
     req->desc.prescale = o->prescale;
     req->desc.postscale = o->postscale;
+    req->desc.device = tensor_device(o, recvbuf);
+    req->ready_event = o->ready_event;
     return submit(fn, req, handle);
 fail:
     return st;
@@ -252,6 +266,8 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
     req->desc.postscale = o->postscale;
     req->desc.n_counts = (uint32_t)n;
     req->desc.members_hash = hash_names(n, names);
+    req->desc.device = tensor_device(o, recvbufs[0]);
+    req->ready_event = o->ready_event;
     char *at = req->member_names;
     for (int i = 0; i < n; i++) {
         size_t len = strlen(names[i]) + 1;
@@ -286,6 +302,7 @@ static hvd_status hvd_broadcast_async_entered(const char *name, void *buf, size_
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': root %d is out of range; expected 0..%d", fn, name, root, hvdc__runtime->topo.size - 1);
     CHECK(single_op(fn, HVDC_KIND_BROADCAST, name, buf, buf, count, dtype, &req));
     req->desc.root = root;
+    req->desc.device = hvdc__gpu_pointer_device(buf);
     return submit(fn, req, handle);
 fail:
     return st;
@@ -312,6 +329,7 @@ static hvd_status hvd_allgather_async_entered(const char *name, const void *send
     req->recv_capacity = recv_capacity;
     req->recv_count_out = recv_count;
     req->rank_counts_out = rank_counts;
+    req->desc.device = hvdc__gpu_pointer_device(recvbuf);
     return submit(fn, req, handle);
 fail:
     return st;
@@ -343,6 +361,8 @@ static hvd_status hvd_reducescatter_async_entered(const char *name, const void *
     req->desc.op = (uint8_t)op;
     req->desc.prescale = o->prescale;
     req->desc.postscale = o->postscale;
+    req->desc.device = tensor_device(o, sendbuf);
+    req->ready_event = o->ready_event;
     req->recv_count_out = recv_count;
     return submit(fn, req, handle);
 fail:
@@ -385,6 +405,7 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
     req->recv_capacity = recv_capacity;
     req->recv_count_out = recv_count;
     req->rank_counts_out = recvcounts;
+    req->desc.device = hvdc__gpu_pointer_device(recvbuf);
     return submit(fn, req, handle);
 fail:
     return st;

@@ -36,6 +36,8 @@ typedef struct round_state {
     int64_t round_started_us;    /* timeline clock */
     uint64_t rounds;
     hvdc_buffer identity, discard; /* a joined rank's stand-in tensors */
+    struct gpu_work *gpu_work;   /* device responses queued, not finished: (n_gpu_work) */
+    size_t n_gpu_work, cap_gpu_work;
     size_t n_in_flight;          /* announced ops not yet completed */
 } round_state;
 
@@ -124,6 +126,47 @@ static void serve_dump(round_state *s, const char *doing) {
     if (atomic_load_explicit(&s->rt->dump_requested, memory_order_relaxed) &&
         atomic_exchange(&s->rt->dump_requested, 0))
         dump_state(s, doing);
+}
+
+/* ---- device work: queued by the executor, completed here when its event fires ---- */
+
+typedef struct gpu_work {
+    hvdc_gpu_pending *pending;
+    hvdc_op **ops; /* (n) owned */
+    size_t n;
+} gpu_work;
+
+static hvd_status keep_gpu_work(round_state *s, hvdc_gpu_pending *pending, hvdc_op **ops, size_t n) {
+    if (s->n_gpu_work == s->cap_gpu_work) {
+        size_t cap = s->cap_gpu_work ? 2 * s->cap_gpu_work : 16;
+        gpu_work *grown = realloc(s->gpu_work, cap * sizeof *grown);
+        if (!grown) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory tracking device work");
+        s->gpu_work = grown;
+        s->cap_gpu_work = cap;
+    }
+    s->gpu_work[s->n_gpu_work++] = (gpu_work){pending, ops, n};
+    return HVD_OK;
+}
+
+/* Completes the device work that has finished (or, with wait, all of it). Never blocks
+ * unless wait is set (shutdown). */
+static void finish_gpu_work(round_state *s, int wait) {
+    for (size_t i = 0; i < s->n_gpu_work;) {
+        gpu_work *w = &s->gpu_work[i];
+        int done = 0;
+        hvdc__clear_error();
+        hvd_status st = wait ? hvdc__gpu_pending_wait(w->pending)
+                             : hvdc__gpu_pending_poll(w->pending, &done);
+        if (!wait && !done && st == HVD_OK) {
+            i++;
+            continue;
+        }
+        complete_ops(s->rt, w->ops, w->n, st, hvd_last_error());
+        s->n_in_flight -= w->n;
+        hvdc__gpu_pending_free(w->pending);
+        free(w->ops);
+        *w = s->gpu_work[--s->n_gpu_work];
+    }
 }
 
 /* Waits until there is a reason to run a round; returns the ops submitted meanwhile. */
@@ -242,6 +285,7 @@ static hvd_status gather_announcements(round_state *s) {
             }
         }
         serve_dump(s, "waiting for other ranks to join the negotiation round");
+        finish_gpu_work(s, 0);
         sched_yield(); /* a waiting rank gives an oversubscribed core to the compute threads */
     }
 fail:
@@ -329,6 +373,7 @@ static hvd_status ask_coordinator(round_state *s) {
             }
         }
         serve_dump(s, "waiting for rank 0's answer");
+        finish_gpu_work(s, 0);
         sched_yield();
     }
     /* rank 0 has read the announcement unless it aborted; then do not wait for it */
@@ -400,7 +445,8 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
         /* others' operations while this rank has joined */
         if (r->type == HVDC_RESPONSE_EXECUTE) {
             st = stand_in_ops(r, ops, &s->identity, &s->discard);
-            if (st == HVD_OK) st = hvdc__execute(&rt->executor, r, ops, r->n_names);
+            hvdc_gpu_pending *none = NULL;
+            if (st == HVD_OK) st = hvdc__execute(&rt->executor, r, ops, r->n_names, &none);
         }
         for (uint32_t i = 0; i < r->n_names; i++) hvdc__op_free(ops[i]);
         free(ops);
@@ -425,7 +471,14 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
         complete_ops(rt, ops, n, HVD_ERR_MISMATCH, r->error);
     } else {
         hvdc__clear_error();
-        st = hvdc__execute(&rt->executor, r, ops, n);
+        hvdc_gpu_pending *pending = NULL;
+        st = hvdc__execute(&rt->executor, r, ops, n, &pending);
+        if (st == HVD_OK && pending) {
+            /* device work: completed by finish_gpu_work when its event fires */
+            st = keep_gpu_work(s, pending, ops, n);
+            if (st == HVD_OK) return HVD_OK;
+            hvdc__gpu_pending_free(pending);
+        }
         if (tl && r->kind != HVDC_KIND_ALLREDUCE)
             op_span(tl, ops[0], hvdc__kind_name(r->kind), answered, hvdc__timeline_now_us(tl), group);
         if (st == HVD_OK && r->kind == HVDC_KIND_JOIN && r->n_rank_counts == 1 && ops[0]->recv_count_out)
@@ -478,6 +531,7 @@ void *hvdc__background_main(void *arg) {
         }
     }
     for (;;) {
+        finish_gpu_work(&s, 0);
         hvdc_op *fresh = wait_for_work(&s, progressed, &shutdown);
         size_t n_fresh = 0;
         for (hvdc_op *op = fresh; op; op = op->next) n_fresh++;
@@ -522,6 +576,7 @@ void *hvdc__background_main(void *arg) {
         if (st != HVD_OK) goto fail;
         if (stop_now) break;
     }
+    finish_gpu_work(&s, 1); /* device work already queued finishes; only the rest fails */
     fail_everything(rt, HVD_ERR_SHUTDOWN,
                     "libhvdc was shut down (hvd_shutdown on this or another rank) before this "
                     "operation completed");
@@ -532,10 +587,12 @@ stop:
     {
         char message[HVDC_ERROR_MAX];
         snprintf(message, sizeof message, "%s", hvd_last_error());
+        finish_gpu_work(&s, 1);
         fail_everything(rt, st, message);
     }
 done:
     hvdc__negotiator_destroy(s.negotiator);
+    free(s.gpu_work);
     hvdc__bytes_free(&s.message);
     hvdc__bytes_free(&s.gathered);
     hvdc__bytes_free(&s.answer);

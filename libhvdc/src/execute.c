@@ -266,7 +266,11 @@ fail:
 }
 
 hvd_status hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
-                         size_t n_ops) {
+                         size_t n_ops, hvdc_gpu_pending **pending) {
+    *pending = NULL;
+    if (n_ops > 0 && ops[0]->desc.device >= 0 && response->kind != HVDC_KIND_BARRIER &&
+        response->kind != HVDC_KIND_JOIN)
+        return hvdc__execute_gpu(ex, response, ops, n_ops, pending);
     switch ((hvdc_kind)response->kind) {
     case HVDC_KIND_ALLREDUCE:
         return execute_allreduce(ex, ops, n_ops, ex->size - (int)response->n_joined);

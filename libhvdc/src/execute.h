@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include "buffer.h"
+#include "gpu.h"
 #include "config.h"
 #include "op.h"
 #include "timeline.h"
@@ -28,12 +29,22 @@ typedef struct hvdc_executor {
     hvdc_buffer fusion;        /* packed pieces; also reducescatter's work area */
     hvdc_buffer scratch;       /* ring receive window */
     hvdc_timeline *timeline;   /* NULL unless HVD_TIMELINE is set (rank 0) */
+    /* GPU backend, created by the first device response (every rank executes it together) */
+    hvdc_gpu *gpu;
+    int local_rank, local_size, cross_rank, cross_size;
+    int hierarchical_requested; /* HVD_HIERARCHICAL_ALLREDUCE, for the device path too */
+    size_t gpu_fusion_bytes;
     int64_t group;             /* the response being executed, for the timeline */
 } hvdc_executor;
 
-/* Executes response over ops (ops[i] is this rank's op for response->names[i]).
+/* Executes response over ops (ops[i] is this rank's op for response->names[i]). Host memory
+ * is done when it returns; device memory is queued, and *pending (else NULL) completes later.
  * @return HVD_OK, or an error with hvd_last_error() set; the error applies to all the ops. */
 hvd_status hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
-                         size_t n_ops);
+                         size_t n_ops, hvdc_gpu_pending **pending);
+
+/* The device half of hvdc__execute (execute_gpu.c). */
+hvd_status hvdc__execute_gpu(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
+                             size_t n_ops, hvdc_gpu_pending **pending);
 
 #endif

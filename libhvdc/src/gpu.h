@@ -23,7 +23,8 @@
  * defines: hvdc_gpu, hvdc_gpu_pending, hvdc_gpu_config, hvdc__gpu_probe, hvdc__gpu_create,
  *          hvdc__gpu_destroy, hvdc__gpu_allreduce, hvdc__gpu_broadcast, hvdc__gpu_allgather,
  *          hvdc__gpu_reducescatter, hvdc__gpu_alltoall, hvdc__gpu_pending_poll,
- *          hvdc__gpu_pending_wait, hvdc__gpu_pending_free, hvdc__gpu_versions
+ *          hvdc__gpu_pending_wait, hvdc__gpu_pending_free, hvdc__gpu_versions,
+ *          hvdc__gpu_pointer_device
  * Background thread only (it is the only NCCL/MPI caller), except hvdc__gpu_probe and
  * hvdc__gpu_versions (any thread).
  */
@@ -60,6 +61,10 @@ typedef struct hvdc_gpu_config {
  *         why (len bytes, may be NULL) is always NUL-terminated. */
 hvd_status hvdc__gpu_probe(char *why, size_t len);
 
+/* The CUDA device holding ptr, or -1 for host memory (and always -1 without the backend or a
+ * GPU). Cheap enough to call per submission. Any thread. */
+int hvdc__gpu_pointer_device(const void *ptr);
+
 /* Writes e.g. "CUDA 13.0, NCCL 2.28.9 (running NCCL 2.28.9)" into buf (len bytes): the versions
  * built against and the NCCL loaded; the stub writes that it has none. */
 void hvdc__gpu_versions(char *buf, size_t len);
@@ -89,6 +94,11 @@ void hvdc__gpu_destroy(hvdc_gpu *gpu);
 hvd_status hvdc__gpu_allreduce(hvdc_gpu *gpu, const hvdc_gpu_tensor *tensors, size_t n,
                                hvd_dtype dtype, hvd_reduce_op op, double prescale,
                                double postscale, void *ready_event, hvdc_gpu_pending **out);
+
+/* Makes the backend's stream wait for event (cudaEvent_t; NULL: the legacy default stream's
+ * queued work) before what is queued next; device-side, never a host sync. For fused
+ * responses whose tensors became ready on different events. */
+hvd_status hvdc__gpu_stream_wait(hvdc_gpu *gpu, void *event);
 
 /* Queues root's count elements of buf to every rank's buf (in place). */
 hvd_status hvdc__gpu_broadcast(hvdc_gpu *gpu, void *buf, size_t count, hvd_dtype dtype, int root,

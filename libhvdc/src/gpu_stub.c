@@ -17,6 +17,16 @@ hvd_status hvdc__gpu_probe(char *why, size_t len) {
     return HVD_ERR_UNSUPPORTED;
 }
 
+hvd_status hvdc__gpu_stream_wait(hvdc_gpu *gpu, void *event) {
+    (void)gpu, (void)event;
+    return unsupported();
+}
+
+int hvdc__gpu_pointer_device(const void *ptr) {
+    (void)ptr;
+    return -1;
+}
+
 void hvdc__gpu_versions(char *buf, size_t len) {
     if (buf && len) snprintf(buf, len, "built without CUDA/NCCL");
 }

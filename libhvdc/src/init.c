@@ -138,6 +138,7 @@ static void runtime_free(hvdc_runtime *rt) {
     if (rt->control_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->control_comm);
     if (rt->executor.comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.comm);
     hvdc__timeline_close(rt->executor.timeline);
+    hvdc__gpu_destroy(rt->executor.gpu);
     hvdc__buffer_free(&rt->executor.fusion);
     hvdc__buffer_free(&rt->executor.scratch);
     hvdc__name_table_free(&rt->in_flight);
@@ -185,6 +186,12 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     rt->executor.pack_piece_bytes = rt->config.fusion_threshold_bytes < PACK_PIECE_BYTES
                                         ? rt->config.fusion_threshold_bytes : PACK_PIECE_BYTES;
     rt->executor.large_tensor_bytes = LARGE_TENSOR_BYTES;
+    rt->executor.local_rank = rt->topo.local_rank;
+    rt->executor.local_size = rt->topo.local_size;
+    rt->executor.cross_rank = rt->topo.cross_rank;
+    rt->executor.cross_size = rt->topo.cross_size;
+    rt->executor.hierarchical_requested = rt->config.hierarchical_allreduce;
+    rt->executor.gpu_fusion_bytes = rt->config.fusion_threshold_bytes;
     if (rt->config.hierarchical_allreduce) CHECK(setup_hierarchical(rt));
     if (rt->config.timeline_path[0] && rt->topo.rank == 0)
         CHECK(hvdc__timeline_open(rt->config.timeline_path, rt->topo.rank,

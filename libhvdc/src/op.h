@@ -44,6 +44,7 @@ typedef struct hvdc_op {
     int64_t submitted_us;       /* timeline clock at submission */
     int64_t announced_us;       /* timeline clock when the background thread announced it */
     int announced;              /* 1 once sent to rank 0 (background thread, under queue_mutex) */
+    void *ready_event;          /* device tensors: cudaEvent_t the inputs are ready on, or NULL */
     struct hvdc_op *next;       /* queue link */
 } hvdc_op;
 

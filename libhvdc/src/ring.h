@@ -12,7 +12,7 @@
  * Each step's block is cut into segments; the receive of segment j+1.. is in flight while
  * segment j is reduced, so transfer and reduction overlap.
  *
- * defines: hvdc__block_range, hvdc__ring_allreduce, hvdc__ring_reduce_scatter,
+ * defines: hvdc__ring_allreduce, hvdc__ring_reduce_scatter,
  *          hvdc__ring_allgather_blocks, hvdc__hierarchical_allreduce (hierarchical.c)
  * Background thread (the only MPI caller).
  */
@@ -23,14 +23,9 @@
 #include <stddef.h>
 
 #include "buffer.h"
+#include "gpu_plan.h" /* hvdc__block_range: the block layout shared with the GPU path */
 #include "hvdc.h"
 
-/* Block b of count elements split over n blocks: the first count%n blocks get one extra. */
-static inline void hvdc__block_range(size_t count, int n, int b, size_t *start, size_t *len) {
-    size_t q = count / (size_t)n, rem = count % (size_t)n;
-    *start = (size_t)b * q + ((size_t)b < rem ? (size_t)b : rem);
-    *len = q + ((size_t)b < rem ? 1 : 0);
-}
 
 /* dst = reduction of every rank's src (src may equal dst). scratch holds receive segments.
  * HVD_AVERAGE sums here; the caller divides. */

@@ -472,7 +472,7 @@ int main(int argc, char **argv) {
     for (size_t c = 0; c < N_SMALL; c++) test_allreduce_options(&t, small_counts[c]);
     section_done(&t, "allreduce_async options", &t0);
 
-    const hvd_options scaled = {0.5, 4.0, HVD_DEVICE_CPU};
+    const hvd_options scaled = {.prescale = 0.5, .postscale = 4.0, .device = HVD_DEVICE_CPU};
     for (int d = 0; d < HVD_DTYPE_COUNT; d++) {
         hvd_dtype dt = mt_all_dtypes[d];
         for (int o = 0; o < HVD_REDUCE_OP_COUNT; o++)

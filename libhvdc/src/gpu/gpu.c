@@ -92,6 +92,17 @@ hvd_status hvdc__gpu_probe(char *why, size_t len) {
     return HVD_ERR_CUDA;
 }
 
+int hvdc__gpu_pointer_device(const void *ptr) {
+    if (!ptr) return -1;
+    struct cudaPointerAttributes attributes;
+    if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky-free error of a failed query */
+        return -1;
+    }
+    return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged
+               ? attributes.device : -1;
+}
+
 static ncclDataType_t nccl_dtype(hvd_dtype dtype) {
     switch (dtype) {
     case HVD_UINT8: return ncclUint8;
@@ -284,6 +295,15 @@ static hvd_status op_wait_ready(void *self, void *event) {
         ev = gpu->legacy_mark;
     }
     CHECK_CUDA(cudaStreamWaitEvent(gpu->stream, ev, 0));
+fail:
+    return st;
+}
+
+hvd_status hvdc__gpu_stream_wait(hvdc_gpu *gpu, void *event) {
+    hvd_status st = HVD_OK;
+    int rank = gpu->rank;
+    CHECK_CUDA(cudaSetDevice(gpu->device));
+    return op_wait_ready(gpu, event);
 fail:
     return st;
 }

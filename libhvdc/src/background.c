@@ -286,6 +286,7 @@ static hvd_status gather_announcements(round_state *s) {
         }
         serve_dump(s, "waiting for other ranks to join the negotiation round");
         finish_gpu_work(s, 0);
+        CHECK(hvdc__liveness_check(rt->executor.liveness));
         sched_yield(); /* a waiting rank gives an oversubscribed core to the compute threads */
     }
 fail:
@@ -299,7 +300,7 @@ static hvd_status send_answer(round_state *s) {
     for (int r = 1; r < rt->topo.size; r++)
         CHECK_MPI(MPI_Isend(s->answer.data, (int)s->answer.len, MPI_BYTE, r, TAG_ANSWER,
                             rt->control_comm, &s->requests[r - 1]));
-    CHECK_MPI(MPI_Waitall(rt->topo.size - 1, s->requests, MPI_STATUSES_IGNORE));
+    CHECK(hvdc__wait_requests(rt->topo.size - 1, s->requests, rt->executor.liveness));
 fail:
     return st;
 }
@@ -374,6 +375,7 @@ static hvd_status ask_coordinator(round_state *s) {
         }
         serve_dump(s, "waiting for rank 0's answer");
         finish_gpu_work(s, 0);
+        CHECK(hvdc__liveness_check(rt->executor.liveness));
         sched_yield();
     }
     /* rank 0 has read the announcement unless it aborted; then do not wait for it */
@@ -381,7 +383,7 @@ static hvd_status ask_coordinator(round_state *s) {
     CHECK_MPI(MPI_Test(&sent, &done, MPI_STATUS_IGNORE));
     if (!done) {
         if (s->answer.len >= 14 && (s->answer.data[6] & HVDC_FLAG_ABORT)) MPI_Request_free(&sent);
-        else CHECK_MPI(MPI_Wait(&sent, MPI_STATUS_IGNORE));
+        else CHECK(hvdc__wait_requests(1, &sent, rt->executor.liveness));
     }
 fail:
     return st;

@@ -53,14 +53,16 @@ static hvd_status allreduce_buffer(hvdc_executor *ex, const void *src, void *dst
         for (size_t at = 0; at < count; at += step) {
             size_t n = count - at < step ? count - at : step;
             const void *in = src == dst ? MPI_IN_PLACE : (const char *)src + at * elem;
-            CHECK_MPI(MPI_Allreduce(in, (char *)dst + at * elem, (int)n, type, mpi_op(op), ex->comm));
+            MPI_Request request;
+            CHECK_MPI(MPI_Iallreduce(in, (char *)dst + at * elem, (int)n, type, mpi_op(op), ex->comm, &request));
+            CHECK(hvdc__wait_requests(1, &request, ex->liveness));
         }
         return HVD_OK;
     }
     if (ex->hierarchical)
         return hvdc__hierarchical_allreduce(ex->local_comm, ex->cross_comm, src, dst, count, dtype,
-                                            op, &ex->scratch);
-    return hvdc__ring_allreduce(ex->comm, src, dst, count, dtype, op, &ex->scratch);
+                                            op, &ex->scratch, ex->liveness);
+    return hvdc__ring_allreduce(ex->comm, src, dst, count, dtype, op, &ex->scratch, ex->liveness);
 fail:
     return st;
 }
@@ -164,7 +166,9 @@ static hvd_status execute_broadcast(hvdc_executor *ex, hvdc_op *op) {
     size_t nbytes = t->count * hvd_dtype_size((hvd_dtype)op->desc.dtype);
     for (size_t at = 0; at < nbytes; at += MPI_PIECE_BYTES) {
         size_t n = nbytes - at < MPI_PIECE_BYTES ? nbytes - at : MPI_PIECE_BYTES;
-        CHECK_MPI(MPI_Bcast((char *)t->recv + at, (int)n, MPI_BYTE, op->desc.root, ex->comm));
+        MPI_Request request;
+        CHECK_MPI(MPI_Ibcast((char *)t->recv + at, (int)n, MPI_BYTE, op->desc.root, ex->comm, &request));
+        CHECK(hvdc__wait_requests(1, &request, ex->liveness));
     }
 fail:
     return st;
@@ -197,7 +201,9 @@ static hvd_status execute_allgather(hvdc_executor *ex, hvdc_op *op, const hvdc_w
     }
     CHECK(element_type((hvd_dtype)op->desc.dtype, &type));
     const hvdc_tensor *t = &op->tensors[0];
-    CHECK_MPI(MPI_Allgatherv(t->send, (int)t->count, type, t->recv, counts, displs, type, ex->comm));
+    MPI_Request request;
+    CHECK_MPI(MPI_Iallgatherv(t->send, (int)t->count, type, t->recv, counts, displs, type, ex->comm, &request));
+    CHECK(hvdc__wait_requests(1, &request, ex->liveness));
     if (op->recv_count_out) *op->recv_count_out = total;
     if (op->rank_counts_out)
         for (int i = 0; i < ex->size; i++) op->rank_counts_out[i] = r->rank_counts[i];
@@ -221,7 +227,7 @@ static hvd_status execute_reducescatter(hvdc_executor *ex, hvdc_op *op) {
         src = ex->fusion.data;
     }
     CHECK(hvdc__ring_reduce_scatter(ex->comm, src, ex->fusion.data, t->count, dtype,
-                                    (hvd_reduce_op)op->desc.op, &ex->scratch));
+                                    (hvd_reduce_op)op->desc.op, &ex->scratch, ex->liveness));
     hvdc__block_range(t->count, ex->size, ex->rank, &start, &len);
     char *block = (char *)ex->fusion.data + start * elem;
     finish_reduction(block, len, dtype, (hvd_reduce_op)op->desc.op, op->desc.postscale, ex->size);
@@ -241,7 +247,9 @@ static hvd_status execute_alltoall(hvdc_executor *ex, hvdc_op *op) {
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "alltoall '%s': out of memory", op->desc.name);
         goto fail;
     }
-    CHECK_MPI(MPI_Alltoall(op->desc.counts, 1, MPI_UINT64_T, recv64, 1, MPI_UINT64_T, ex->comm));
+    MPI_Request request;
+    CHECK_MPI(MPI_Ialltoall(op->desc.counts, 1, MPI_UINT64_T, recv64, 1, MPI_UINT64_T, ex->comm, &request));
+    CHECK(hvdc__wait_requests(1, &request, ex->liveness));
     int *scounts = ints, *sdispls = ints + n, *rcounts = ints + 2 * n, *rdispls = ints + 3 * n;
     size_t sent = 0, received = 0; /* the coordinator checked both stay below 2^31 */
     for (size_t i = 0; i < n; i++) {
@@ -254,7 +262,8 @@ static hvd_status execute_alltoall(hvdc_executor *ex, hvdc_op *op) {
     }
     CHECK(element_type((hvd_dtype)op->desc.dtype, &type));
     const hvdc_tensor *t = &op->tensors[0];
-    CHECK_MPI(MPI_Alltoallv(t->send, scounts, sdispls, type, t->recv, rcounts, rdispls, type, ex->comm));
+    CHECK_MPI(MPI_Ialltoallv(t->send, scounts, sdispls, type, t->recv, rcounts, rdispls, type, ex->comm, &request));
+    CHECK(hvdc__wait_requests(1, &request, ex->liveness));
     if (op->recv_count_out) *op->recv_count_out = received;
     if (op->rank_counts_out)
         for (size_t i = 0; i < n; i++) op->rank_counts_out[i] = recv64[i];

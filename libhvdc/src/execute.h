@@ -11,6 +11,7 @@
 
 #include "buffer.h"
 #include "gpu.h"
+#include "liveness.h"
 #include "config.h"
 #include "op.h"
 #include "timeline.h"
@@ -29,6 +30,7 @@ typedef struct hvdc_executor {
     hvdc_buffer fusion;        /* packed pieces; also reducescatter's work area */
     hvdc_buffer scratch;       /* ring receive window */
     hvdc_timeline *timeline;   /* NULL unless HVD_TIMELINE is set (rank 0) */
+    hvdc_liveness *liveness;   /* every wait checks it: a dead rank fails, never hangs */
     /* GPU backend, created by the first device response (every rank executes it together) */
     hvdc_gpu *gpu;
     int local_rank, local_size, cross_rank, cross_size;

@@ -103,7 +103,9 @@ hvd_status hvdc__execute_gpu(hvdc_executor *ex, const hvdc_wire_response *r, hvd
         if (!recv64 || !send || !recv) {
             st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for alltoall counts");
         } else {
-            CHECK_MPI(MPI_Alltoall(op->desc.counts, 1, MPI_UINT64_T, recv64, 1, MPI_UINT64_T, ex->comm));
+            MPI_Request request;
+            CHECK_MPI(MPI_Ialltoall(op->desc.counts, 1, MPI_UINT64_T, recv64, 1, MPI_UINT64_T, ex->comm, &request));
+            CHECK(hvdc__wait_requests(1, &request, ex->liveness));
             size_t total = 0;
             for (size_t i = 0; i < n; i++) {
                 send[i] = (size_t)op->desc.counts[i];

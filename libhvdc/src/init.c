@@ -139,6 +139,7 @@ static void runtime_free(hvdc_runtime *rt) {
     if (rt->executor.comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.comm);
     hvdc__timeline_close(rt->executor.timeline);
     hvdc__gpu_destroy(rt->executor.gpu);
+    hvdc__liveness_destroy(rt->executor.liveness);
     hvdc__buffer_free(&rt->executor.fusion);
     hvdc__buffer_free(&rt->executor.scratch);
     hvdc__name_table_free(&rt->in_flight);
@@ -193,6 +194,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     rt->executor.hierarchical_requested = rt->config.hierarchical_allreduce;
     rt->executor.gpu_fusion_bytes = rt->config.fusion_threshold_bytes;
     if (rt->config.hierarchical_allreduce) CHECK(setup_hierarchical(rt));
+    CHECK(hvdc__liveness_create(rt->control_comm, &rt->executor.liveness));
     if (rt->config.timeline_path[0] && rt->topo.rank == 0)
         CHECK(hvdc__timeline_open(rt->config.timeline_path, rt->topo.rank,
                                   rt->config.timeline_mark_cycles, &rt->executor.timeline));
@@ -250,8 +252,13 @@ hvd_status hvd_shutdown(void) {
     closing = 0;
     pthread_mutex_unlock(&gate_mutex);
     int we_initialized = rt->we_initialized_mpi;
+    /* finalizing waits for every process, which a dead rank never answers: leave MPI as is */
+    int peer_died = rt->stop_status == HVD_ERR_RANK_FAILED;
     runtime_free(rt);
-    if (we_initialized) MPI_Finalize();
+    if (we_initialized && !peer_died) MPI_Finalize();
+    if (peer_died)
+        return hvdc__fail(HVD_ERR_RANK_FAILED, "hvd_shutdown: a rank died, so MPI was not finalized; "
+                          "exit the process with a non-zero status");
     return HVD_OK;
 }
 

@@ -27,6 +27,7 @@ enum {
 
 typedef struct ring {
     MPI_Comm comm;
+    hvdc_liveness *watch;
     int rank, size, left, right;
     size_t count, elem;
     size_t segment_count; /* elements per segment */
@@ -43,9 +44,11 @@ static void segment_range(const ring *g, size_t block_len, size_t j, size_t *sta
     *len = block_len - *start < g->segment_count ? block_len - *start : g->segment_count;
 }
 
-static hvd_status ring_setup(ring *g, MPI_Comm comm, size_t count, hvd_dtype dtype) {
+static hvd_status ring_setup(ring *g, MPI_Comm comm, size_t count, hvd_dtype dtype,
+                             hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
     g->comm = comm;
+    g->watch = watch;
     CHECK_MPI(MPI_Comm_rank(comm, &g->rank));
     CHECK_MPI(MPI_Comm_size(comm, &g->size));
     g->left = mod(g->rank - 1, g->size);
@@ -97,7 +100,7 @@ static hvd_status reduce_step(const ring *g, const char *send_from, int send_b, 
     for (size_t j = 0; j < n_recv; j++) {
         size_t s0, sl, slot = j % RECV_WINDOW;
         segment_range(g, len, j, &s0, &sl);
-        CHECK_MPI(MPI_Wait(&recvs[slot], MPI_STATUS_IGNORE));
+        CHECK(hvdc__wait_requests(1, &recvs[slot], g->watch));
         size_t at = (start + s0) * g->elem;
         hvdc__reduce(dst + at, src + at, window + slot * seg_bytes, sl, dtype, op);
         if (j + RECV_WINDOW < n_recv) {
@@ -106,7 +109,7 @@ static hvd_status reduce_step(const ring *g, const char *send_from, int send_b, 
                                 TAG_REDUCE_SCATTER, g->comm, &recvs[slot]));
         }
     }
-    CHECK_MPI(MPI_Waitall(n_sends, sends, MPI_STATUSES_IGNORE));
+    CHECK(hvdc__wait_requests(n_sends, sends, g->watch));
 fail:
     return st;
 }
@@ -139,17 +142,18 @@ static hvd_status allgather_phase(const ring *g, char *dst, int shift) {
                                 TAG_ALLGATHER, g->comm, &reqs[n_reqs++]));
         }
         CHECK(send_block(g, dst, send_b, TAG_ALLGATHER, reqs, &n_reqs));
-        CHECK_MPI(MPI_Waitall(n_reqs, reqs, MPI_STATUSES_IGNORE));
+        CHECK(hvdc__wait_requests(n_reqs, reqs, g->watch));
     }
 fail:
     return st;
 }
 
 hvd_status hvdc__ring_allreduce(MPI_Comm comm, const void *src, void *dst, size_t count,
-                                hvd_dtype dtype, hvd_reduce_op op, hvdc_buffer *scratch) {
+                                hvd_dtype dtype, hvd_reduce_op op, hvdc_buffer *scratch,
+                                hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
     ring g;
-    CHECK(ring_setup(&g, comm, count, dtype));
+    CHECK(ring_setup(&g, comm, count, dtype, watch));
     if (g.size == 1 || count == 0) {
         if (src != dst && count) memmove(dst, src, count * g.elem);
         return HVD_OK;
@@ -161,10 +165,11 @@ fail:
 }
 
 hvd_status hvdc__ring_reduce_scatter(MPI_Comm comm, const void *src, void *work, size_t count,
-                                     hvd_dtype dtype, hvd_reduce_op op, hvdc_buffer *scratch) {
+                                     hvd_dtype dtype, hvd_reduce_op op, hvdc_buffer *scratch,
+                                     hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
     ring g;
-    CHECK(ring_setup(&g, comm, count, dtype));
+    CHECK(ring_setup(&g, comm, count, dtype, watch));
     if (g.size == 1 || count == 0) {
         if (src != work && count) memmove(work, src, count * g.elem);
         return HVD_OK;
@@ -174,10 +179,11 @@ fail:
     return st;
 }
 
-hvd_status hvdc__ring_allgather_blocks(MPI_Comm comm, void *buf, size_t count, hvd_dtype dtype) {
+hvd_status hvdc__ring_allgather_blocks(MPI_Comm comm, void *buf, size_t count, hvd_dtype dtype,
+                                       hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
     ring g;
-    CHECK(ring_setup(&g, comm, count, dtype));
+    CHECK(ring_setup(&g, comm, count, dtype, watch));
     if (g.size == 1 || count == 0) return HVD_OK;
     CHECK(allgather_phase(&g, buf, -1));
 fail:

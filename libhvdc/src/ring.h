@@ -10,7 +10,8 @@
  * N, which is why the ring wins on large buffers.
  *
  * Each step's block is cut into segments; the receive of segment j+1.. is in flight while
- * segment j is reduced, so transfer and reduction overlap.
+ * segment j is reduced, so transfer and reduction overlap. Every wait checks `watch`, so a
+ * dead neighbour fails the collective (HVD_ERR_RANK_FAILED) instead of hanging it.
  *
  * defines: hvdc__ring_allreduce, hvdc__ring_reduce_scatter,
  *          hvdc__ring_allgather_blocks, hvdc__hierarchical_allreduce (hierarchical.c)
@@ -25,20 +26,24 @@
 #include "buffer.h"
 #include "gpu_plan.h" /* hvdc__block_range: the block layout shared with the GPU path */
 #include "hvdc.h"
+#include "liveness.h"
 
 
 /* dst = reduction of every rank's src (src may equal dst). scratch holds receive segments.
  * HVD_AVERAGE sums here; the caller divides. */
 hvd_status hvdc__ring_allreduce(MPI_Comm comm, const void *src, void *dst, size_t count,
-                                hvd_dtype dtype, hvd_reduce_op op, hvdc_buffer *scratch);
+                                hvd_dtype dtype, hvd_reduce_op op, hvdc_buffer *scratch,
+                                hvdc_liveness *watch);
 
 /* Leaves block `rank` of work holding the reduction of every rank's block `rank` of src
  * (work must hold count elements; its other blocks end up holding partial sums). */
 hvd_status hvdc__ring_reduce_scatter(MPI_Comm comm, const void *src, void *work, size_t count,
-                                     hvd_dtype dtype, hvd_reduce_op op, hvdc_buffer *scratch);
+                                     hvd_dtype dtype, hvd_reduce_op op, hvdc_buffer *scratch,
+                                     hvdc_liveness *watch);
 
 /* Each rank r holds block r of buf; afterwards every rank holds all blocks. */
-hvd_status hvdc__ring_allgather_blocks(MPI_Comm comm, void *buf, size_t count, hvd_dtype dtype);
+hvd_status hvdc__ring_allgather_blocks(MPI_Comm comm, void *buf, size_t count, hvd_dtype dtype,
+                                       hvdc_liveness *watch);
 
 /* Two-level all-reduce for several ranks per node (HVD_HIERARCHICAL_ALLREDUCE):
  *
@@ -52,6 +57,7 @@ hvd_status hvdc__ring_allgather_blocks(MPI_Comm comm, void *buf, size_t count, h
  * Needs the same number of ranks on every node (the caller checks). */
 hvd_status hvdc__hierarchical_allreduce(MPI_Comm local, MPI_Comm cross, const void *src,
                                         void *dst, size_t count, hvd_dtype dtype,
-                                        hvd_reduce_op op, hvdc_buffer *scratch);
+                                        hvd_reduce_op op, hvdc_buffer *scratch,
+                                        hvdc_liveness *watch);
 
 #endif

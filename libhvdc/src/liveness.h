@@ -1,0 +1,41 @@
+/*
+ * liveness.h - noticing that a rank died, so nobody waits for it forever.
+ *
+ * A process killed by SIGKILL sends nothing; over shared memory its peers would wait forever.
+ * So every rank watches the processes of its own node (by pid: kill(pid, 0) fails with ESRCH
+ * once the launcher has reaped it), and the rank that sees a death tells every rank with a
+ * small eager message on the control communicator. Every wait in libhvdc (negotiation, the
+ * ring, the collectives) calls hvdc__liveness_check, which looks at most every
+ * HVDC_LIVENESS_PERIOD_S seconds, so survivors fail with HVD_ERR_RANK_FAILED about that long
+ * after the dead process was reaped.
+ * Limits: a node running a single rank has no neighbour to watch it. Under mpirun's default
+ * policy the launcher itself tears the whole job down first (see README, Troubleshooting).
+ *
+ * defines: hvdc_liveness, hvdc__liveness_create, _destroy, _check, hvdc__wait_requests
+ * Thread that calls hvd_init (create), then the background thread only.
+ */
+#ifndef HVDC_LIVENESS_H
+#define HVDC_LIVENESS_H
+
+#include <mpi.h>
+
+#include "hvdc.h"
+
+#define HVDC_LIVENESS_PERIOD_S 0.05
+
+typedef struct hvdc_liveness hvdc_liveness;
+
+/* Collective over comm (the runtime's control communicator): learns the pids of the ranks
+ * on this node. @return HVD_OK and *out, or HVD_ERR_MPI / HVD_ERR_NO_MEMORY. */
+hvd_status hvdc__liveness_create(MPI_Comm comm, hvdc_liveness **out);
+void hvdc__liveness_destroy(hvdc_liveness *liveness); /* NULL-safe */
+
+/* Cheap when called often. @return HVD_OK, or HVD_ERR_RANK_FAILED with a message naming the
+ * dead rank (seen here, or reported by another rank); once failed, always failed. */
+hvd_status hvdc__liveness_check(hvdc_liveness *liveness);
+
+/* Completes n requests like MPI_Waitall, but checks liveness while it waits (NULL: plain).
+ * On a failure the requests are left incomplete (the job is stopping). */
+hvd_status hvdc__wait_requests(int n, MPI_Request *requests, hvdc_liveness *liveness);
+
+#endif

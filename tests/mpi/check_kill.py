@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""check_kill.py - a rank SIGKILLs itself mid-run (tests/mpi/test_kill.c); nobody may hang.
+
+  check_kill.py MPIRUN TEST_KILL recovery   # mpirun --enable-recovery keeps the survivors:
+                                            # each must fail with HVD_ERR_RANK_FAILED naming
+                                            # the dead rank within BOUND_S of its last step
+  check_kill.py MPIRUN TEST_KILL default    # mpirun's default: it tears the job down; the
+                                            # job must end with a non-zero status, in time
+"""
+import re
+import subprocess
+import sys
+import time
+
+BOUND_S = 5.0
+mpirun, test_kill, mode = sys.argv[1:4]
+cmd = [mpirun, "--oversubscribe", "--bind-to", "none"]
+if mode == "recovery":
+    cmd.append("--enable-recovery")
+cmd += ["-np", "3", test_kill, "--after-s", "1.5", "--max-s", "30"]
+start = time.time()
+try:
+    run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+except subprocess.TimeoutExpired as e:
+    print(e.stdout or "")
+    print("FAIL: the job hung (no end within 60 s)")
+    sys.exit(1)
+elapsed = time.time() - start
+print(run.stdout)
+failures = []
+if mode == "recovery":
+    for rank in (0, 1):
+        m = re.search(rf'KILLTEST rank={rank} .*failed step=\d+ status="([^"]*)" after_s=([\d.]+) message="([^"]*)"', run.stdout)
+        if not m:
+            failures.append(f"rank {rank} reported no libhvdc error")
+            continue
+        if "a rank died" not in m.group(1):
+            failures.append(f"rank {rank}: status '{m.group(1)}' is not HVD_ERR_RANK_FAILED")
+        if "rank 2" not in m.group(3):
+            failures.append(f"rank {rank}: message does not name rank 2: {m.group(3)}")
+        if float(m.group(2)) > BOUND_S:
+            failures.append(f"rank {rank} took {m.group(2)} s to notice (bound {BOUND_S} s)")
+        print(f"rank {rank} noticed in {m.group(2)} s: {m.group(3)}")
+else:
+    if run.returncode == 0:
+        failures.append("the job exited 0 although a rank was killed")
+    print(f"job ended with status {run.returncode} after {elapsed:.1f} s")
+for f in failures:
+    print("FAIL:", f)
+print("PASS" if not failures else "FAIL")
+sys.exit(1 if failures else 0)

@@ -7,9 +7,9 @@
 #   mpirun runs in node1; Open MPI starts orted on node2 through netns_agent.sh (not ssh);
 #   vader (shared memory) inside a host, tcp between them.
 #
-# Usage: tests/two_hosts.sh BUILD_DIR [--kill]
-#   --kill  also runs the rank-killed-on-node2 cases (not in the default stage: libhvdc has no
-#           failure detection yet; see tests/mpi/test_kill.c)
+# Usage: tests/two_hosts.sh BUILD_DIR [--no-kill]
+#   --no-kill  skips the rank-killed-on-node2 cases (see tests/mpi/test_kill.c); they run by
+#              default: libhvdc's liveness watch must name the dead rank on node1
 # Needs root (namespaces). Without root or a working `ip netns` it prints "SKIP ..." and ends
 # with "0 passed, 0 failed, 1 skipped". Otherwise one line per test, "PASS name (T s)" or
 # "FAIL name (...)" followed by the end of its log, and last "N passed, N failed"; exit status
@@ -21,16 +21,17 @@ set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 netns=${HVDC_NETNS_DIR:-$root/../shared/netns}
-with_kill=0
+with_kill=1
 build=""
 for a in "$@"; do
     case "$a" in
     --kill) with_kill=1 ;;
-    -*) echo "usage: tests/two_hosts.sh BUILD_DIR [--kill]" >&2; exit 2 ;;
+    --no-kill) with_kill=0 ;;
+    -*) echo "usage: tests/two_hosts.sh BUILD_DIR [--no-kill]" >&2; exit 2 ;;
     *) build=$a ;;
     esac
 done
-[ -n "$build" ] || { echo "usage: tests/two_hosts.sh BUILD_DIR [--kill]" >&2; exit 2; }
+[ -n "$build" ] || { echo "usage: tests/two_hosts.sh BUILD_DIR [--no-kill]" >&2; exit 2; }
 build=$(cd "$build" 2>/dev/null && pwd) || {
     echo "two_hosts: no build directory '$build'" >&2
     exit 2
@@ -39,7 +40,7 @@ build=$(cd "$build" 2>/dev/null && pwd) || {
 # The hosts: namespace names are host names (the launch agent maps one to the other).
 export N1=node1 N2=node2
 hosts="$N1:2,$N2:2"
-kill_bound_s=${KILL_BOUND_S:-30}  # node1's ranks must be gone this long after the kill
+kill_bound_s=${KILL_BOUND_S:-5}  # node1's ranks must be gone this long after the kill
 
 passed=0 failed=0
 start=$(date +%s)
@@ -238,11 +239,12 @@ kill_case() {
     local limit=$((3 + kill_bound_s + 20))
     run_only "$name" "$limit" "${mpirun_2h[@]}" "$@" "$t/test_kill" --victim 3 --after-s 3 \
         --max-s "$limit"
+    local r why="" note=""
     if [ "$timed_out" = 1 ]; then
-        verdict FAIL "$name" "hung: node1's ranks still running after $limit s" "$last_log"
-        return
+        # Open MPI 4.1's mpirun --enable-recovery does not exit across hosts once a rank died,
+        # even after every survivor has exited (seen here); the ranks' own lines decide.
+        note="; mpirun itself did not exit and was stopped after $limit s (launcher, not libhvdc)"
     fi
-    local r why=""
     for r in 0 1; do
         local exit_s
         exit_s=$(sed -n "s/^KILLTEST rank=$r host=$N1 exit .*after_s=\([0-9.]*\)$/\1/p" "$last_log")
@@ -256,13 +258,14 @@ kill_case() {
         fi
     done
     if [ -z "$why" ]; then
-        verdict PASS "$name" "$last_s s"
+        verdict PASS "$name" "$last_s s$note"
     else
         verdict FAIL "$name" "${why%; }; mpirun exit status $last_rc after $last_s s" "$last_log"
     fi
 }
 if [ "$with_kill" = 1 ]; then
     what="node1 reports and exits within ${kill_bound_s} s"
+    # (default stage: both launcher policies; libhvdc's own detection must name the failure)
     kill_case "kill rank 3 on $N2 $on2: $what"
     kill_case "kill rank 3 on $N2 $on2 --enable-recovery: $what" --enable-recovery
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # two_hosts.sh - the two-host test stage: the multi-rank tests and the training example run
 # with `mpirun -np 4 -H node1:2,node2:2` across two real hosts made of network + UTS namespaces
-# on this machine (../shared/netns, next to the repository: see its README).
+# on this machine (tests/netns: see its README).
 #
 #   node1 (10.77.0.1)  ranks 0,1  <-- veth, TCP -->  node2 (10.77.0.2)  ranks 2,3
 #   mpirun runs in node1; Open MPI starts orted on node2 through netns_agent.sh (not ssh);
@@ -20,7 +20,7 @@
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-netns=${HVDC_NETNS_DIR:-$root/../shared/netns}
+netns=${HVDC_NETNS_DIR:-$root/tests/netns}
 with_kill=1
 build=""
 for a in "$@"; do
@@ -62,7 +62,7 @@ fi
 ip netns del "$probe" 2>/dev/null
 for f in netns_up.sh netns_down.sh netns_agent.sh mpirun_2hosts.sh; do
     if [ ! -f "$netns/$f" ]; then
-        echo "FAIL two-host stage: $netns/$f is missing (shared/netns must be beside the repo)"
+        echo "FAIL two-host stage: $netns/$f is missing (tests/netns, or HVDC_NETNS_DIR)"
         echo "0 passed, 1 failed"
         exit 1
     fi
@@ -114,7 +114,7 @@ fi
 
 # ---- running things ----------------------------------------------------------------------------
 
-# mpirun_2h [mpirun args] PROG [ARGS]: 4 ranks, 2 per host, through ../shared/netns/mpirun_2hosts.sh
+# mpirun_2h [mpirun args] PROG [ARGS]: 4 ranks, 2 per host, through tests/netns/mpirun_2hosts.sh
 # (mpirun inside node1's namespaces, netns_agent.sh instead of ssh, TCP and Open MPI's
 # out-of-band channel on the veth subnet only), plus: vader inside a host and tcp between hosts,
 # and ranks that yield the CPU while they wait (2 hosts x 2 ranks share this machine's cores;

@@ -221,7 +221,7 @@ static hvd_status execute_reducescatter(hvdc_executor *ex, hvdc_op *op) {
     size_t elem = hvd_dtype_size(dtype), start, len;
     CHECK(hvdc__buffer_reserve(&ex->fusion, t->count * elem));
     const void *src = t->send;
-    if (op->desc.prescale != 1.0) {
+    if (op->desc.prescale != 1.0 && t->count > 0) {
         memcpy(ex->fusion.data, t->send, t->count * elem);
         hvdc__scale(ex->fusion.data, t->count, dtype, op->desc.prescale);
         src = ex->fusion.data;
@@ -231,7 +231,7 @@ static hvd_status execute_reducescatter(hvdc_executor *ex, hvdc_op *op) {
     hvdc__block_range(t->count, ex->size, ex->rank, &start, &len);
     char *block = (char *)ex->fusion.data + start * elem;
     finish_reduction(block, len, dtype, (hvd_reduce_op)op->desc.op, op->desc.postscale, ex->size);
-    memcpy(t->recv, block, len * elem);
+    if (len > 0) memcpy(t->recv, block, len * elem); /* an empty block may have NULL buffers */
     if (op->recv_count_out) *op->recv_count_out = len;
 fail:
     return st;

@@ -259,6 +259,7 @@ static int get_text(reader *r, int required, char **out) {
     if (get_u32(r, &len)) return -1;
     if (len >= MAX_ERROR_LEN || len > r->left) return fail_read(r, "text length out of range");
     if (len == 0 && !required) return 0;
+    if (memchr(r->p, '\0', len)) return fail_read(r, "text contains a NUL byte");
     *out = malloc(len + 1);
     if (!*out) return fail_read(r, "out of memory");
     memcpy(*out, r->p, len);

@@ -29,7 +29,11 @@ if mode == "complete":
         failures.append(f"workload exited {run.returncode}")
 else:
     proc = subprocess.Popen(cmd + ["0"], env=env, start_new_session=True)
-    time.sleep(3)
+    # SIGTERM once the job is past MPI start-up and has written events (slow when loaded)
+    deadline = time.time() + 30
+    while time.time() < deadline and os.path.getsize(path) < 4096:
+        time.sleep(0.2)
+    time.sleep(1)
     os.killpg(proc.pid, signal.SIGTERM)
     try:
         proc.wait(timeout=30)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test.sh - the whole test suite: installs what is missing, builds, runs the unit tests and the
 # multi-rank tests (each mpirun under a timeout), then the same across two namespaced hosts
-# (tests/two_hosts.sh), and ends with "N passed, N failed" (", N skipped" if a stage was skipped).
+# (tests/two_hosts.sh), the wire codec under libFuzzer (tests/fuzz.sh) and the suite under
+# ASan+UBSan and TSan (tests/sanitizers.sh), and ends with "N passed, N failed"
+# (", N skipped" when tests skipped themselves with their reason, e.g. GPU tests without a GPU).
 # Usage: scripts/test.sh            (CI runs exactly this, through .ci/run)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +47,23 @@ elif [ "$stage_status" -ne 0 ] && [ "$f2" -eq 0 ]; then
     f2=1  # it failed without saying which test
 fi
 passed=$((passed + p2)) failed=$((failed + f2)) skipped=$((skipped + ${s2:-0}))
+
+# Fuzzing the wire codec (tests/fuzz.sh, ~70 s) and the suite under ASan+UBSan and TSan
+# (tests/sanitizers.sh, ~5-8 min). Each ends with "N passed, N failed".
+for stage in fuzz sanitizers; do
+    if [ "$stage" = fuzz ]; then tests/fuzz.sh build | tee "build/$stage-stage.log"
+    else tests/sanitizers.sh | tee "build/$stage-stage.log"; fi
+    stage_status=${PIPESTATUS[0]}
+    read -r ps fs < <(tail -n 1 "build/$stage-stage.log" |
+        sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
+    if [ -z "${ps:-}" ]; then
+        echo "$stage stage: no 'N passed, N failed' line (exit status $stage_status)"
+        ps=0 fs=1
+    elif [ "$stage_status" -ne 0 ] && [ "$fs" -eq 0 ]; then
+        fs=1
+    fi
+    passed=$((passed + ps)) failed=$((failed + fs))
+done
 
 echo "test suite took $(( $(date +%s) - start )) s"
 echo "$passed passed, $failed failed$([ "$skipped" -gt 0 ] && echo ", $skipped skipped")"

@@ -26,7 +26,7 @@ finish() {
 }
 
 # clang 14 from Debian, and its runtime (libFuzzer, ASan, UBSan) in libclang-rt-14-dev.
-if ! tests/ensure_packages.sh clang libclang-rt-14-dev; then
+if ! scripts/ensure_packages.sh clang libclang-rt-14-dev; then
     verdict fuzz-wire-build 1
     finish
 fi

@@ -29,7 +29,7 @@ TSAN_TESTS=('threads np=2' 'threads np=4' 'shutdown inflight np=2' 'shutdown ear
 TSAN_SOAK_OPS=4000
 
 # gcc's sanitizer runtimes (libasan8, libubsan1, libtsan2) come with gcc.
-tests/ensure_packages.sh openmpi-bin libopenmpi-dev meson ninja-build pkg-config gcc libc6-dev \
+scripts/ensure_packages.sh openmpi-bin libopenmpi-dev meson ninja-build pkg-config gcc libc6-dev \
     libopenblas-dev zlib1g-dev python3 || { echo "0 passed, 1 failed"; exit 1; }
 
 # Configures (once) and builds one sanitizer build; the GPU backend is left out (nvcc and the

@@ -235,7 +235,7 @@ echo "# final test accuracy: one host $acc1, two hosts $acc2 (fusion off);" \
 # survivors are killed before libhvdc can say anything); with --enable-recovery it leaves them
 # running, and only libhvdc's own failure detection can end them.
 kill_case() {
-    local name=$1; shift
+    local name=$1 launcher_kills=$2; shift 2
     local limit=$((3 + kill_bound_s + 20))
     run_only "$name" "$limit" "${mpirun_2h[@]}" "$@" "$t/test_kill" --victim 3 --after-s 3 \
         --max-s "$limit"
@@ -257,6 +257,13 @@ kill_case() {
             why+="(bound $kill_bound_s s); "
         fi
     done
+    # Open MPI's default policy kills the whole job when a rank dies; it may get to node1's
+    # ranks before libhvdc does. Then the job must simply be over, non-zero, in time.
+    if [ -n "$why" ] && [ "$launcher_kills" = 1 ] && [ "$timed_out" = 0 ] && [ "$last_rc" -ne 0 ] &&
+        awk -v s="$last_s" -v b="$((3 + kill_bound_s + 5))" 'BEGIN { exit !(s <= b) }'; then
+        note="; mpirun ended the job first (status $last_rc), before libhvdc reported"
+        why=""
+    fi
     if [ -z "$why" ]; then
         verdict PASS "$name" "$last_s s$note"
     else
@@ -266,8 +273,8 @@ kill_case() {
 if [ "$with_kill" = 1 ]; then
     what="node1 reports and exits within ${kill_bound_s} s"
     # (default stage: both launcher policies; libhvdc's own detection must name the failure)
-    kill_case "kill rank 3 on $N2 $on2: $what"
-    kill_case "kill rank 3 on $N2 $on2 --enable-recovery: $what" --enable-recovery
+    kill_case "kill rank 3 on $N2 $on2: $what, or mpirun ends the job" 1
+    kill_case "kill rank 3 on $N2 $on2 --enable-recovery: $what" 0 --enable-recovery
 fi
 
 echo "# two-host stage took $(( $(date +%s) - start )) s; logs in $logs"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ensure_packages.sh - installs the Debian packages named on the command line that are missing
-# (CI starts on a fresh machine), like scripts/setup.sh does for the main build. Installs
+# (CI starts on a fresh machine): scripts/setup.sh and the test stages use it. Installs
 # nothing that is already there; needs root or sudo only when something is missing.
-# Usage: tests/ensure_packages.sh clang libclang-rt-14-dev ...
+# Usage: scripts/ensure_packages.sh clang libclang-rt-14-dev ...
 set -euo pipefail
 missing=()
 for p in "$@"; do

@@ -18,9 +18,9 @@
 #include "status.h"
 
 enum {
-    SEGMENT_BYTES = 512 * 1024, /* see benchmarks/allreduce_bench for the choice */
-    RECV_WINDOW = 4,            /* receive segments in flight while one is reduced */
-    MAX_SEGMENTS = 256,         /* per block; larger blocks get larger segments */
+    SEGMENT_BYTES = 512 * 1024, /* 64 KiB..1 MiB measured within noise of each other (np = 2) */
+    WINDOW = 4,                 /* segments in flight each way while one is reduced */
+    MAX_SEGMENTS = 1 << 20,     /* per block: keeps segment counts within int */
     TAG_REDUCE_SCATTER = 1,
     TAG_ALLGATHER = 2,
 };
@@ -63,53 +63,47 @@ fail:
     return st;
 }
 
-/* Posts isends of every segment of block b of buf. */
-static hvd_status send_block(const ring *g, const char *buf, int b, int tag, MPI_Request *reqs,
-                             int *n_reqs) {
+/* One step: block send_b of send_from goes to the right while block recv_b comes from the
+ * left, both cut into segments with at most WINDOW of each in flight (a bounded number of
+ * outstanding messages keeps MPI's rendezvous traffic orderly on large blocks). A reduce step
+ * (src != NULL) receives through the scratch window and sets dst = src op received as each
+ * segment lands; a gather step receives straight into dst. */
+static hvd_status ring_step(const ring *g, const char *send_from, int send_b, int recv_b,
+                            const char *src, char *dst, hvd_dtype dtype, hvd_reduce_op op,
+                            char *window, int tag) {
     hvd_status st = HVD_OK;
-    size_t start, len;
-    hvdc__block_range(g->count, g->size, b, &start, &len);
-    for (size_t j = 0, n = segments_in(g, len); j < n; j++) {
-        size_t s0, sl;
-        segment_range(g, len, j, &s0, &sl);
-        CHECK_MPI(MPI_Isend(buf + (start + s0) * g->elem, (int)(sl * g->elem), MPI_BYTE, g->right,
-                            tag, g->comm, &reqs[(*n_reqs)++]));
-    }
-fail:
-    return st;
-}
-
-/* One reduce-scatter step: receive block recv_b in segments through the scratch window and
- * reduce each into dst as it lands, while block send_b goes out. */
-static hvd_status reduce_step(const ring *g, const char *send_from, int send_b, const char *src,
-                              char *dst, int recv_b, hvd_dtype dtype, hvd_reduce_op op,
-                              char *window) {
-    hvd_status st = HVD_OK;
-    MPI_Request sends[MAX_SEGMENTS + 1], recvs[RECV_WINDOW];
-    int n_sends = 0;
-    size_t start, len;
-    hvdc__block_range(g->count, g->size, recv_b, &start, &len);
-    size_t n_recv = segments_in(g, len), seg_bytes = g->segment_count * g->elem;
-    for (size_t j = 0; j < n_recv && j < RECV_WINDOW; j++) {
-        size_t s0, sl;
-        segment_range(g, len, j, &s0, &sl);
-        CHECK_MPI(MPI_Irecv(window + (j % RECV_WINDOW) * seg_bytes, (int)(sl * g->elem), MPI_BYTE,
-                            g->left, TAG_REDUCE_SCATTER, g->comm, &recvs[j % RECV_WINDOW]));
-    }
-    CHECK(send_block(g, send_from, send_b, TAG_REDUCE_SCATTER, sends, &n_sends));
-    for (size_t j = 0; j < n_recv; j++) {
-        size_t s0, sl, slot = j % RECV_WINDOW;
-        segment_range(g, len, j, &s0, &sl);
-        CHECK(hvdc__wait_requests(1, &recvs[slot], g->watch));
-        size_t at = (start + s0) * g->elem;
-        hvdc__reduce(dst + at, src + at, window + slot * seg_bytes, sl, dtype, op);
-        if (j + RECV_WINDOW < n_recv) {
-            segment_range(g, len, j + RECV_WINDOW, &s0, &sl);
-            CHECK_MPI(MPI_Irecv(window + slot * seg_bytes, (int)(sl * g->elem), MPI_BYTE, g->left,
-                                TAG_REDUCE_SCATTER, g->comm, &recvs[slot]));
+    MPI_Request sends[WINDOW], recvs[WINDOW];
+    size_t send_start, send_len, recv_start, recv_len, s0, sl;
+    hvdc__block_range(g->count, (size_t)g->size, (size_t)send_b, &send_start, &send_len);
+    hvdc__block_range(g->count, (size_t)g->size, (size_t)recv_b, &recv_start, &recv_len);
+    size_t n_send = segments_in(g, send_len), n_recv = segments_in(g, recv_len);
+    size_t seg_bytes = g->segment_count * g->elem, n = n_send > n_recv ? n_send : n_recv;
+    for (size_t j = 0; j < n + WINDOW; j++) {
+        /* finish segment j - WINDOW, which frees its slot, then post segment j into it */
+        if (j >= WINDOW) {
+            size_t k = j - WINDOW;
+            if (k < n_recv) {
+                CHECK(hvdc__wait_requests(1, &recvs[k % WINDOW], g->watch));
+                if (src) {
+                    segment_range(g, recv_len, k, &s0, &sl);
+                    size_t at = (recv_start + s0) * g->elem;
+                    hvdc__reduce(dst + at, src + at, window + (k % WINDOW) * seg_bytes, sl, dtype, op);
+                }
+            }
+            if (k < n_send) CHECK(hvdc__wait_requests(1, &sends[k % WINDOW], g->watch));
+        }
+        if (j < n_recv) {
+            segment_range(g, recv_len, j, &s0, &sl);
+            char *into = src ? window + (j % WINDOW) * seg_bytes : dst + (recv_start + s0) * g->elem;
+            CHECK_MPI(MPI_Irecv(into, (int)(sl * g->elem), MPI_BYTE, g->left, tag, g->comm,
+                                &recvs[j % WINDOW]));
+        }
+        if (j < n_send) {
+            segment_range(g, send_len, j, &s0, &sl);
+            CHECK_MPI(MPI_Isend(send_from + (send_start + s0) * g->elem, (int)(sl * g->elem),
+                                MPI_BYTE, g->right, tag, g->comm, &sends[j % WINDOW]));
         }
     }
-    CHECK(hvdc__wait_requests(n_sends, sends, g->watch));
 fail:
     return st;
 }
@@ -117,10 +111,11 @@ fail:
 static hvd_status reduce_scatter_phase(const ring *g, const char *src, char *dst, int shift,
                                        hvd_dtype dtype, hvd_reduce_op op, hvdc_buffer *scratch) {
     hvd_status st = HVD_OK;
-    CHECK(hvdc__buffer_reserve(scratch, (size_t)RECV_WINDOW * g->segment_count * g->elem));
+    CHECK(hvdc__buffer_reserve(scratch, (size_t)WINDOW * g->segment_count * g->elem));
     for (int s = 0; s < g->size - 1; s++) {
         int send_b = mod(g->rank - s + shift, g->size), recv_b = mod(g->rank - s - 1 + shift, g->size);
-        CHECK(reduce_step(g, s == 0 ? src : dst, send_b, src, dst, recv_b, dtype, op, scratch->data));
+        CHECK(ring_step(g, s == 0 ? src : dst, send_b, recv_b, src, dst, dtype, op, scratch->data,
+                        TAG_REDUCE_SCATTER));
     }
 fail:
     return st;
@@ -129,20 +124,9 @@ fail:
 /* All-gather where rank r starts owning block r+1+shift (the block its reduce-scatter left). */
 static hvd_status allgather_phase(const ring *g, char *dst, int shift) {
     hvd_status st = HVD_OK;
-    MPI_Request reqs[2 * MAX_SEGMENTS + 2];
     for (int t = 0; t < g->size - 1; t++) {
-        int n_reqs = 0, recv_b = mod(g->rank - t + shift, g->size),
-            send_b = mod(g->rank + 1 - t + shift, g->size);
-        size_t start, len;
-        hvdc__block_range(g->count, g->size, recv_b, &start, &len);
-        for (size_t j = 0, n = segments_in(g, len); j < n; j++) {
-            size_t s0, sl;
-            segment_range(g, len, j, &s0, &sl);
-            CHECK_MPI(MPI_Irecv(dst + (start + s0) * g->elem, (int)(sl * g->elem), MPI_BYTE, g->left,
-                                TAG_ALLGATHER, g->comm, &reqs[n_reqs++]));
-        }
-        CHECK(send_block(g, dst, send_b, TAG_ALLGATHER, reqs, &n_reqs));
-        CHECK(hvdc__wait_requests(n_reqs, reqs, g->watch));
+        int recv_b = mod(g->rank - t + shift, g->size), send_b = mod(g->rank + 1 - t + shift, g->size);
+        CHECK(ring_step(g, dst, send_b, recv_b, NULL, dst, HVD_UINT8, HVD_SUM, NULL, TAG_ALLGATHER));
     }
 fail:
     return st;

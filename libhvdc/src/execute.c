@@ -59,6 +59,8 @@ static hvd_status allreduce_buffer(hvdc_executor *ex, const void *src, void *dst
         }
         return HVD_OK;
     }
+    if (count * hvd_dtype_size(dtype) <= ex->small_bytes)
+        return hvdc__doubling_allreduce(ex->comm, src, dst, count, dtype, op, &ex->scratch, ex->liveness);
     if (ex->hierarchical)
         return hvdc__hierarchical_allreduce(ex->local_comm, ex->cross_comm, src, dst, count, dtype,
                                             op, &ex->scratch, ex->liveness);

@@ -27,6 +27,7 @@ typedef struct hvdc_executor {
     MPI_Comm cross_comm;       /* ranks with this local rank, one per node (hierarchical only) */
     size_t pack_piece_bytes;   /* packed runs of small tensors are at most this big */
     size_t large_tensor_bytes; /* tensors at least this big are reduced where they lie */
+    size_t small_bytes;        /* buffers up to this size use recursive doubling, not the ring */
     hvdc_buffer fusion;        /* packed pieces; also reducescatter's work area */
     hvdc_buffer scratch;       /* ring receive window */
     hvdc_timeline *timeline;   /* NULL unless HVD_TIMELINE is set (rank 0) */

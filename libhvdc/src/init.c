@@ -17,6 +17,8 @@
 /* CPU all-reduce layout policy (see fusion.h); chosen with benchmarks/fusion_bench. */
 #define PACK_PIECE_BYTES ((size_t)4 << 20)
 #define LARGE_TENSOR_BYTES ((size_t)1 << 20)
+/* Below this, recursive doubling's log2(N) steps beat the ring's 2(N-1) (allreduce_bench). */
+#define SMALL_BUFFER_BYTES ((size_t)64 << 10)
 
 hvdc_runtime *hvdc__runtime = NULL;
 
@@ -187,6 +189,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     rt->executor.pack_piece_bytes = rt->config.fusion_threshold_bytes < PACK_PIECE_BYTES
                                         ? rt->config.fusion_threshold_bytes : PACK_PIECE_BYTES;
     rt->executor.large_tensor_bytes = LARGE_TENSOR_BYTES;
+    rt->executor.small_bytes = SMALL_BUFFER_BYTES;
     rt->executor.local_rank = rt->topo.local_rank;
     rt->executor.local_size = rt->topo.local_size;
     rt->executor.cross_rank = rt->topo.cross_rank;

@@ -14,7 +14,8 @@
  * dead neighbour fails the collective (HVD_ERR_RANK_FAILED) instead of hanging it.
  *
  * defines: hvdc__ring_allreduce, hvdc__ring_reduce_scatter,
- *          hvdc__ring_allgather_blocks, hvdc__hierarchical_allreduce (hierarchical.c)
+ *          hvdc__ring_allgather_blocks, hvdc__hierarchical_allreduce (hierarchical.c),
+ *          hvdc__doubling_allreduce (doubling.c)
  * Background thread (the only MPI caller).
  */
 #ifndef HVDC_RING_H
@@ -40,6 +41,12 @@ hvd_status hvdc__ring_allreduce(MPI_Comm comm, const void *src, void *dst, size_
 hvd_status hvdc__ring_reduce_scatter(MPI_Comm comm, const void *src, void *work, size_t count,
                                      hvd_dtype dtype, hvd_reduce_op op, hvdc_buffer *scratch,
                                      hvdc_liveness *watch);
+
+/* dst = reduction of every rank's src by recursive doubling (doubling.c): log2(N) exchanges of
+ * the whole buffer, for small buffers where latency dominates. scratch holds one buffer. */
+hvd_status hvdc__doubling_allreduce(MPI_Comm comm, const void *src, void *dst, size_t count,
+                                    hvd_dtype dtype, hvd_reduce_op op, hvdc_buffer *scratch,
+                                    hvdc_liveness *watch);
 
 /* Each rank r holds block r of buf; afterwards every rank holds all blocks. */
 hvd_status hvdc__ring_allgather_blocks(MPI_Comm comm, void *buf, size_t count, hvd_dtype dtype,

@@ -331,7 +331,8 @@ static hvd_status coordinate(round_state *s) {
         goto fail;
     }
     CHECK(gathered);
-    CHECK(hvdc__negotiator_respond(s->negotiator, rt->config.fusion_threshold_bytes, &responses));
+    CHECK(hvdc__negotiator_respond(s->negotiator, rt->config.fusion_threshold_bytes,
+                                   rt->config.gpu_fusion_threshold_bytes, &responses));
     if (hvdc__wire_encode_responses(&s->answer, &responses) != 0) {
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory encoding %u responses", responses.n);
         goto fail;

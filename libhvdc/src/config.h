@@ -17,7 +17,8 @@ typedef enum hvdc_cpu_allreduce {
 } hvdc_cpu_allreduce;
 
 typedef struct hvdc_config {
-    size_t fusion_threshold_bytes; /* HVD_FUSION_THRESHOLD: most bytes fused into one op; 0 = off */
+    size_t fusion_threshold_bytes;     /* HVD_FUSION_THRESHOLD for host tensors; 0 = off */
+    size_t gpu_fusion_threshold_bytes; /* the same for device tensors (HVD_FUSION_THRESHOLD if set) */
     double cycle_time_ms;          /* HVD_CYCLE_TIME: pacing of rounds that made no progress */
     hvdc_cpu_allreduce cpu_allreduce; /* HVD_CPU_ALLREDUCE */
     hvdc_log_level log_level;         /* HVD_LOG_LEVEL */

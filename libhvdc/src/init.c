@@ -195,7 +195,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     rt->executor.cross_rank = rt->topo.cross_rank;
     rt->executor.cross_size = rt->topo.cross_size;
     rt->executor.hierarchical_requested = rt->config.hierarchical_allreduce;
-    rt->executor.gpu_fusion_bytes = rt->config.fusion_threshold_bytes;
+    rt->executor.gpu_fusion_bytes = rt->config.gpu_fusion_threshold_bytes;
     if (rt->config.hierarchical_allreduce) CHECK(setup_hierarchical(rt));
     CHECK(hvdc__liveness_create(rt->control_comm, &rt->executor.liveness));
     if (rt->config.timeline_path[0] && rt->topo.rank == 0)

@@ -375,8 +375,8 @@ static hvd_status describe_for_joined(hvdc_wire_response *s, entry **group, uint
     return HVD_OK;
 }
 
-hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t fusion_threshold,
-                                    hvdc_response_list *out) {
+hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
+                                    size_t gpu_threshold, hvdc_response_list *out) {
     memset(out, 0, sizeof *out);
     out->flags = n->shutdown ? HVDC_FLAG_SHUTDOWN : 0;
     /* a rank that joined since a name was announced may have completed it */
@@ -437,7 +437,7 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t fusion_threshold,
             /* fuse later compatible all-reduces, with the same contributing ranks, while they
              * fit under the threshold */
             uint64_t bytes = request_bytes(base);
-            size_t later = idx + 1;
+            size_t later = idx + 1, fusion_threshold = base->device < 0 ? host_threshold : gpu_threshold;
             for (entry *f = e->next_ready; f && bytes < fusion_threshold; f = f->next_ready, later++) {
                 if (f->taken || errors[later]) continue;
                 const hvdc_wire_request *fb = &f->by_rank[base_rank(f, n->size)];

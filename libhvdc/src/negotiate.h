@@ -25,11 +25,12 @@ void hvdc__negotiator_destroy(hvdc_negotiator *negotiator); /* NULL-safe */
 hvd_status hvdc__negotiator_add(hvdc_negotiator *negotiator, int rank, hvdc_request_list *list);
 
 /* Fills out with a response for every name that all ranks have now announced, in the order
- * they became ready: EXECUTE (all-reduces fused up to fusion_threshold bytes) or ERROR when
+ * they became ready: EXECUTE (all-reduces fused up to fusion_threshold bytes, or
+ * gpu_fusion_threshold for device tensors) or ERROR when
  * the ranks disagree. Forgets those names. Sets HVDC_FLAG_SHUTDOWN once any rank asked.
  * @return HVD_OK or HVD_ERR_NO_MEMORY. */
 hvd_status hvdc__negotiator_respond(hvdc_negotiator *negotiator, size_t fusion_threshold,
-                                    hvdc_response_list *out);
+                                    size_t gpu_fusion_threshold, hvdc_response_list *out);
 
 /* Names announced by some ranks but not yet by all. */
 size_t hvdc__negotiator_waiting(const hvdc_negotiator *negotiator);

@@ -30,12 +30,12 @@ int main(void) {
     announce(n, 0, abc, ones, 3);
     announce(n, 1, c, ones, 1);
     hvdc_response_list out;
-    CHECK_TRUE(hvdc__negotiator_respond(n, 0, &out) == HVD_OK, "respond");
+    CHECK_TRUE(hvdc__negotiator_respond(n, 0, 0, &out) == HVD_OK, "respond");
     CHECK_TRUE(out.n == 1 && strcmp(out.items[0].names[0], "c") == 0, "only c is ready");
     CHECK_TRUE(hvdc__negotiator_waiting(n) == 2, "a and b wait");
     hvdc__response_list_free(&out);
     announce(n, 1, ba, ones, 2);
-    CHECK_TRUE(hvdc__negotiator_respond(n, 0, &out) == HVD_OK, "respond");
+    CHECK_TRUE(hvdc__negotiator_respond(n, 0, 0, &out) == HVD_OK, "respond");
     /* ready order follows the rank-ordered additions: b then a (rank 1 completed them) */
     CHECK_TRUE(out.n == 2 && strcmp(out.items[0].names[0], "b") == 0 &&
                strcmp(out.items[1].names[0], "a") == 0, "b then a, unfused at threshold 0");
@@ -46,7 +46,7 @@ int main(void) {
     uint64_t hundred[3] = {100, 100, 100};
     announce(n, 0, abc, hundred, 3);
     announce(n, 1, abc, hundred, 3);
-    CHECK_TRUE(hvdc__negotiator_respond(n, 1000, &out) == HVD_OK, "respond");
+    CHECK_TRUE(hvdc__negotiator_respond(n, 1000, 1000, &out) == HVD_OK, "respond");
     CHECK_TRUE(out.n == 2 && out.items[0].n_names == 2 && out.items[1].n_names == 1, "fused 2 + 1");
     hvdc__response_list_free(&out);
 
@@ -55,7 +55,7 @@ int main(void) {
     const char *x[1] = {"layer1.grad"};
     announce(n, 0, x, c0, 1);
     announce(n, 1, x, c1, 1);
-    CHECK_TRUE(hvdc__negotiator_respond(n, 1 << 20, &out) == HVD_OK, "respond");
+    CHECK_TRUE(hvdc__negotiator_respond(n, 1 << 20, 1 << 20, &out) == HVD_OK, "respond");
     CHECK_TRUE(out.n == 1 && out.items[0].type == HVDC_RESPONSE_ERROR, "error response");
     if (out.n == 1 && out.items[0].error) {
         const char *e = out.items[0].error;
@@ -71,7 +71,7 @@ int main(void) {
     l1.items[0] = req("t", HVDC_KIND_ALLREDUCE, HVD_FLOAT64, 4);
     hvdc__negotiator_add(n, 0, &l0);
     hvdc__negotiator_add(n, 1, &l1);
-    hvdc__negotiator_respond(n, 1 << 20, &out);
+    hvdc__negotiator_respond(n, 1 << 20, 1 << 20, &out);
     CHECK_TRUE(out.n == 1 && out.items[0].error && strstr(out.items[0].error, "dtype") &&
                strstr(out.items[0].error, "float64"), "dtype message");
     hvdc__response_list_free(&out);
@@ -83,7 +83,7 @@ int main(void) {
     l1.items[0].capacity = 6;
     hvdc__negotiator_add(n, 0, &l0);
     hvdc__negotiator_add(n, 1, &l1);
-    hvdc__negotiator_respond(n, 1 << 20, &out);
+    hvdc__negotiator_respond(n, 1 << 20, 1 << 20, &out);
     CHECK_TRUE(out.n == 1 && out.items[0].error && strstr(out.items[0].error, "rank 1"),
                "capacity message names rank 1: %s", out.n ? out.items[0].error : "");
     hvdc__response_list_free(&out);

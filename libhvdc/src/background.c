@@ -21,27 +21,11 @@
 
 #include "dtype.h"
 #include "log.h"
-#include "negotiate.h"
+#include "round.h"
 #include "reduce.h"
-#include "runtime.h"
 #include "status.h"
 
-typedef struct round_state {
-    hvdc_runtime *rt;
-    hvdc_negotiator *negotiator; /* rank 0 only */
-    hvdc_bytes message, gathered, answer;
-    unsigned char *arrived;      /* (size) rank 0: whose announcement this round has */
-    MPI_Request *requests;       /* (size - 1) rank 0: answers in flight */
-    double next_stall_check;     /* rank 0 */
-    int64_t round_started_us;    /* timeline clock */
-    uint64_t rounds;
-    hvdc_buffer identity, discard; /* a joined rank's stand-in tensors */
-    struct gpu_work *gpu_work;   /* device responses queued, not finished: (n_gpu_work) */
-    size_t n_gpu_work, cap_gpu_work;
-    size_t n_in_flight;          /* announced ops not yet completed */
-} round_state;
-
-static double now_seconds(void) {
+double hvdc__now_seconds(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
@@ -72,60 +56,10 @@ static void complete_ops(hvdc_runtime *rt, hvdc_op **ops, size_t n, hvd_status s
     pthread_mutex_unlock(&rt->completion_mutex);
 }
 
-/* SIGUSR1: print what this rank has queued, what it waits for, and on rank 0 which names
- * wait for which ranks. */
-static void print_op(char *line, size_t len, size_t *at, const hvdc_op *op) {
-    if (*at + 80 < len)
-        *at += (size_t)snprintf(line + *at, len - *at, " %s(%s %s x%llu)", op->desc.name,
-                                hvdc__kind_name(op->desc.kind), hvdc__dtype_name(op->desc.dtype),
-                                (unsigned long long)(op->desc.n_counts ? op->desc.counts[0] : 0));
-}
-
-typedef struct dump_scan {
-    char queued[2048], announced[2048];
-    size_t at_queued, at_announced, n_queued, n_announced;
-    const hvdc_op *last; /* grouped ops appear once per member name */
-} dump_scan;
-
-static void dump_op(void *value, void *ctx) {
-    dump_scan *d = ctx;
-    const hvdc_op *op = value;
-    if (op == d->last) return;
-    d->last = op;
-    if (op->announced) {
-        d->n_announced++;
-        print_op(d->announced, sizeof d->announced, &d->at_announced, op);
-    } else {
-        d->n_queued++;
-        print_op(d->queued, sizeof d->queued, &d->at_queued, op);
-    }
-}
-
-static void dump_state(round_state *s, const char *doing) {
-    hvdc_runtime *rt = s->rt;
-    dump_scan d = {.at_queued = 0};
-    pthread_mutex_lock(&rt->queue_mutex);
-    hvdc__name_table_each(&rt->in_flight, dump_op, &d);
-    pthread_mutex_unlock(&rt->queue_mutex);
-    fprintf(stderr, "[hvdc rank %d] state dump (SIGUSR1) while %s\n"
-            "[hvdc rank %d]   %zu submitted, not yet announced:%s\n"
-            "[hvdc rank %d]   %zu announced to rank 0, not yet executed:%s\n",
-            rt->topo.rank, doing, rt->topo.rank, d.n_queued, d.queued, rt->topo.rank,
-            d.n_announced, d.announced);
-    if (s->negotiator) {
-        char report[1200];
-        double oldest = 0;
-        size_t n = hvdc__negotiator_report_stalls(s->negotiator, now_seconds(), 0, report,
-                                                  sizeof report, &oldest);
-        fprintf(stderr, "[hvdc rank 0]   coordinator: %zu names wait for other ranks%s%s\n", n,
-                n ? ":\n" : "", report);
-    }
-}
-
 static void serve_dump(round_state *s, const char *doing) {
     if (atomic_load_explicit(&s->rt->dump_requested, memory_order_relaxed) &&
         atomic_exchange(&s->rt->dump_requested, 0))
-        dump_state(s, doing);
+        hvdc__dump_state(s, doing);
 }
 
 /* ---- device work: queued by the executor, completed here when its event fires ---- */
@@ -169,6 +103,12 @@ static void finish_gpu_work(round_state *s, int wait) {
     }
 }
 
+hvd_status hvdc__between_steps(round_state *s, const char *doing) {
+    serve_dump(s, doing);
+    finish_gpu_work(s, 0);
+    return hvdc__liveness_check(s->rt->executor.liveness);
+}
+
 /* Waits until there is a reason to run a round; returns the ops submitted meanwhile. */
 static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
     hvdc_runtime *rt = s->rt;
@@ -202,207 +142,6 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
     return fresh;
 }
 
-enum { TAG_ANNOUNCE = 1, TAG_ANSWER = 2 };
-
-static int reserve_bytes(hvdc_bytes *b, size_t n) {
-    if (n <= b->cap) return 0;
-    void *grown = realloc(b->data, n);
-    if (!grown) return -1;
-    b->data = grown;
-    b->cap = n;
-    return 0;
-}
-
-/* Rank 0: one rank's announcements into the negotiator. */
-static hvd_status take_announcement(round_state *s, int rank, const uint8_t *data, size_t len) {
-    hvdc_request_list list;
-    const char *why = NULL;
-    if (hvdc__wire_decode_requests(data, len, &list, &why) != 0)
-        return hvdc__fail(HVD_ERR_INTERNAL, "rank %d sent a damaged negotiation message: %s", rank, why);
-    hvd_status st = hvdc__negotiator_add(s->negotiator, rank, &list);
-    if (st != HVD_OK) return hvdc__fail(st, "rank %d announced a name it already had in flight", rank);
-    s->arrived[rank] = 1;
-    return HVD_OK;
-}
-
-/* Rank 0, every HVD_STALL_CHECK_TIME: log the names some ranks wait for, and the ranks that
- * have not joined the current round; past HVD_STALL_SHUTDOWN_TIME, stop the job. */
-static hvd_status inspect_stalls(round_state *s, double now, double round_started) {
-    hvdc_runtime *rt = s->rt;
-    double limit = rt->config.stall_check_s, oldest = 0, absent_for = now - round_started;
-    char report[1200];
-    size_t n = hvdc__negotiator_report_stalls(s->negotiator, now, limit, report, sizeof report, &oldest);
-    size_t len = strlen(report), n_absent = 0;
-    for (int r = 0; r < rt->topo.size && absent_for >= limit; r++) {
-        if (s->arrived[r] || len + 32 >= sizeof report) continue;
-        len += (size_t)snprintf(report + len, sizeof report - len, "%s%d",
-                                n_absent++ ? "," : (n ? "\nranks " : "ranks "), r);
-    }
-    if (n_absent) {
-        snprintf(report + len, sizeof report - len, " have not joined negotiation for %.0f s "
-                 "(nothing in flight there: still computing, or stuck before submitting)", absent_for);
-        if (absent_for > oldest) oldest = absent_for;
-    }
-    if (n == 0 && n_absent == 0) return HVD_OK;
-    HVDC_LOG(HVDC_LOG_WARNING, "stall: operations submitted on some ranks but not on others "
-             "(HVD_STALL_CHECK_TIME=%g s):\n%s", limit, report);
-    if (rt->config.stall_shutdown_s > 0 && oldest >= rt->config.stall_shutdown_s)
-        return hvdc__fail(HVD_ERR_STALLED, "stopped after HVD_STALL_SHUTDOWN_TIME=%g s of stall: %s",
-                          rt->config.stall_shutdown_s, report);
-    return HVD_OK;
-}
-
-/* Rank 0: this round's announcement from every rank; inspects stalls while waiting. */
-static hvd_status gather_announcements(round_state *s) {
-    hvd_status st = HVD_OK;
-    hvdc_runtime *rt = s->rt;
-    int missing = rt->topo.size - 1;
-    double started = now_seconds();
-    memset(s->arrived, 0, (size_t)rt->topo.size);
-    hvdc__negotiator_set_time(s->negotiator, started);
-    CHECK(take_announcement(s, 0, s->message.data, s->message.len));
-    while (missing > 0) {
-        int flag = 0, len = 0;
-        MPI_Status status;
-        CHECK_MPI(MPI_Iprobe(MPI_ANY_SOURCE, TAG_ANNOUNCE, rt->control_comm, &flag, &status));
-        if (flag) {
-            CHECK_MPI(MPI_Get_count(&status, MPI_BYTE, &len));
-            if (reserve_bytes(&s->gathered, (size_t)len)) {
-                st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for %d bytes of requests", len);
-                goto fail;
-            }
-            CHECK_MPI(MPI_Recv(s->gathered.data, len, MPI_BYTE, status.MPI_SOURCE, TAG_ANNOUNCE,
-                               rt->control_comm, MPI_STATUS_IGNORE));
-            CHECK(take_announcement(s, status.MPI_SOURCE, s->gathered.data, (size_t)len));
-            missing--;
-            continue;
-        }
-        if (rt->config.stall_check_s > 0) {
-            double now = now_seconds();
-            if (now >= s->next_stall_check) {
-                CHECK(inspect_stalls(s, now, started));
-                s->next_stall_check = now + rt->config.stall_check_s;
-            }
-        }
-        serve_dump(s, "waiting for other ranks to join the negotiation round");
-        finish_gpu_work(s, 0);
-        CHECK(hvdc__liveness_check(rt->executor.liveness));
-        sched_yield(); /* a waiting rank gives an oversubscribed core to the compute threads */
-    }
-fail:
-    return st;
-}
-
-/* Rank 0: answer every other rank with the same bytes. */
-static hvd_status send_answer(round_state *s) {
-    hvd_status st = HVD_OK;
-    hvdc_runtime *rt = s->rt;
-    for (int r = 1; r < rt->topo.size; r++)
-        CHECK_MPI(MPI_Isend(s->answer.data, (int)s->answer.len, MPI_BYTE, r, TAG_ANSWER,
-                            rt->control_comm, &s->requests[r - 1]));
-    CHECK(hvdc__wait_requests(rt->topo.size - 1, s->requests, rt->executor.liveness));
-fail:
-    return st;
-}
-
-/* Rank 0's round: gather, negotiate, answer. A stall past HVD_STALL_SHUTDOWN_TIME answers
- * with an abort instead, so every rank stops with the same message. */
-static hvd_status coordinate(round_state *s) {
-    hvd_status st = HVD_OK;
-    hvdc_runtime *rt = s->rt;
-    hvdc_response_list responses = {0};
-    hvd_status gathered = gather_announcements(s);
-    if (gathered == HVD_OK && rt->config.stall_check_s > 0) {
-        double now = now_seconds();
-        if (now >= s->next_stall_check) {
-            gathered = inspect_stalls(s, now, now);
-            s->next_stall_check = now + rt->config.stall_check_s;
-        }
-    }
-    if (gathered == HVD_ERR_STALLED) {
-        responses.flags = HVDC_ABORT_FLAGS(HVD_ERR_STALLED);
-        responses.reason = strdup(hvd_last_error());
-        if (hvdc__wire_encode_responses(&s->answer, &responses) == 0) {
-            /* small enough to go eagerly, also to ranks that have not joined this round */
-            for (int r = 1; r < rt->topo.size; r++)
-                MPI_Send(s->answer.data, (int)s->answer.len, MPI_BYTE, r, TAG_ANSWER, rt->control_comm);
-        }
-        st = hvdc__fail(HVD_ERR_STALLED, "%s", responses.reason ? responses.reason : "stall");
-        goto fail;
-    }
-    CHECK(gathered);
-    CHECK(hvdc__negotiator_respond(s->negotiator, rt->config.fusion_threshold_bytes,
-                                   rt->config.gpu_fusion_threshold_bytes, &responses));
-    if (hvdc__wire_encode_responses(&s->answer, &responses) != 0) {
-        st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory encoding %u responses", responses.n);
-        goto fail;
-    }
-    CHECK(send_answer(s));
-fail:
-    hvdc__response_list_free(&responses);
-    return st;
-}
-
-/* A worker's round: announce to rank 0, wait for its answer. */
-static hvd_status ask_coordinator(round_state *s) {
-    hvd_status st = HVD_OK;
-    hvdc_runtime *rt = s->rt;
-    MPI_Request sent = MPI_REQUEST_NULL;
-    CHECK_MPI(MPI_Isend(s->message.data, (int)s->message.len, MPI_BYTE, 0, TAG_ANNOUNCE,
-                        rt->control_comm, &sent));
-    double started = now_seconds(), next_report = started + rt->config.stall_check_s;
-    for (;;) {
-        int flag = 0, len = 0;
-        MPI_Status status;
-        CHECK_MPI(MPI_Iprobe(0, TAG_ANSWER, rt->control_comm, &flag, &status));
-        if (flag) {
-            CHECK_MPI(MPI_Get_count(&status, MPI_BYTE, &len));
-            if (reserve_bytes(&s->answer, (size_t)len)) {
-                st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for %d bytes of responses", len);
-                goto fail;
-            }
-            CHECK_MPI(MPI_Recv(s->answer.data, len, MPI_BYTE, 0, TAG_ANSWER, rt->control_comm,
-                               MPI_STATUS_IGNORE));
-            s->answer.len = (size_t)len;
-            break;
-        }
-        if (rt->config.stall_check_s > 0) {
-            double now = now_seconds();
-            if (now >= next_report) {
-                HVDC_LOG(HVDC_LOG_WARNING, "waited %.0f s for rank 0 to answer negotiation: some ranks "
-                         "have not submitted what this rank waits for (rank 0 logs which)", now - started);
-                next_report = now + rt->config.stall_check_s;
-            }
-        }
-        serve_dump(s, "waiting for rank 0's answer");
-        finish_gpu_work(s, 0);
-        CHECK(hvdc__liveness_check(rt->executor.liveness));
-        sched_yield();
-    }
-    /* rank 0 has read the announcement unless it aborted; then do not wait for it */
-    int done = 0;
-    CHECK_MPI(MPI_Test(&sent, &done, MPI_STATUS_IGNORE));
-    if (!done) {
-        if (s->answer.len >= 14 && (s->answer.data[6] & HVDC_FLAG_ABORT)) MPI_Request_free(&sent);
-        else CHECK(hvdc__wait_requests(1, &sent, rt->executor.liveness));
-    }
-fail:
-    return st;
-}
-
-/* One negotiation: this rank's announcements in, everyone's response list out. */
-static hvd_status negotiate(round_state *s, hvdc_response_list *responses) {
-    hvd_status st = HVD_OK;
-    if (s->rt->topo.rank == 0) CHECK(coordinate(s));
-    else CHECK(ask_coordinator(s));
-    const char *why = NULL;
-    if (hvdc__wire_decode_responses(s->answer.data, s->answer.len, responses, &why) != 0)
-        st = hvdc__fail(HVD_ERR_INTERNAL, "damaged response list from rank 0: %s", why);
-fail:
-    return st;
-}
-
-/* Executes one response and completes its ops. */
 /* This rank has called hvd_join and waits for the others: it holds no op for the all-reduces
  * the others run meanwhile, so it builds stand-in ops that contribute neutral values (0 for a
  * sum, 1 for a product, ...) in the same tensor layout, and discards the results. */
@@ -527,7 +266,7 @@ void *hvdc__background_main(void *arg) {
         s.negotiator = hvdc__negotiator_create(rt->topo.size);
         s.arrived = calloc((size_t)rt->topo.size, 1);
         s.requests = calloc((size_t)rt->topo.size, sizeof *s.requests);
-        s.next_stall_check = now_seconds() + rt->config.stall_check_s;
+        s.next_stall_check = hvdc__now_seconds() + rt->config.stall_check_s;
         if (!s.negotiator || !s.arrived || !s.requests) {
             st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory starting the coordinator");
             goto stop;
@@ -564,7 +303,7 @@ void *hvdc__background_main(void *arg) {
             goto stop;
         }
         hvdc_response_list responses = {0};
-        CHECK(negotiate(&s, &responses));
+        CHECK(hvdc__negotiate(&s, &responses));
         if (responses.flags & HVDC_FLAG_ABORT) {
             st = hvdc__fail(HVDC_ABORT_STATUS(responses.flags), "%s",
                             responses.reason ? responses.reason : "rank 0 stopped the job");

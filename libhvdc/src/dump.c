@@ -1,17 +1,21 @@
 /*
  * dump.c - the SIGUSR1 handler and its watcher thread (see dump.h). A signal handler may only
  * call async-signal-safe functions, so it writes one byte to a pipe; the watcher thread reads
- * it and asks the background thread for the dump. Hvd_init's thread installs and uninstalls.
+ * it and asks the background thread for the dump, which prints it (hvdc__dump_state) between two
+ * steps of its work. Hvd_init's thread installs and uninstalls; the background thread prints.
  */
 #include "dump.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "dtype.h"
+#include "round.h"
 #include "status.h"
 
 static int pipe_fds[2] = {-1, -1};
@@ -75,3 +79,56 @@ void hvdc__dump_uninstall(void) {
     pipe_fds[0] = pipe_fds[1] = -1;
     installed = 0;
 }
+
+/* ---- the dump itself: printed by the background thread, which owns the state ---- */
+
+/* SIGUSR1: print what this rank has queued, what it waits for, and on rank 0 which names
+ * wait for which ranks. */
+static void print_op(char *line, size_t len, size_t *at, const hvdc_op *op) {
+    if (*at + 80 < len)
+        *at += (size_t)snprintf(line + *at, len - *at, " %s(%s %s x%llu)", op->desc.name,
+                                hvdc__kind_name(op->desc.kind), hvdc__dtype_name(op->desc.dtype),
+                                (unsigned long long)(op->desc.n_counts ? op->desc.counts[0] : 0));
+}
+
+typedef struct dump_scan {
+    char queued[2048], announced[2048];
+    size_t at_queued, at_announced, n_queued, n_announced;
+    const hvdc_op *last; /* grouped ops appear once per member name */
+} dump_scan;
+
+static void dump_op(void *value, void *ctx) {
+    dump_scan *d = ctx;
+    const hvdc_op *op = value;
+    if (op == d->last) return;
+    d->last = op;
+    if (op->announced) {
+        d->n_announced++;
+        print_op(d->announced, sizeof d->announced, &d->at_announced, op);
+    } else {
+        d->n_queued++;
+        print_op(d->queued, sizeof d->queued, &d->at_queued, op);
+    }
+}
+
+void hvdc__dump_state(round_state *s, const char *doing) {
+    hvdc_runtime *rt = s->rt;
+    dump_scan d = {.at_queued = 0};
+    pthread_mutex_lock(&rt->queue_mutex);
+    hvdc__name_table_each(&rt->in_flight, dump_op, &d);
+    pthread_mutex_unlock(&rt->queue_mutex);
+    fprintf(stderr, "[hvdc rank %d] state dump (SIGUSR1) while %s\n"
+            "[hvdc rank %d]   %zu submitted, not yet announced:%s\n"
+            "[hvdc rank %d]   %zu announced to rank 0, not yet executed:%s\n",
+            rt->topo.rank, doing, rt->topo.rank, d.n_queued, d.queued, rt->topo.rank,
+            d.n_announced, d.announced);
+    if (s->negotiator) {
+        char report[1200];
+        double oldest = 0;
+        size_t n = hvdc__negotiator_report_stalls(s->negotiator, hvdc__now_seconds(), 0, report,
+                                                  sizeof report, &oldest);
+        fprintf(stderr, "[hvdc rank 0]   coordinator: %zu names wait for other ranks%s%s\n", n,
+                n ? ":\n" : "", report);
+    }
+}
+

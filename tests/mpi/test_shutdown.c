@@ -63,6 +63,8 @@ static void inflight(mt_ctx *t) {
                 MT_EXPECT(t, hvd_poll(handle, &done), HVD_OK);
                 MT_CHECK(t, done == 0, "'%s' completed though no other rank submitted it", name);
             }
+            /* shutdown is collective: no rank may start it before every rank has checked */
+            MT_EXPECT(t, hvd_barrier(), HVD_OK);
             MT_EXPECT(t, hvd_shutdown(), HVD_OK);
             pthread_join(th, NULL);
             MT_CHECK(t, w.status == HVD_ERR_SHUTDOWN,

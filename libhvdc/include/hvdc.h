@@ -153,7 +153,9 @@ HVD_API hvd_status hvd_init_comm(MPI_Comm comm);
 /* Stops the background thread, completes every operation still in flight with HVD_ERR_SHUTDOWN,
  * frees everything, and finalizes MPI if hvd_init initialized it. Collective: when one rank
  * shuts down, the others' pending and later operations fail with HVD_ERR_SHUTDOWN.
- * @return HVD_OK, or HVD_ERR_NOT_INITIALIZED. Blocks. */
+ * @return HVD_OK; HVD_ERR_NOT_INITIALIZED; HVD_ERR_RANK_FAILED when a rank died earlier: then
+ *         everything is freed but MPI is not finalized (a dead rank never answers that), and
+ *         the process should exit with a non-zero status. Blocks. */
 HVD_API hvd_status hvd_shutdown(void);
 
 /* @return 1 between a successful hvd_init and hvd_shutdown, else 0. Never blocks. */
@@ -311,7 +313,9 @@ typedef struct hvd_param {
                        * hvd_optimizer_step it holds the gradient averaged over ranks */
     size_t count;     /* elements */
     hvd_dtype dtype;  /* HVD_FLOAT32 or HVD_FLOAT64 */
-    int device;       /* HVD_DEVICE_CPU; a CUDA ordinal gives HVD_ERR_UNSUPPORTED (no GPU backend) */
+    int device;       /* HVD_DEVICE_CPU, or the CUDA ordinal holding data and grad (GPU
+                       * builds with a visible device: NCCL averages the gradient and CUDA
+                       * kernels apply the update; else HVD_ERR_UNSUPPORTED / HVD_ERR_CUDA) */
 } hvd_param;
 
 /* The rule applied by hvd_optimizer_step to each parameter p with averaged gradient g.
@@ -357,9 +361,15 @@ typedef struct hvd_optimizer_config {
     const char *name_prefix;      /* prefix of operation names; NULL means "hvd.opt" */
     hvd_optimizer_step_fn step_fn; /* HVD_OPT_CUSTOM only */
     void *step_ctx;
+    void *stream;                 /* device parameters: the cudaStream_t the model computes on
+                                   * (NULL: the legacy default stream). grad_ready/step record
+                                   * an event on it for each gradient's all-reduce, and the
+                                   * update kernels are queued on it, so work queued there next
+                                   * sees the new parameters without a host sync */
 } hvd_optimizer_config;
 #define HVD_OPTIMIZER_CONFIG_DEFAULT                                                        \
-    {HVD_OPT_SGD, 0.01, 0.0, 0, 0.0, 0.9, 0.999, 1e-8, 1, HVD_COMPRESS_NONE, 0, NULL, NULL, NULL}
+    {HVD_OPT_SGD, 0.01, 0.0, 0, 0.0, 0.9, 0.999, 1e-8, 1, HVD_COMPRESS_NONE, 0, NULL, NULL,   \
+     NULL, NULL}
 
 typedef struct hvd_optimizer hvd_optimizer;
 
@@ -369,7 +379,9 @@ typedef struct hvd_optimizer hvd_optimizer;
  * broadcasts cfg->root's parameter values into every rank's data, so all replicas start equal.
  * @return HVD_OK and *out; HVD_ERR_INVALID_ARG for a bad argument on this rank (NULL, n < 1,
  *         empty or duplicate name, name too long with the prefix, a bad dtype, lr < 0, ...);
- *         HVD_ERR_UNSUPPORTED for a device other than HVD_DEVICE_CPU; HVD_ERR_MISMATCH on
+ *         for a parameter on a device: HVD_ERR_UNSUPPORTED in a build without the GPU
+ *         backend, or with compression (device gradients travel uncompressed), HVD_ERR_CUDA
+ *         "no CUDA device visible" / device not visible; HVD_ERR_MISMATCH on
  *         every rank when ranks registered different parameters or settings (nothing is
  *         broadcast); HVD_ERR_NO_MEMORY; a collective's status. Blocks. */
 HVD_API hvd_status hvd_optimizer_create(const hvd_param *params, int n,

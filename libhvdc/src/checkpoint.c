@@ -67,6 +67,10 @@ static hvd_status check_common(const char *fn, const char *path, const hvd_optim
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: called between the backward passes of one "
                           "step (%d of %d done); call it after hvd_optimizer_step applied an "
                           "update", fn, opt->pass, opt->cfg.backward_passes_per_step);
+    if (hvdc__opt_on_device(opt))
+        return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s: the optimizer has parameters on a CUDA "
+                          "device; checkpoints are implemented for host parameters only (copy "
+                          "the model to host memory and use a host optimizer to save)", fn);
     return HVD_OK;
 }
 

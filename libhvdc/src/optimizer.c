@@ -14,6 +14,11 @@
  * With compression the gradient is rounded into a 16-bit staging buffer (wire), the staging
  * buffer is averaged, and the result is widened back into grad.
  *
+ * Device parameters (p.device >= 0, GPU builds): state and accumulator are device memory; the
+ * gradient's all-reduce is submitted with options.device and a ready event recorded on
+ * cfg.stream (NCCL's stream waits on it, the host does not), and the update is queued on
+ * cfg.stream as CUDA kernels (gpu_optim.h) computing update_rules.h's formulas, like the host.
+ *
  * Only the public collectives are used. Runs on the caller's thread (one at a time per
  * optimizer); the all-reduces run on libhvdc's background thread.
  */
@@ -23,6 +28,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "gpu_optim.h"
 #include "half.h"
 #include "optimizer.h"
 #include "status.h"
@@ -97,14 +103,21 @@ static hvd_status check_config(const hvd_optimizer_config *c) {
     return HVD_OK;
 }
 
-static hvd_status check_param(const hvd_param *p, int i) {
+static hvd_status check_param(const hvd_param *p, int i, const hvd_optimizer_config *c) {
     const char *fn = "hvd_optimizer_create";
     if (p->name == NULL || p->name[0] == '\0')
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: params[%d] has no name", fn, i);
-    if (p->device != HVD_DEVICE_CPU)
-        return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s: parameter '%s' is on device %d, but this "
-                          "build has no GPU backend; register host memory (HVD_DEVICE_CPU)",
-                          fn, p->name, p->device);
+    if (p->device < HVD_DEVICE_CPU)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: parameter '%s' has device %d; use "
+                          "HVD_DEVICE_CPU (-1) or a CUDA ordinal", fn, p->name, p->device);
+    if (p->device != HVD_DEVICE_CPU) {
+        hvd_status st = hvdc__gpu_optim_check(fn, p->device);
+        if (st != HVD_OK) return st;
+        if (c->compression != HVD_COMPRESS_NONE)
+            return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s: parameter '%s' is on device %d; "
+                              "gradient compression is implemented for host parameters only "
+                              "(use HVD_COMPRESS_NONE)", fn, p->name, p->device);
+    }
     if (p->dtype != HVD_FLOAT32 && p->dtype != HVD_FLOAT64)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: parameter '%s' is %s; the optimizer updates "
                           "float32 or float64 parameters", fn, p->name,
@@ -165,8 +178,14 @@ hvd_status hvd_optimizer_destroy(hvd_optimizer *opt) {
         hvdc__opt_param *q = &opt->params[i];
         free(q->name);
         free(q->grad_op);
-        free(q->state);
-        free(q->accum);
+        if (q->p.device >= 0) {
+            hvdc__gpu_optim_free(q->p.device, q->state); // waits for queued updates
+            hvdc__gpu_optim_free(q->p.device, q->accum);
+            hvdc__gpu_optim_event_destroy(q->p.device, q->event);
+        } else {
+            free(q->state);
+            free(q->accum);
+        }
         free(q->wire);
     }
     free(opt->params);
@@ -194,10 +213,43 @@ static hvd_status param_init(hvd_optimizer *opt, int i, const hvd_param *p) {
     q->p.name = q->name;
     size_t esize = hvd_dtype_size(p->dtype);
     int ok = q->name && q->grad_op;
+    if (ok && p->device >= 0) {
+        hvd_status st = hvdc__gpu_optim_event_create(p->device, &q->event);
+        void *mem = NULL;
+        if (st == HVD_OK && opt->slots > 0) {
+            st = hvdc__gpu_optim_alloc(p->device, p->count * (size_t)opt->slots * sizeof(double),
+                                       &mem);
+            q->state = mem;
+        }
+        if (st == HVD_OK && opt->cfg.backward_passes_per_step > 1) {
+            st = hvdc__gpu_optim_alloc(p->device, p->count * esize, &mem);
+            q->accum = mem;
+        }
+        return st;
+    }
     if (opt->slots > 0) ok = ok && (q->state = calloc(p->count * (size_t)opt->slots, sizeof(double)));
     if (opt->cfg.backward_passes_per_step > 1) ok = ok && (q->accum = calloc(p->count, esize));
     if (opt->cfg.compression != HVD_COMPRESS_NONE) ok = ok && (q->wire = calloc(p->count, 2));
     return ok ? HVD_OK : hvdc__fail(HVD_ERR_NO_MEMORY, "hvd_optimizer_create: out of memory");
+}
+
+/* The options for a collective on q's memory: a device parameter's request names its device
+ * and waits (on the device) for what the caller queued on cfg.stream so far. */
+static hvd_status device_options(const hvd_optimizer *opt, hvdc__opt_param *q, hvd_options *o) {
+    *o = (hvd_options)HVD_OPTIONS_DEFAULT;
+    if (q->p.device < 0) return HVD_OK;
+    o->device = q->p.device;
+    o->ready_event = q->event;
+    return hvdc__gpu_optim_event_record(q->p.device, q->event, opt->cfg.stream);
+}
+
+/* Before a broadcast of q's device memory (hvd_broadcast_async takes no options, and waits for
+ * the work queued on the legacy default stream): the legacy stream waits, on the device, for
+ * what the caller queued on cfg.stream. Nothing for host parameters. */
+static hvd_status order_for_broadcast(const hvd_optimizer *opt, hvdc__opt_param *q) {
+    if (q->p.device < 0) return HVD_OK;
+    hvd_status st = hvdc__gpu_optim_event_record(q->p.device, q->event, opt->cfg.stream);
+    return st == HVD_OK ? hvdc__gpu_optim_legacy_wait(q->p.device, q->event) : st;
 }
 
 /* Broadcasts root's values of every parameter, all in flight at once. */
@@ -207,8 +259,10 @@ static hvd_status broadcast_params(hvd_optimizer *opt, int root) {
         char name[HVD_MAX_NAME_LEN + 1];
         op_name(name, opt->prefix, "init", opt->params[i].name);
         hvd_param *p = &opt->params[i].p;
-        st = hvd_broadcast_async(name, p->data, p->count, p->dtype, root,
-                                 &opt->params[i].handle);
+        st = order_for_broadcast(opt, &opt->params[i]);
+        if (st == HVD_OK)
+            st = hvd_broadcast_async(name, p->data, p->count, p->dtype, root,
+                                     &opt->params[i].handle);
     }
     hvd_status waited = wait_all(opt);
     return st != HVD_OK ? st : waited;
@@ -231,7 +285,7 @@ hvd_status hvd_optimizer_create(const hvd_param *params, int n,
     if (cfg->root < 0 || cfg->root >= size)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_optimizer_create: root %d is not a rank "
                           "(0 .. %d)", cfg->root, size - 1);
-    for (int i = 0; i < n; i++) CHECK(check_param(&params[i], i));
+    for (int i = 0; i < n; i++) CHECK(check_param(&params[i], i, cfg));
 
     hvd_optimizer *opt = calloc(1, sizeof *opt);
     if (opt == NULL) return hvdc__fail(HVD_ERR_NO_MEMORY, "hvd_optimizer_create: out of memory");
@@ -265,8 +319,11 @@ fail:
     return st;
 }
 
-/* accum += grad (an accumulating pass). */
-static void accumulate(hvdc__opt_param *q) {
+/* accum += grad (an accumulating pass); on the device, queued on cfg.stream. */
+static hvd_status accumulate(const hvd_optimizer *opt, hvdc__opt_param *q) {
+    if (q->p.device >= 0)
+        return hvdc__gpu_accumulate(q->p.device, opt->cfg.stream, q->accum, q->p.grad,
+                                    q->p.count, q->p.dtype, 0, 1);
     if (q->p.dtype == HVD_FLOAT64) {
         double *a = q->accum;
         const double *g = q->p.grad;
@@ -276,12 +333,25 @@ static void accumulate(hvdc__opt_param *q) {
         const float *g = q->p.grad;
         for (size_t k = 0; k < q->p.count; k++) a[k] += g[k];
     }
+    return HVD_OK;
 }
 
 /* The last pass: grad = (accum + grad) / passes, accum = 0; compress; start the all-reduce. */
 static hvd_status submit(hvd_optimizer *opt, hvdc__opt_param *q) {
     size_t count = q->p.count;
     int passes = opt->cfg.backward_passes_per_step;
+    if (q->p.device >= 0) {
+        hvd_status st = HVD_OK;
+        hvd_options o;
+        if (passes > 1)
+            st = hvdc__gpu_accumulate(q->p.device, opt->cfg.stream, q->accum, q->p.grad, count,
+                                      q->p.dtype, 1, passes);
+        if (st == HVD_OK) st = device_options(opt, q, &o);
+        if (st == HVD_OK)
+            st = hvd_allreduce_async(q->grad_op, q->p.grad, q->p.grad, count, q->p.dtype,
+                                     HVD_AVERAGE, &o, &q->handle);
+        return st;
+    }
     if (passes > 1) {
         if (q->p.dtype == HVD_FLOAT64) {
             double *a = q->accum, *g = q->p.grad;
@@ -325,10 +395,7 @@ hvd_status hvd_optimizer_grad_ready(hvd_optimizer *opt, int index) {
                           "announced in this backward pass; call hvd_optimizer_step to end the "
                           "pass", q->name);
     q->ready = 1;
-    if (opt->pass + 1 < opt->cfg.backward_passes_per_step) {
-        accumulate(q);
-        return HVD_OK;
-    }
+    if (opt->pass + 1 < opt->cfg.backward_passes_per_step) return accumulate(opt, q);
     return submit(opt, q);
 }
 
@@ -338,6 +405,20 @@ static hvd_status apply(hvd_optimizer *opt) {
     for (int i = 0; i < opt->n; i++) {
         hvdc__opt_param *q = &opt->params[i];
         size_t count = q->p.count;
+        if (q->p.device >= 0 && c->kind != HVD_OPT_CUSTOM) {
+            hvd_status st;
+            if (c->kind == HVD_OPT_SGD)
+                st = hvdc__gpu_sgd_step(q->p.device, c->stream, q->p.data, q->p.grad, q->state,
+                                        count, q->p.dtype, c->lr, c->momentum, c->nesterov,
+                                        c->weight_decay);
+            else
+                st = hvdc__gpu_adam_step(q->p.device, c->stream, q->p.data, q->p.grad, q->state,
+                                         q->state + count, count, q->p.dtype, c->lr, c->beta1,
+                                         c->beta2, c->eps, c->weight_decay,
+                                         c->kind == HVD_OPT_ADAMW, t);
+            if (st != HVD_OK) return st; // message recorded, with file:line
+            continue;
+        }
         switch (c->kind) {
         case HVD_OPT_SGD:
             hvdc__sgd_update(q->p.data, q->p.grad, q->state, count, q->p.dtype, c->lr,
@@ -373,15 +454,12 @@ hvd_status hvd_optimizer_step(hvd_optimizer *opt, int *applied) {
     hvd_status st = HVD_OK;
     for (int i = 0; i < opt->n; i++) {
         hvdc__opt_param *q = &opt->params[i];
-        if (!q->ready) {
-            if (!last) accumulate(q);
-            else if (st == HVD_OK) st = submit(opt, q);
-        }
+        if (!q->ready && st == HVD_OK) st = last ? submit(opt, q) : accumulate(opt, q);
         q->ready = 0;
     }
     if (!last) {
         opt->pass++;
-        return HVD_OK;
+        return st;
     }
     opt->pass = 0;
     hvd_status waited = wait_all(opt);
@@ -430,8 +508,10 @@ hvd_status hvd_broadcast_optimizer_state(hvd_optimizer *opt, int root) {
         char name[HVD_MAX_NAME_LEN + 1];
         hvdc__opt_param *q = &opt->params[i];
         op_name(name, opt->prefix, "state", q->name);
-        st = hvd_broadcast_async(name, q->state, q->p.count * (size_t)opt->slots, HVD_FLOAT64,
-                                 root, &q->handle);
+        st = order_for_broadcast(opt, q);
+        if (st == HVD_OK)
+            st = hvd_broadcast_async(name, q->state, q->p.count * (size_t)opt->slots,
+                                     HVD_FLOAT64, root, &q->handle);
     }
     hvd_status waited = wait_all(opt);
     CHECK(st);

@@ -3,7 +3,7 @@
  * gradient hook, the step), update.c (the inner update rules) and checkpoint.c (which saves and
  * restores parameters and state).
  *
- * defines: hvdc__opt_param, struct hvd_optimizer, hvdc__opt_state_slots,
+ * defines: hvdc__opt_param, struct hvd_optimizer, hvdc__opt_state_slots, hvdc__opt_on_device,
  *          hvdc__sgd_update, hvdc__adam_update
  * Whatever thread the caller uses for this optimizer (one at a time).
  */
@@ -21,9 +21,13 @@ typedef struct hvdc__opt_param {
     hvd_param p;       // the caller's registration; p.name points to name below
     char *name;        // owned copy of the parameter name
     char *grad_op;     // "<prefix>.grad.<name>": the all-reduce's name, the same on every rank
-    double *state;     // (slots, count) float64: SGD momentum buffer, or Adam's m then v
+    double *state;     // (slots, count) float64: SGD momentum buffer, or Adam's m then v;
+                       // device memory on p.device when p.device >= 0
     void *accum;       // (count) in p.dtype: the sum of earlier passes; bpps > 1 only
+                       // (device memory for a device parameter)
     uint16_t *wire;    // (count) the gradient as float16/bfloat16; with compression only
+    void *event;       // device parameters: cudaEvent_t recorded on cfg.stream before the
+                       // gradient's all-reduce (NCCL's stream waits on it); else NULL
     hvd_handle handle; // the gradient's all-reduce in flight, or HVD_HANDLE_NULL
     int ready;         // grad_ready was called for it in the current pass
 } hvdc__opt_param;
@@ -37,6 +41,9 @@ struct hvd_optimizer {
     int pass;                 // backward passes done in the current step, 0 .. bpps-1
     uint64_t steps;           // updates applied
 };
+
+/* 1 if any parameter of opt lives on a CUDA device (its state is then device memory). */
+int hvdc__opt_on_device(const hvd_optimizer *opt);
 
 /* State arrays per parameter that kind (with this momentum) keeps. */
 int hvdc__opt_state_slots(hvd_optimizer_kind kind, double momentum);

@@ -5,11 +5,13 @@
  *
  * Arithmetic is in float64 whatever the parameter dtype, with state kept in float64, and the
  * result rounded once to the parameter's dtype. Every rank runs the same operations on the
- * same inputs, so the replicas stay bitwise identical. Pure functions; any thread.
+ * same inputs, so the replicas stay bitwise identical. The per-element formulas are in
+ * update_rules.h, shared with the GPU kernels (gpu/optim_kernels.cu). Pure functions; any thread.
  */
 #include <math.h>
 
 #include "optimizer.h"
+#include "update_rules.h"
 
 int hvdc__opt_state_slots(hvd_optimizer_kind kind, double momentum) {
     switch (kind) {
@@ -21,6 +23,12 @@ int hvdc__opt_state_slots(hvd_optimizer_kind kind, double momentum) {
     case HVD_OPT_CUSTOM:
         return 0;
     }
+    return 0;
+}
+
+int hvdc__opt_on_device(const hvd_optimizer *opt) {
+    for (int i = 0; i < opt->n; i++)
+        if (opt->params[i].p.device >= 0) return 1;
     return 0;
 }
 
@@ -36,13 +44,10 @@ static inline void store(void *a, hvd_dtype dtype, size_t i, double x) {
 void hvdc__sgd_update(void *data, const void *grad, double *buf, size_t count, hvd_dtype dtype,
                       double lr, double momentum, int nesterov, double weight_decay) {
     for (size_t i = 0; i < count; i++) {
-        double p = load(data, dtype, i);
-        double g = load(grad, dtype, i) + weight_decay * p;
-        if (buf != NULL) {
-            buf[i] = momentum * buf[i] + g;
-            g = nesterov ? g + momentum * buf[i] : buf[i];
-        }
-        store(data, dtype, i, p - lr * g);
+        double p = hvdc__sgd_rule(load(data, dtype, i), load(grad, dtype, i),
+                                  buf != NULL ? &buf[i] : NULL, lr, momentum, nesterov,
+                                  weight_decay);
+        store(data, dtype, i, p);
     }
 }
 
@@ -51,11 +56,8 @@ void hvdc__adam_update(void *data, const void *grad, double *m, double *v, size_
                        double weight_decay, int decoupled, uint64_t t) {
     double c1 = 1.0 - pow(beta1, (double)t), c2 = 1.0 - pow(beta2, (double)t);
     for (size_t i = 0; i < count; i++) {
-        double p = load(data, dtype, i), g = load(grad, dtype, i);
-        if (decoupled) p *= 1.0 - lr * weight_decay;
-        else g += weight_decay * p;
-        m[i] = beta1 * m[i] + (1.0 - beta1) * g;
-        v[i] = beta2 * v[i] + (1.0 - beta2) * g * g;
-        store(data, dtype, i, p - lr * (m[i] / c1) / (sqrt(v[i] / c2) + eps));
+        double p = hvdc__adam_rule(load(data, dtype, i), load(grad, dtype, i), &m[i], &v[i], lr,
+                                   beta1, beta2, eps, weight_decay, decoupled, c1, c2);
+        store(data, dtype, i, p);
     }
 }

@@ -1,11 +1,13 @@
 /*
  * Unit test: the inner update rules (update.c) against values worked out by hand from
- * torch.optim's formulas, in float32 and float64.
+ * torch.optim's formulas, in float32 and float64; and the shared per-element rules
+ * (update_rules.h, which the GPU kernels run too) against the same formulas written out here.
  */
 #include <math.h>
 
 #include "check.h"
 #include "optimizer.h"
+#include "update_rules.h"
 
 #define NEAR(a, b) (fabs((a) - (b)) <= 1e-9 * (1.0 + fabs(b))) /* eps = 1e-8 moves Adam steps */
 
@@ -77,6 +79,32 @@ int main(void) {
     hvdc__adam_update(&p, &g2, &m, &v, 1, HVD_FLOAT64, 0.01, 0.9, 0.999, 1e-8, 0.0, 0, 2);
     double want = p1 - 0.01 * (0.39 / 0.19) / (sqrt(0.009999 / 0.001999) + 1e-8);
     CHECK_TRUE(NEAR(p1, 0.99) && fabs(p - want) < 1e-12, "adam step 2: %.12f, want %.12f", p, want);
+    // The element rules alone, on values that are not round: each equals the formula written
+    // out independently, bit for bit (same operations in the same order).
+    {
+        double pp = 0.7312, gg = -0.2193, b = 0.0417, lr = 0.013, mo = 0.85, wd = 0.004;
+        double b1 = b, r1 = hvdc__sgd_rule(pp, gg, &b1, lr, mo, 1, wd);
+        double g0 = gg + wd * pp, bw = mo * b + g0, want1 = pp - lr * (g0 + mo * bw);
+        CHECK_TRUE(r1 == want1 && b1 == bw, "sgd_rule nesterov: %.17g vs %.17g", r1, want1);
+        double r0 = hvdc__sgd_rule(pp, gg, NULL, lr, 0.0, 0, wd);
+        CHECK_TRUE(r0 == pp - lr * (gg + wd * pp), "sgd_rule plain: %.17g", r0);
+        double mm = 0.02, vv = 0.003, c1 = 1.0 - pow(0.9, 5.0), c2 = 1.0 - pow(0.999, 5.0);
+        double m1 = mm, v1 = vv;
+        double r2 = hvdc__adam_rule(pp, gg, &m1, &v1, lr, 0.9, 0.999, 1e-8, wd, 1, c1, c2);
+        double pd = pp * (1.0 - lr * wd), mw = 0.9 * mm + (1.0 - 0.9) * gg;
+        double vw = 0.999 * vv + (1.0 - 0.999) * gg * gg;
+        double want2 = pd - lr * (mw / c1) / (sqrt(vw / c2) + 1e-8);
+        CHECK_TRUE(r2 == want2 && m1 == mw && v1 == vw, "adamw_rule: %.17g vs %.17g", r2, want2);
+        // and the array update is the rule applied element by element
+        float pa[3] = {0.5f, -1.25f, 2.0f}, ga[3] = {0.1f, 0.2f, -0.3f};
+        double ma[3] = {0}, va[3] = {0};
+        hvdc__adam_update(pa, ga, ma, va, 3, HVD_FLOAT32, lr, 0.9, 0.999, 1e-8, wd, 0, 1);
+        double me = 0.0, ve = 0.0;
+        float pe = (float)hvdc__adam_rule(-1.25, (double)0.2f, &me, &ve, lr, 0.9, 0.999, 1e-8, wd,
+                                          0, 1.0 - 0.9, 1.0 - 0.999);
+        CHECK_TRUE(pa[1] == pe && ma[1] == me && va[1] == ve, "adam array vs rule: %.9g vs %.9g",
+                   (double)pa[1], (double)pe);
+    }
     CHECK_TRUE(hvdc__opt_state_slots(HVD_OPT_SGD, 0.0) == 0 &&
                hvdc__opt_state_slots(HVD_OPT_SGD, 0.9) == 1 &&
                hvdc__opt_state_slots(HVD_OPT_ADAMW, 0.0) == 2, "state slots");

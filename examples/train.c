@@ -22,6 +22,11 @@
  * accuracy are averaged with hvd_metrics_reduce, weighted by each rank's share; rank 0 prints
  * the global figures. With --checkpoint, rank 0 saves parameters, optimizer state, sampler
  * and position after every epoch (and every --checkpoint-every steps); --resume continues.
+ *
+ * --device gpu (builds with libhvdc's GPU backend and cuBLAS): each rank runs the MLP on the
+ * CUDA device of its local rank (model_gpu.h): parameters, gradients and activations live
+ * there, the optimizer's all-reduces go through NCCL and its updates are CUDA kernels, all
+ * queued on the model's stream; the host reads the loss and accuracy once per epoch.
  */
 #include <errno.h>
 #include <math.h>
@@ -36,6 +41,7 @@
 #include "hvdc.h"
 #include "idx_reader.h"
 #include "model.h"
+#include "model_gpu.h"
 
 #define DEFAULT_DATA_DIR "/usr/share/datasets/fashion-mnist"
 #define NORM_MEAN 0.2860f /* Fashion-MNIST training-set pixel mean, after scaling to [0, 1] */
@@ -70,6 +76,7 @@ typedef struct config {
     long stop_after;              // steps; 0: run all epochs
     double min_accuracy;          // < 0: no check
     model_kind kind;
+    int gpu;                      // --device gpu
 } config;
 
 static void usage(FILE *f) {
@@ -86,6 +93,8 @@ static void usage(FILE *f) {
             "  --compression none|fp16|bf16  gradients on the wire (default none)\n"
             "  --seed S                 seed for initialization and shuffling (default 1)\n"
             "  --model mlp|cnn          784-256-128-10 MLP, or a 2-conv CNN (default mlp)\n"
+            "  --device cpu|gpu         gpu: the mlp on CUDA device <local rank> (cuBLAS), one\n"
+            "                           rank per GPU; needs a CUDA build (default cpu)\n"
             "  --data DIR               directory of the Fashion-MNIST .gz files\n"
             "                           (default " DEFAULT_DATA_DIR ")\n"
             "  --fusion-threshold BYTES sets HVD_FUSION_THRESHOLD for libhvdc (e.g. 67108864,\n"
@@ -172,6 +181,9 @@ static int config_parse(config *c, int argc, char **argv) {
             c->seed = (uint64_t)n;
         } else if (strcmp(flag, "--model") == 0) {
             bad = model_kind_parse(val, &c->kind);
+        } else if (strcmp(flag, "--device") == 0) {
+            bad = strcmp(val, "cpu") != 0 && strcmp(val, "gpu") != 0;
+            c->gpu = strcmp(val, "gpu") == 0;
         } else if (strcmp(flag, "--data") == 0) {
             c->data_dir = val;
         } else if (strcmp(flag, "--fusion-threshold") == 0) {
@@ -241,10 +253,21 @@ static void grad_ready(void *ctx, int i) {
     HVD_CHECK(hvd_optimizer_grad_ready((hvd_optimizer *)ctx, i));
 }
 
+/* A failed device call in the example: say what failed and stop this rank (the launcher then
+ * ends the others). */
+#define GPU_CHECK(mg, call)                                                                  \
+    do {                                                                                     \
+        if ((call) != 0) {                                                                   \
+            fprintf(stderr, "train: %s: %s\n", #call, model_gpu_error(mg));                  \
+            exit(EXIT_FAILURE);                                                              \
+        }                                                                                    \
+    } while (0)
+
 /* Mean loss and accuracy over the whole of ds, each rank evaluating a contiguous share and
- * hvd_metrics_reduce weighting the shares by their sizes. Collective. */
-static void evaluate(model *m, const idx_dataset *ds, float *x, uint8_t *y, size_t *idx,
-                     int rank, int size, double metrics[2]) {
+ * hvd_metrics_reduce weighting the shares by their sizes (on the device when mg is not NULL).
+ * Collective. */
+static void evaluate(model *m, model_gpu *mg, const idx_dataset *ds, float *x, uint8_t *y,
+                     size_t *idx, int rank, int size, double metrics[2]) {
     int n = ds->count, per = n / size, extra = n % size;
     int begin = rank * per + (rank < extra ? rank : extra);
     int end = begin + per + (rank < extra ? 1 : 0);
@@ -254,8 +277,10 @@ static void evaluate(model *m, const idx_dataset *ds, float *x, uint8_t *y, size
         int B = end - s < m->max_batch ? end - s : m->max_batch;
         for (int b = 0; b < B; b++) idx[b] = (size_t)(s + b);
         batch_gather(x, y, ds, idx, B);
-        loss += model_forward(m, x, y, B, &correct);
+        if (mg != NULL) GPU_CHECK(mg, model_gpu_forward(mg, x, y, B));
+        else loss += model_forward(m, x, y, B, &correct);
     }
+    if (mg != NULL) GPU_CHECK(mg, model_gpu_take_metrics(mg, &loss, &correct));
     int local = end - begin;
     metrics[0] = local > 0 ? loss / local : 0.0;
     metrics[1] = local > 0 ? (double)correct / local : 0.0;
@@ -330,6 +355,7 @@ int main(int argc, char **argv) {
     size_t *idx = NULL;
     hvd_optimizer *opt = NULL;
     hvd_sampler *sampler = NULL;
+    model_gpu *mg = NULL;
     if (ok) {
         ok = model_init(&m, cfg.kind, local_batch) == 0;
         x = malloc((size_t)local_batch * MODEL_IMAGE_SIZE * sizeof(float));
@@ -360,11 +386,36 @@ int main(int argc, char **argv) {
     // Rank 0's initial parameters win (creating the optimizer broadcasts them); the others
     // draw different ones to show that.
     model_init_params(&m, cfg.seed + 7919u * (uint64_t)rank);
+    int device = HVD_DEVICE_CPU;
+    if (cfg.gpu) { // one rank per GPU: the local rank picks the device; all ranks agree first
+        char why[512] = "";
+        HVD_CHECK(hvd_local_rank(&device));
+        int32_t gpu_ok = 1;
+        if (cfg.checkpoint != NULL || cfg.compression != HVD_COMPRESS_NONE) {
+            snprintf(why, sizeof why, "--device gpu does not support --checkpoint, --resume or "
+                     "--compression yet (the optimizer keeps device state); drop them or use "
+                     "--device cpu");
+            gpu_ok = 0;
+        } else if (model_gpu_create(&mg, &m, device, why, sizeof why) != 0) {
+            gpu_ok = 0;
+        }
+        if (!gpu_ok) fprintf(stderr, "train: rank %d: --device gpu: %s\n", rank, why);
+        HVD_CHECK(hvd_allreduce("setup.gpu_ok", &gpu_ok, &gpu_ok, 1, HVD_INT32, HVD_MIN));
+        if (!gpu_ok) {
+            if (rank == 0) fprintf(stderr, "train: giving up (see the messages above)\n");
+            goto done;
+        }
+    }
     hvd_param params[MODEL_MAX_TENSORS];
     for (int i = 0; i < m.num_tensors; i++) {
         params[i] = (hvd_param){.name = m.tensors[i].name, .data = m.tensors[i].param,
                                 .grad = m.tensors[i].grad, .count = m.tensors[i].count,
                                 .dtype = HVD_FLOAT32, .device = HVD_DEVICE_CPU};
+        if (mg != NULL) {
+            params[i].data = model_gpu_param(mg, i);
+            params[i].grad = model_gpu_grad(mg, i);
+            params[i].device = device;
+        }
     }
     hvd_optimizer_config ocfg = HVD_OPTIMIZER_CONFIG_DEFAULT;
     ocfg.kind = cfg.optimizer;
@@ -372,6 +423,7 @@ int main(int argc, char **argv) {
     ocfg.momentum = cfg.optimizer == HVD_OPT_SGD ? cfg.momentum : 0.0;
     ocfg.weight_decay = cfg.weight_decay;
     ocfg.compression = cfg.compression;
+    ocfg.stream = mg != NULL ? model_gpu_stream(mg) : NULL;
     HVD_CHECK(hvd_optimizer_create(params, m.num_tensors, &ocfg, &opt));
 
     int start_epoch = 1, start_step = 0;
@@ -427,9 +479,14 @@ int main(int argc, char **argv) {
             }
             HVD_CHECK(hvd_sampler_indices(sampler, (size_t)step * local_batch, local_batch, idx));
             batch_gather(x, y, &train, idx, local_batch);
-            loss += model_forward(&m, x, y, local_batch, &correct);
+            if (mg != NULL) {
+                GPU_CHECK(mg, model_gpu_forward(mg, x, y, local_batch));
+                GPU_CHECK(mg, model_gpu_backward(mg, grad_ready, opt));
+            } else {
+                loss += model_forward(&m, x, y, local_batch, &correct);
+                model_backward(&m, grad_ready, opt);
+            }
             seen += local_batch;
-            model_backward(&m, grad_ready, opt);
             double ts = now_s();
             HVD_CHECK(hvd_optimizer_step(opt, NULL));
             t_step += now_s() - ts;
@@ -443,11 +500,12 @@ int main(int argc, char **argv) {
                 checkpoint_save(&cfg, opt, sampler, epoch, step + 1, rank);
         }
         if (stopped) break;
+        if (mg != NULL) GPU_CHECK(mg, model_gpu_take_metrics(mg, &loss, &correct));
         double t_train = now_s() - t0;
         double tr[2] = {seen ? loss / seen : 0.0, seen ? (double)correct / seen : 0.0};
         HVD_CHECK(hvd_metrics_reduce("train.metrics", tr, 2, HVD_AVERAGE, (double)seen));
         double te[2];
-        evaluate(&m, &test, x, y, idx, rank, size, te);
+        evaluate(&m, mg, &test, x, y, idx, rank, size, te);
         test_acc = te[1];
         if (rank == 0) {
             printf("%5d %10.4f %9.4f %9.4f %10.0f %9.2f %8.2f %8.2f\n", epoch, tr[0], tr[1],
@@ -458,9 +516,10 @@ int main(int argc, char **argv) {
     }
     if (!stopped && start_epoch > cfg.epochs) { // resumed a finished run: just evaluate
         double te[2];
-        evaluate(&m, &test, x, y, idx, rank, size, te);
+        evaluate(&m, mg, &test, x, y, idx, rank, size, te);
         test_acc = te[1];
     }
+    if (mg != NULL) GPU_CHECK(mg, model_gpu_download(mg, &m));
     int agree = params_agree(&m);
     if (rank == 0) {
         printf("# %.1f s in all; parameters identical on all ranks: %s; hash %016llx\n",
@@ -483,6 +542,7 @@ int main(int argc, char **argv) {
     }
 done:
     HVD_CHECK(hvd_optimizer_destroy(opt));
+    model_gpu_free(mg);
     HVD_CHECK(hvd_sampler_destroy(sampler));
     free(x);
     free(y);

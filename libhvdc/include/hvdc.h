@@ -493,6 +493,7 @@ typedef struct hvd_checkpoint_info {
  * Must not be called between the passes of one step.
  * @return HVD_OK on every rank; HVD_ERR_INVALID_ARG (NULL, mid-step, path unusable: the
  *         message names the file and the system error; the previous file is untouched);
+ *         HVD_ERR_UNSUPPORTED for an optimizer with parameters on a CUDA device (not yet);
  *         HVD_ERR_NO_MEMORY; a collective's status. Blocks. */
 HVD_API hvd_status hvd_checkpoint_save(const char *path, const hvd_optimizer *opt,
                                        const hvd_sampler *sampler,
@@ -505,7 +506,8 @@ HVD_API hvd_status hvd_checkpoint_save(const char *path, const hvd_optimizer *op
  * @return HVD_OK on every rank; HVD_ERR_INVALID_ARG for an unreadable, truncated or corrupted
  *         file, or an unknown version (the message says which check failed); HVD_ERR_MISMATCH
  *         when the file is from a different model or optimizer (the message names the first
- *         difference) or its sampler was over a different dataset size; HVD_ERR_NO_MEMORY; a
+ *         difference) or its sampler was over a different dataset size; HVD_ERR_UNSUPPORTED
+ *         for an optimizer with parameters on a CUDA device (not yet); HVD_ERR_NO_MEMORY; a
  *         collective's status. Blocks. */
 HVD_API hvd_status hvd_checkpoint_load(const char *path, hvd_optimizer *opt,
                                        hvd_sampler *sampler, hvd_checkpoint_info *info);

@@ -140,7 +140,7 @@ typedef struct model {
     int *gemm_n;        /* (n) GEMM size of each layer's backward; 0: none */
     char (*comm_names)[TENSOR_NAME_LEN + 16]; /* (n) names for async / comm-alone all-reduces */
     float *a, *b, *c;   /* (max_n, max_n) GEMM scratch */
-    int max_n;
+    int max_n;          /* capacity of the scratch, not the current largest n */
     hvd_handle *handles; /* (n) */
 } model;
 
@@ -364,10 +364,11 @@ int main(int argc, char **argv) {
     for (size_t t = 0; t < m.set.n; t++)
         snprintf(m.comm_names[t], sizeof m.comm_names[t], PREFIX ".ar.%s", m.set.names[t]);
     double gflop = calibrate(&m, &o);
-    int with_gemm = 0;
+    int with_gemm = 0, largest = 0;
     double gflop_done = 0;
     for (size_t t = 0; t < m.set.n; t++) {
         with_gemm += m.gemm_n[t] > 0;
+        if (m.gemm_n[t] > largest) largest = m.gemm_n[t];
         gflop_done += 2e-9 * pow(m.gemm_n[t], 3);
     }
 
@@ -382,7 +383,7 @@ int main(int argc, char **argv) {
         if (o.gflop > 0) printf("# compute: --gflop %.6f of sgemm per step", gflop);
         else printf("# compute: %.0f ms of sgemm per step asked, calibrated on rank 0 alone: --gflop %.6f", o.compute_ms, gflop);
         printf(" (%.4f after rounding sizes); %d of %zu layers have a GEMM (n x n x n), largest n = %d; "
-               "%s, 1 thread\n", gflop_done, with_gemm, m.set.n, m.max_n, openblas_get_config());
+               "%s, 1 thread\n", gflop_done, with_gemm, m.set.n, largest, openblas_get_config());
         printf("# times: median over steps of the slowest rank, from an MPI_Barrier to the step's end; "
                "compute-only = the same step on libhvdc over MPI_COMM_SELF%s\n",
                size > 1 ? "" : " (np = 1: the step itself)");

@@ -314,20 +314,13 @@ static void print_row(FILE *out, FILE *csv, size_t bytes, size_t count, const op
 }
 
 int main(int argc, char **argv) {
-    int provided = 0, rank = 0, size = 1;
-    BENCH_CHECK_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int rank = 0, size = 1, started = bench_start(&argc, &argv, "allreduce_bench", &rank, &size);
+    if (started != 0) return started;
     options o;
     int parsed = parse_options(argc, argv, &o, rank);
     if (parsed != 0) {
         MPI_Finalize();
         return parsed > 0 ? 0 : 2;
-    }
-    if (provided < MPI_THREAD_MULTIPLE) {
-        if (rank == 0) fprintf(stderr, "allreduce_bench: MPI gave thread level %d, need MPI_THREAD_MULTIPLE\n", provided);
-        MPI_Finalize();
-        return 2;
     }
     pattern p = {0};
     if (pattern_make(&p, &o, size) != 0) {

@@ -249,3 +249,23 @@ void bench_print_settings(FILE *out, const char *program, int size) {
     }
     fprintf(out, "\n");
 }
+
+int bench_start(int *argc, char ***argv, const char *program, int *rank, int *size) {
+    int provided = 0;
+    BENCH_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    if (provided >= MPI_THREAD_MULTIPLE) return 0;
+    if (*rank == 0) fprintf(stderr, "%s: MPI lacks MPI_THREAD_MULTIPLE\n", program);
+    MPI_Finalize();
+    return 2;
+}
+
+int bench_bad_option(const char *program, const char *flag, const char *value,
+                     void (*usage)(FILE *out), int rank) {
+    if (rank == 0) {
+        fprintf(stderr, "%s: bad option '%s%s%s'\n", program, flag, value ? " " : "", value ? value : "");
+        usage(stderr);
+    }
+    return -1;
+}

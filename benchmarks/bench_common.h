@@ -70,6 +70,16 @@ double bench_get_value(const void *buf, hvd_dtype dtype, size_t i);
 
 /* Prints "# key: value" lines shared by all benchmarks (program, ranks, MPI library, libhvdc
  * version, host, date, HVD_* environment) to out. Call on rank 0 only. */
+/* Starts MPI at MPI_THREAD_MULTIPLE (libhvdc's background thread calls MPI beside the
+ * benchmark's own calls) and reports rank and size. @return 0 to go on, else the exit status to
+ * return, MPI already finalized (2: this MPI lacks MPI_THREAD_MULTIPLE). */
+int bench_start(int *argc, char ***argv, const char *program, int *rank, int *size);
+
+/* On rank 0, says that `flag value` is not an option of program and prints its usage.
+ * @return -1, what parse_options returns for a bad option. */
+int bench_bad_option(const char *program, const char *flag, const char *value,
+                     void (*usage)(FILE *out), int rank);
+
 void bench_print_settings(FILE *out, const char *program, int size);
 
 #endif

@@ -129,13 +129,7 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
         } else {
             ok = 0;
         }
-        if (!ok) {
-            if (rank == 0) {
-                fprintf(stderr, "fusion_bench: bad option '%s%s%s'\n", a, v ? " " : "", v ? v : "");
-                usage(stderr);
-            }
-            return -1;
-        }
+        if (!ok) return bench_bad_option("fusion_bench", a, v, usage, rank);
         i++;
     }
     for (int k = 0; k < o->n_models; k++) {
@@ -406,14 +400,11 @@ static result run_setting(const model_data *m, long threshold, double cycle, con
 }
 
 int main(int argc, char **argv) {
-    int provided = 0, rank = 0, size = 1;
-    BENCH_CHECK_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int rank = 0, size = 1, started = bench_start(&argc, &argv, "fusion_bench", &rank, &size);
+    if (started != 0) return started;
     options o;
     int parsed = parse_options(argc, argv, &o, rank);
-    if (parsed != 0 || provided < MPI_THREAD_MULTIPLE) {
-        if (parsed == 0 && rank == 0) fprintf(stderr, "fusion_bench: MPI lacks MPI_THREAD_MULTIPLE\n");
+    if (parsed != 0) {
         MPI_Finalize();
         return parsed > 0 ? 0 : 2;
     }

@@ -117,13 +117,7 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
         } else {
             ok = 0;
         }
-        if (!ok) {
-            if (rank == 0) {
-                fprintf(stderr, "scaling_bench: bad option '%s%s%s'\n", a, v ? " " : "", v ? v : "");
-                usage(stderr);
-            }
-            return -1;
-        }
+        if (!ok) return bench_bad_option("scaling_bench", a, v, usage, rank);
         i++;
     }
     if (o->rounds > o->steps) o->rounds = o->steps;
@@ -342,14 +336,11 @@ static double calibrate(model *m, const options *o) {
 /* ---- main --------------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
-    int provided = 0, rank = 0, size = 1;
-    BENCH_CHECK_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int rank = 0, size = 1, started = bench_start(&argc, &argv, "scaling_bench", &rank, &size);
+    if (started != 0) return started;
     options o;
     int parsed = parse_options(argc, argv, &o, rank);
-    if (parsed != 0 || provided < MPI_THREAD_MULTIPLE) {
-        if (parsed == 0 && rank == 0) fprintf(stderr, "scaling_bench: MPI lacks MPI_THREAD_MULTIPLE\n");
+    if (parsed != 0) {
         MPI_Finalize();
         return parsed > 0 ? 0 : 2;
     }

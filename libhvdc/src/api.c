@@ -326,7 +326,6 @@ static hvd_status hvd_allgather_async_entered(const char *name, const void *send
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
     CHECK(single_op(fn, HVDC_KIND_ALLGATHER, name, sendbuf, recvbuf, count, dtype, &req));
     req->desc.capacity = recv_capacity;
-    req->recv_capacity = recv_capacity;
     req->recv_count_out = recv_count;
     req->rank_counts_out = rank_counts;
     req->desc.device = hvdc__gpu_pointer_device(recvbuf);
@@ -402,7 +401,6 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
     }
     req->desc.n_counts = (uint32_t)size;
     req->desc.capacity = recv_capacity;
-    req->recv_capacity = recv_capacity;
     req->recv_count_out = recv_count;
     req->rank_counts_out = recvcounts;
     req->desc.device = hvdc__gpu_pointer_device(recvbuf);

@@ -33,7 +33,6 @@ typedef struct hvdc_op {
     size_t n_tensors;
     hvdc_tensor *tensors;       /* (n_tensors); names point into member_names */
     char *member_names;         /* grouped allreduce: the names, NUL-separated */
-    size_t recv_capacity;       /* allgather/alltoall */
     size_t *recv_count_out;     /* allgather/alltoall/reducescatter, may be NULL */
     size_t *rank_counts_out;    /* allgather/alltoall, (size) may be NULL */
     /* completion, written by the background thread under completion_mutex */

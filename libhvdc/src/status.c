@@ -5,6 +5,7 @@
 #include "status.h"
 
 #include <mpi.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,11 +24,9 @@ const char *hvd_status_string(hvd_status status) {
 
 const char *hvd_last_error(void) { return last_error; }
 
-char *hvdc__error_message(void) { return last_error; }
-
 void hvdc__clear_error(void) { last_error[0] = '\0'; }
 
-hvd_status hvdc__fail_v(hvd_status status, const char *fmt, va_list ap) {
+static hvd_status fail_v(hvd_status status, const char *fmt, va_list ap) {
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     return status;
 }
@@ -35,7 +34,7 @@ hvd_status hvdc__fail_v(hvd_status status, const char *fmt, va_list ap) {
 hvd_status hvdc__fail(hvd_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    hvdc__fail_v(status, fmt, ap);
+    fail_v(status, fmt, ap);
     va_end(ap);
     return status;
 }

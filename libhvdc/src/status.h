@@ -2,13 +2,11 @@
  * status.h - error reporting inside libhvdc: the thread-local detail message behind
  * hvd_last_error(), and the CHECK macros that record file:line and jump to a function's fail:.
  *
- * defines: hvdc__fail, hvdc__fail_v, hvdc__clear_error, hvdc__error_message, CHECK, CHECK_MPI
+ * defines: hvdc__fail, hvdc__fail_mpi, hvdc__clear_error, CHECK, CHECK_MPI
  * Any thread.
  */
 #ifndef HVDC_STATUS_H
 #define HVDC_STATUS_H
-
-#include <stdarg.h>
 
 #include "hvdc.h"
 
@@ -18,10 +16,7 @@
 /* Records a formatted detail message for this thread and returns status. */
 hvd_status hvdc__fail(hvd_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-hvd_status hvdc__fail_v(hvd_status status, const char *fmt, va_list ap);
 void hvdc__clear_error(void);
-/* The calling thread's current message (writable so callers can copy one in). */
-char *hvdc__error_message(void);
 
 /* Formats an MPI error code as "MPI_Xxx failed at file:line on rank R: <MPI's text>". */
 hvd_status hvdc__fail_mpi(int mpi_err, const char *what, const char *file, int line);

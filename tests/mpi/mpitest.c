@@ -30,6 +30,20 @@ void mt_init(mt_ctx *t, int rank, int size) {
     snprintf(t->group, sizeof t->group, "(no group)");
 }
 
+int mt_start(mt_ctx *t) {
+    mt_init(t, 0, 1);
+    hvd_status s = hvd_init();
+    if (s != HVD_OK) {
+        printf("hvd_init failed: %s: %s\nFAIL\n", hvd_status_string(s), hvd_last_error());
+        return 1;
+    }
+    int rank = 0, size = 1;
+    hvd_rank(&rank);
+    hvd_size(&size);
+    mt_init(t, rank, size);
+    return 0;
+}
+
 void mt_begin(mt_ctx *t, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

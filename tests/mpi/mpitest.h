@@ -2,7 +2,7 @@
  * mpitest.h - shared helpers for the multi-rank tests (the test_*.c files here), written
  * only against the public API in hvdc.h. Runs on whatever thread calls it; mt_fail is thread-safe.
  *
- * defines: mt_ctx, mt_init, mt_begin, mt_end, mt_fail, mt_combine, mt_exit_code,
+ * defines: mt_ctx, mt_init, mt_start, mt_begin, mt_end, mt_fail, mt_combine, mt_exit_code,
  *          MT_CHECK, MT_EXPECT,
  *          mt_f16_from_f32, mt_f32_from_f16, mt_bf16_from_f32, mt_f32_from_bf16,
  *          mt_dtype_size, mt_dtype_name, mt_op_name, mt_is_float,
@@ -43,6 +43,9 @@ typedef struct mt_ctx {
 } mt_ctx;
 
 void mt_init(mt_ctx *t, int rank, int size);
+/* hvd_init, then mt_init with this rank and size. On failure prints the status and message
+ * and "FAIL", and returns 1 (the test's exit status); else 0. */
+int mt_start(mt_ctx *t);
 /* Starts a check group named like printf. */
 void mt_begin(mt_ctx *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Ends the group, prints its verdict line; returns 1 if it passed on this rank. */

@@ -442,16 +442,9 @@ static void section_done(mt_ctx *t, const char *what, double *t0) {
 
 int main(int argc, char **argv) {
     int big = !(argc > 1 && strcmp(argv[1], "--no-big") == 0);
-    hvd_status s = hvd_init();
-    if (s != HVD_OK) {
-        printf("hvd_init failed: %s: %s\nFAIL\n", hvd_status_string(s), hvd_last_error());
-        return 1;
-    }
-    int rank = 0, size = 1;
-    hvd_rank(&rank);
-    hvd_size(&size);
     mt_ctx t;
-    mt_init(&t, rank, size);
+    if (mt_start(&t) != 0) return 1;
+    int rank = t.rank, size = t.size;
     if (rank == 0) printf("# test_collectives: %d ranks, libhvdc %s\n", size, hvd_version());
     if (size > MT_MAX_RANKS) {
         printf("test data is exact only up to %d ranks; run with fewer\nFAIL\n", MT_MAX_RANKS);
@@ -540,7 +533,7 @@ int main(int argc, char **argv) {
     test_barrier(&t);
     mt_combine(&t);
     if (rank == 0) printf("# total %.2f s\n", mt_now() - start);
-    s = hvd_shutdown();
+    hvd_status s = hvd_shutdown();
     if (s != HVD_OK) {
         printf("[rank %d] hvd_shutdown failed: %s: %s\n", rank, hvd_status_string(s),
                hvd_last_error());

@@ -15,15 +15,8 @@ static float value(int rank, int step, int i) { return (float)((rank + 1) * 10 +
 
 int main(void) {
     mt_ctx t;
-    mt_init(&t, 0, 1);
-    if (hvd_init() != HVD_OK) {
-        fprintf(stderr, "hvd_init: %s\n", hvd_last_error());
-        return 1;
-    }
-    int rank, size;
-    hvd_rank(&rank);
-    hvd_size(&size);
-    mt_init(&t, rank, size);
+    if (mt_start(&t) != 0) return 1;
+    int rank = t.rank, size = t.size;
     static float sum[COUNT], avg[COUNT], small[3];
     int steps = 3 * (rank + 1);
     mt_begin(&t, "uneven steps: all-reduces complete without the ranks that joined");

@@ -14,15 +14,8 @@
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "idle";
     mt_ctx t;
-    mt_init(&t, 0, 1);
-    if (hvd_init() != HVD_OK) {
-        fprintf(stderr, "hvd_init: %s\n", hvd_last_error());
-        return 1;
-    }
-    int rank, size;
-    hvd_rank(&rank);
-    hvd_size(&size);
-    mt_init(&t, rank, size);
+    if (mt_start(&t) != 0) return 1;
+    int rank = t.rank, size = t.size;
     int withholder = size - 1;
     double start = mt_now();
     mt_begin(&t, "stall (%s withholder) fails every rank with HVD_ERR_STALLED", mode);

@@ -136,16 +136,9 @@ static void run_workers(mt_ctx *t, void *(*fn)(void *)) {
 }
 
 int main(void) {
-    hvd_status s = hvd_init();
-    if (s != HVD_OK) {
-        printf("hvd_init failed: %s: %s\nFAIL\n", hvd_status_string(s), hvd_last_error());
-        return 1;
-    }
-    int rank = 0, size = 1;
-    hvd_rank(&rank);
-    hvd_size(&size);
     mt_ctx t;
-    mt_init(&t, rank, size);
+    if (mt_start(&t) != 0) return 1;
+    int rank = t.rank, size = t.size;
     if (rank == 0) printf("# test_threads: %d ranks x %d threads\n", size, N_THREADS);
 
     double t0 = mt_now();
@@ -180,7 +173,7 @@ int main(void) {
     mt_end(&t);
 
     mt_combine(&t);
-    s = hvd_shutdown();
+    hvd_status s = hvd_shutdown();
     if (s != HVD_OK) {
         printf("[rank %d] hvd_shutdown failed: %s: %s\n", rank, hvd_status_string(s),
                hvd_last_error());

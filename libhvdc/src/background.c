@@ -223,8 +223,6 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
         }
         if (tl && r->kind != HVDC_KIND_ALLREDUCE)
             op_span(tl, ops[0], hvdc__kind_name(r->kind), answered, hvdc__timeline_now_us(tl), group);
-        if (st == HVD_OK && r->kind == HVDC_KIND_JOIN && r->n_rank_counts == 1 && ops[0]->recv_count_out)
-            *ops[0]->recv_count_out = (size_t)r->rank_counts[0];
         complete_ops(rt, ops, n, st, hvd_last_error());
     }
     s->n_in_flight -= n;

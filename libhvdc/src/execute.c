@@ -279,8 +279,7 @@ fail:
 hvd_status hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
                          size_t n_ops, hvdc_gpu_pending **pending) {
     *pending = NULL;
-    if (n_ops > 0 && ops[0]->desc.device >= 0 && response->kind != HVDC_KIND_BARRIER &&
-        response->kind != HVDC_KIND_JOIN)
+    if (n_ops > 0 && ops[0]->desc.device >= 0) /* barrier and join are always host ops */
         return hvdc__execute_gpu(ex, response, ops, n_ops, pending);
     switch ((hvdc_kind)response->kind) {
     case HVDC_KIND_ALLREDUCE:
@@ -289,8 +288,11 @@ hvd_status hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response, 
     case HVDC_KIND_ALLGATHER: return execute_allgather(ex, ops[0], response);
     case HVDC_KIND_REDUCESCATTER: return execute_reducescatter(ex, ops[0]);
     case HVDC_KIND_ALLTOALL: return execute_alltoall(ex, ops[0]);
-    case HVDC_KIND_BARRIER: /* negotiation itself synchronized every rank */
-    case HVDC_KIND_JOIN: return HVD_OK;
+    case HVDC_KIND_BARRIER: return HVD_OK; /* negotiation itself synchronized every rank */
+    case HVDC_KIND_JOIN: /* every rank has joined: report which joined last */
+        if (response->n_rank_counts == 1 && ops[0]->recv_count_out)
+            *ops[0]->recv_count_out = (size_t)response->rank_counts[0];
+        return HVD_OK;
     case HVDC_KIND_COUNT: break;
     }
     return hvdc__fail(HVD_ERR_INTERNAL, "response of unknown kind %d", response->kind);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fuzz.sh - fuzzes the negotiation message codec (libhvdc/src/wire.c) with libFuzzer.
+# fuzz.sh - fuzzes the negotiation message codec (libhvdc/src/negotiation/wire.c) with libFuzzer.
 # Builds tests/fuzz/fuzz_wire.c with clang -fsanitize=fuzzer,address,undefined (wire.c compiled
 # in directly), then
 #   fuzz-wire-replay  runs it once on every seed (tests/fuzz/corpus/) and every past crash
@@ -34,7 +34,7 @@ mkdir -p "$out/artifacts" "$out/corpus"
 flags=(-g -O1 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
        -Ilibhvdc/include -Ilibhvdc/src)
-if ! clang "${flags[@]}" tests/fuzz/fuzz_wire.c libhvdc/src/wire.c -o "$out/fuzz_wire"; then
+if ! clang "${flags[@]}" tests/fuzz/fuzz_wire.c libhvdc/src/negotiation/wire.c libhvdc/src/base/bytes.c -o "$out/fuzz_wire"; then
     verdict fuzz-wire-build 1
     finish
 fi

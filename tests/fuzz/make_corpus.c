@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wire.h"
+#include "negotiation/wire.h"
 
 static const char *out_dir;
 static int failures;

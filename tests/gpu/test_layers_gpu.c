@@ -1,5 +1,5 @@
 /*
- * test_layers_gpu.c - examples/layers_gpu.h (cuBLAS and kernels) against examples/layers.c on
+ * test_layers_gpu.c - examples/train/layers_gpu.h (cuBLAS and kernels) against examples/train/layers.c on
  * the CPU (itself checked against finite differences by tests/unit/test_layers.c): linear
  * forward/backward, ReLU forward/backward and softmax-cross-entropy forward/backward on
  * index-dependent data, shapes that are not multiples of anything. Prints

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_optim.h"
-#include "optimizer.h"
+#include "train/optim_gpu.h"
+#include "train/optimizer.h"
 
 #define N 5003 /* not a multiple of the block size */
 

@@ -10,7 +10,7 @@
 #include <zlib.h>
 
 #include "check.h"
-#include "ckpt_format.h"
+#include "train/ckpt_format.h"
 
 enum { A = 5, B = 3, C = 4 }; // element counts of the three tensors
 

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "config.h"
+#include "runtime/config.h"
 
 typedef struct env { const char *const *pairs; } env; /* name, value, name, value, ..., NULL */
 

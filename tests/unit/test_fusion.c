@@ -1,6 +1,6 @@
 /* Unit test: the host packing plan (which tensors are packed, where, which stay in place). */
 #include "check.h"
-#include "fusion.h"
+#include "collectives/fusion.h"
 
 int main(void) {
     hvdc_pack_plan plan;

@@ -9,7 +9,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "gpu_plan.h"
+#include "collectives/block.h"
+#include "gpu/gpu_plan.h"
 
 /* ---- the fake device ------------------------------------------------------------------- */
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "half.h"
+#include "base/half.h"
 
 /* Reference binary16 -> double from the definition (sign, exponent, mantissa). */
 static double half_reference(uint16_t h) {

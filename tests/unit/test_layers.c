@@ -1,5 +1,5 @@
 /*
- * test_layers.c - checks every layer of examples/layers.c against an independent reference.
+ * test_layers.c - checks every layer of examples/train/layers.c against an independent reference.
  *
  * For each layer the test has a naive double-precision forward written here (plain loops, no
  * BLAS). The float layer's forward must match it, and the float layer's backward, given a

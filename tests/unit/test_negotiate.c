@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "negotiate.h"
+#include "negotiation/negotiate.h"
 
 static hvdc_wire_request req(const char *name, hvdc_kind kind, hvd_dtype dtype, uint64_t count) {
     hvdc_wire_request q = {.kind = (uint8_t)kind, .dtype = (uint8_t)dtype, .op = HVD_SUM,

@@ -6,8 +6,8 @@
 #include <math.h>
 
 #include "check.h"
-#include "optimizer.h"
-#include "update_rules.h"
+#include "train/optimizer.h"
+#include "train/update_rules.h"
 
 #define NEAR(a, b) (fabs((a) - (b)) <= 1e-9 * (1.0 + fabs(b))) /* eps = 1e-8 moves Adam steps */
 

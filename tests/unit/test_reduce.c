@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "half.h"
+#include "base/half.h"
 #include "hvdc.h"
-#include "reduce.h"
+#include "collectives/reduce.h"
 
 static double get(const void *buf, size_t i, hvd_dtype t) {
     switch (t) {

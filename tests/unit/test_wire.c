@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "wire.h"
+#include "negotiation/wire.h"
 
 int main(void) {
     uint64_t counts_a[1] = {1000}, counts_b[3] = {1, 7, 1000003};

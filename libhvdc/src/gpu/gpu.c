@@ -11,7 +11,7 @@
  * Background thread only (plus hvdc__gpu_probe/versions: any thread). Plain C against the CUDA
  * runtime and NCCL C APIs; the kernel is in kernels.cu.
  */
-#include "gpu.h"
+#include "gpu/gpu.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -19,9 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dtype.h"
+#include "base/dtype.h"
+#include "base/status.h"
+#include "collectives/block.h"
 #include "gpu/kernels.h"
-#include "status.h"
 
 #if NCCL_VERSION_CODE < 21300
 #error "libhvdc's GPU backend needs NCCL 2.13 or newer (ncclAvg, ncclBfloat16, ncclGetLastError)"

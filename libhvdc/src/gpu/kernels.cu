@@ -16,7 +16,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "kernels.h"
+#include "gpu/kernels.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #ifndef HVDC_GPU_KERNELS_H
 #define HVDC_GPU_KERNELS_H
 
-#include "gpu_plan.h"
+#include "gpu/gpu_plan.h"
 
 #ifdef __cplusplus
 extern "C" {

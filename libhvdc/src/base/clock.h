@@ -1,0 +1,27 @@
+/*
+ * clock.h - time on the monotonic clock, for timeouts, stall checks, liveness periods and the
+ * timeline (never the wall clock, which can jump).
+ * defines: hvdc__now_seconds, hvdc__now_us
+ * Any thread.
+ */
+#ifndef HVDC_CLOCK_H
+#define HVDC_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* Seconds since an arbitrary fixed origin. */
+static inline double hvdc__now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Microseconds since the same origin. */
+static inline int64_t hvdc__now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+#endif

@@ -1,0 +1,39 @@
+/*
+ * dtype.c - sizes and names of dtypes and reduce ops. The only place that maps a dtype to bytes
+ * (count is elements everywhere else). Pure; any thread.
+ */
+#include "base/dtype.h"
+
+static const struct {
+    const char *name;
+    size_t size;
+    int is_float;
+} dtypes[HVD_DTYPE_COUNT] = {
+    [HVD_UINT8] = {"uint8", 1, 0},     [HVD_INT8] = {"int8", 1, 0},
+    [HVD_INT32] = {"int32", 4, 0},     [HVD_INT64] = {"int64", 8, 0},
+    [HVD_FLOAT16] = {"float16", 2, 1}, [HVD_BFLOAT16] = {"bfloat16", 2, 1},
+    [HVD_FLOAT32] = {"float32", 4, 1}, [HVD_FLOAT64] = {"float64", 8, 1},
+};
+
+static const char *const op_names[HVD_REDUCE_OP_COUNT] = {
+    [HVD_SUM] = "sum", [HVD_AVERAGE] = "average", [HVD_MIN] = "min",
+    [HVD_MAX] = "max", [HVD_PRODUCT] = "product",
+};
+
+int hvdc__dtype_valid(int dtype) { return dtype >= 0 && dtype < HVD_DTYPE_COUNT; }
+
+size_t hvd_dtype_size(hvd_dtype dtype) {
+    return hvdc__dtype_valid((int)dtype) ? dtypes[dtype].size : 0;
+}
+
+int hvdc__dtype_is_float(hvd_dtype dtype) {
+    return hvdc__dtype_valid((int)dtype) && dtypes[dtype].is_float;
+}
+
+const char *hvdc__dtype_name(int dtype) {
+    return hvdc__dtype_valid(dtype) ? dtypes[dtype].name : "unknown-dtype";
+}
+
+int hvdc__op_valid(int op) { return op >= 0 && op < HVD_REDUCE_OP_COUNT; }
+
+const char *hvdc__op_name(int op) { return hvdc__op_valid(op) ? op_names[op] : "unknown-op"; }

@@ -1,0 +1,139 @@
+/*
+ * liveness.c - pid watch of the node's ranks and the failure notice (see liveness.h).
+ * Background thread (creation: the hvd_init thread).
+ */
+#include "base/liveness.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/status.h"
+
+enum { TAG_FAILURE = 3, NOTICE_MAX = 512 };
+
+struct hvdc_liveness {
+    MPI_Comm comm;
+    int rank, size;
+    int n_local;
+    int *local_ranks; /* (n_local) ranks in comm on this node */
+    int *local_pids;  /* (n_local) */
+    double next_check;
+    hvd_status failed;
+    char message[NOTICE_MAX];
+    char notice[NOTICE_MAX]; /* the bytes sent to every rank; must outlive the sends */
+};
+
+hvd_status hvdc__liveness_create(MPI_Comm comm, hvdc_liveness **out) {
+    hvd_status st = HVD_OK;
+    MPI_Comm node = MPI_COMM_NULL;
+    hvdc_liveness *l = calloc(1, sizeof *l);
+    if (!l) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the liveness watch");
+    l->comm = comm;
+    CHECK_MPI(MPI_Comm_rank(comm, &l->rank));
+    CHECK_MPI(MPI_Comm_size(comm, &l->size));
+    CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, l->rank, MPI_INFO_NULL, &node));
+    CHECK_MPI(MPI_Comm_size(node, &l->n_local));
+    l->local_ranks = malloc((size_t)l->n_local * sizeof *l->local_ranks);
+    l->local_pids = malloc((size_t)l->n_local * sizeof *l->local_pids);
+    if (!l->local_ranks || !l->local_pids) {
+        st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the liveness watch");
+        goto fail;
+    }
+    int mine[2] = {l->rank, (int)getpid()}, *both = malloc(2 * (size_t)l->n_local * sizeof *both);
+    if (!both) {
+        st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the liveness watch");
+        goto fail;
+    }
+    int err = MPI_Allgather(mine, 2, MPI_INT, both, 2, MPI_INT, node);
+    for (int i = 0; i < l->n_local; i++) {
+        l->local_ranks[i] = both[2 * i];
+        l->local_pids[i] = both[2 * i + 1];
+    }
+    free(both);
+    CHECK_MPI(err);
+    l->next_check = hvdc__now_seconds() + HVDC_LIVENESS_PERIOD_S;
+    MPI_Comm_free(&node);
+    *out = l;
+    return HVD_OK;
+fail:
+    if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
+    hvdc__liveness_destroy(l);
+    return st;
+}
+
+void hvdc__liveness_destroy(hvdc_liveness *l) {
+    if (!l) return;
+    free(l->local_ranks);
+    free(l->local_pids);
+    free(l);
+}
+
+/* Tells every other rank, eagerly and without waiting for them: they may be blocked anywhere. */
+static void broadcast_notice(hvdc_liveness *l) {
+    int len = (int)strlen(l->notice) + 1;
+    for (int r = 0; r < l->size; r++) {
+        if (r == l->rank) continue;
+        MPI_Request request;
+        if (MPI_Isend(l->notice, len, MPI_CHAR, r, TAG_FAILURE, l->comm, &request) == MPI_SUCCESS)
+            MPI_Request_free(&request);
+    }
+}
+
+hvd_status hvdc__liveness_check(hvdc_liveness *l) {
+    if (!l) return HVD_OK;
+    if (l->failed != HVD_OK) return hvdc__fail(l->failed, "%s", l->message);
+    double now = hvdc__now_seconds();
+    if (now < l->next_check) return HVD_OK;
+    l->next_check = now + HVDC_LIVENESS_PERIOD_S;
+    /* a notice first: it names the rank that died, while the rank that sent it may since
+     * have exited on its own */
+    int flag = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_FAILURE, l->comm, &flag, &status) == MPI_SUCCESS && flag) {
+        char text[NOTICE_MAX] = "";
+        int count = 0;
+        MPI_Get_count(&status, MPI_CHAR, &count);
+        if (count > 0 && count <= NOTICE_MAX)
+            MPI_Recv(text, count, MPI_CHAR, status.MPI_SOURCE, TAG_FAILURE, l->comm, MPI_STATUS_IGNORE);
+        text[NOTICE_MAX - 1] = '\0';
+        snprintf(l->message, sizeof l->message, "%s (reported by rank %d)", text, status.MPI_SOURCE);
+        l->failed = HVD_ERR_RANK_FAILED;
+        return hvdc__fail(l->failed, "%s", l->message);
+    }
+    for (int i = 0; i < l->n_local; i++) {
+        if (l->local_ranks[i] == l->rank) continue;
+        if (kill((pid_t)l->local_pids[i], 0) == 0 || errno != ESRCH) continue;
+        snprintf(l->notice, sizeof l->notice,
+                 "rank %d (pid %d) died: its process on the same node as rank %d is gone "
+                 "(killed, crashed or out of memory)", l->local_ranks[i], l->local_pids[i], l->rank);
+        broadcast_notice(l);
+        snprintf(l->message, sizeof l->message, "%s", l->notice);
+        l->failed = HVD_ERR_RANK_FAILED;
+        return hvdc__fail(l->failed, "%s", l->message);
+    }
+    return HVD_OK;
+}
+
+hvd_status hvdc__wait_requests(int n, MPI_Request *requests, hvdc_liveness *l) {
+    hvd_status st = HVD_OK;
+    if (!l) {
+        CHECK_MPI(MPI_Waitall(n, requests, MPI_STATUSES_IGNORE));
+        return HVD_OK;
+    }
+    for (;;) {
+        int done = 0;
+        CHECK_MPI(MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE));
+        if (done) return HVD_OK;
+        CHECK(hvdc__liveness_check(l));
+        sched_yield(); /* like Open MPI's own wait with mpi_yield_when_idle */
+    }
+fail:
+    return st;
+}

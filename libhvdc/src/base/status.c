@@ -1,0 +1,52 @@
+/*
+ * status.c - the status table's strings and the per-thread detail message.
+ * Any thread; the message lives in thread-local storage so threads never see each other's.
+ */
+#include "base/status.h"
+
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local char last_error[HVDC_ERROR_MAX];
+
+const char *hvd_status_string(hvd_status status) {
+    switch (status) {
+#define HVD_STATUS_CASE_(name, value, text)                                                  \
+    case name:                                                                               \
+        return text;
+        HVD_STATUS_TABLE(HVD_STATUS_CASE_)
+#undef HVD_STATUS_CASE_
+    }
+    return "unknown status";
+}
+
+const char *hvd_last_error(void) { return last_error; }
+
+void hvdc__clear_error(void) { last_error[0] = '\0'; }
+
+static hvd_status fail_v(hvd_status status, const char *fmt, va_list ap) {
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    return status;
+}
+
+hvd_status hvdc__fail(hvd_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fail_v(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+hvd_status hvdc__fail_mpi(int mpi_err, const char *what, const char *file, int line) {
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int len = 0, rank = -1, initialized = 0, finalized = 0;
+    if (MPI_Initialized(&initialized) == MPI_SUCCESS && initialized &&
+        MPI_Finalized(&finalized) == MPI_SUCCESS && !finalized) {
+        MPI_Error_string(mpi_err, text, &len);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    }
+    return hvdc__fail(HVD_ERR_MPI, "%s failed at %s:%d on rank %d: %s", what, file, line, rank,
+                      text);
+}

@@ -1,0 +1,166 @@
+/*
+ * gpu_plan.c - host-side planning of the GPU path: fusion layout, copy batches, shards, NCCL's
+ * dtype/op support, and the order of an all-reduce's device work (see gpu_plan.h).
+ * Pure C, compiled in every build (with or without CUDA); background thread and tests.
+ */
+#include "gpu/gpu_plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/dtype.h"
+#include "base/status.h"
+
+hvd_status hvdc__gpu_fusion_layout(const size_t *counts, size_t n, size_t elem_size,
+                                   size_t *offsets, size_t *total) {
+    size_t align = elem_size >= HVDC_GPU_ALIGN_BYTES ? 1 : HVDC_GPU_ALIGN_BYTES / elem_size;
+    size_t end = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t start = (end + align - 1) / align * align;
+        if (start < end || start > SIZE_MAX / elem_size ||
+            counts[i] > SIZE_MAX / elem_size - start)
+            return hvdc__fail(HVD_ERR_INVALID_ARG, "fused device all-reduce is too large");
+        offsets[i] = start;
+        end = start + counts[i];
+    }
+    *total = end;
+    return HVD_OK;
+}
+
+uint32_t hvdc__gpu_batch_next(const hvdc_gpu_segment *segs, size_t n, size_t *pos,
+                              hvd_dtype dtype, double factor, hvdc_gpu_batch *batch) {
+    batch->n = 0;
+    batch->dtype = (int32_t)dtype;
+    batch->factor = factor;
+    while (*pos < n && batch->n < HVDC_GPU_BATCH_MAX) {
+        const hvdc_gpu_segment *s = &segs[(*pos)++];
+        if (s->count > 0) batch->seg[batch->n++] = *s;
+    }
+    return batch->n;
+}
+
+hvd_status hvdc__shard_plan(size_t count, size_t parts, size_t align_elems, hvdc_shard_plan *plan) {
+    memset(plan, 0, sizeof *plan);
+    if (parts < 1 || align_elems < 1)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "shard plan needs parts >= 1 and align >= 1");
+    size_t shard = count / parts + (count % parts != 0);
+    shard = (shard + align_elems - 1) / align_elems * align_elems;
+    if (shard != 0 && parts > SIZE_MAX / shard)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "shard plan of %zu elements overflows", count);
+    plan->parts = parts;
+    plan->shard = shard;
+    plan->padded = parts * shard;
+    return HVD_OK;
+}
+
+size_t hvdc__shard_valid(const hvdc_shard_plan *plan, size_t count, size_t r) {
+    size_t start = r * plan->shard;
+    if (r >= plan->parts || start >= count) return 0;
+    return count - start < plan->shard ? count - start : plan->shard;
+}
+
+hvd_status hvdc__gpu_reduce_supported(hvd_dtype dtype, hvd_reduce_op op, int nccl_version,
+                                      int *native_avg, const char **why) {
+    /* ncclAvg and ncclBfloat16 arrived in NCCL 2.10 (version code 21000); every other
+     * dtype/op pair of ours (min/max/prod on int8 and uint8 included) is in every NCCL 2.x. */
+    *native_avg = nccl_version >= 21000;
+    *why = "";
+    if (!hvdc__dtype_valid((int)dtype) || !hvdc__op_valid((int)op)) {
+        *why = "unknown dtype or reduce op";
+        return HVD_ERR_INVALID_ARG;
+    }
+    if (dtype == HVD_BFLOAT16 && nccl_version < 21000) {
+        *why = "bfloat16 needs NCCL 2.10 or newer";
+        return HVD_ERR_UNSUPPORTED;
+    }
+    if (op == HVD_AVERAGE && !*native_avg && !hvdc__dtype_is_float(dtype)) {
+        *why = "average of an integer dtype on the GPU needs NCCL 2.10 or newer (ncclAvg)";
+        return HVD_ERR_UNSUPPORTED;
+    }
+    return HVD_OK;
+}
+
+/* Queues one pack or unpack: segs[n] through as many batched launches as it takes. */
+static hvd_status copy_all(const hvdc_gpu_ops *ops, const hvdc_gpu_segment *segs, size_t n,
+                           hvd_dtype dtype, double factor) {
+    hvdc_gpu_batch batch;
+    size_t pos = 0;
+    while (hvdc__gpu_batch_next(segs, n, &pos, dtype, factor, &batch) > 0) {
+        hvd_status st = ops->copy_scale(ops->self, &batch);
+        if (st != HVD_OK) return st;
+    }
+    return HVD_OK;
+}
+
+static hvd_status copy_one(const hvdc_gpu_ops *ops, const void *src, void *dst, size_t count,
+                           hvd_dtype dtype, double factor) {
+    hvdc_gpu_segment seg = {src, dst, (uint64_t)count};
+    return copy_all(ops, &seg, 1, dtype, factor);
+}
+
+hvd_status hvdc__gpu_allreduce_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_tensor *tensors,
+                                        size_t n, hvd_dtype dtype, hvd_reduce_op op,
+                                        double prescale, double postscale, int size,
+                                        int native_avg, int hierarchical, int local_size,
+                                        void *ready_event) {
+    hvd_status st = HVD_OK;
+    size_t *counts = NULL, *offsets = NULL;
+    hvdc_gpu_segment *segs = NULL;
+    size_t elem = hvd_dtype_size(dtype);
+    if (n == 0 || elem == 0 || size < 1)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "device all-reduce of %zu tensors, dtype %d",
+                          n, (int)dtype);
+    if (op == HVD_AVERAGE && !native_avg) { /* sum, then divide in the unpack's scale */
+        op = HVD_SUM;
+        postscale /= (double)size;
+    }
+    int hier = hierarchical && ops->hierarchical && local_size > 1 && local_size < size;
+    CHECK(ops->wait_ready(ops->self, ready_event));
+
+    if (n == 1 && !hier) { /* one flat tensor: reduce where it lies */
+        const hvdc_gpu_tensor *t = &tensors[0];
+        if (t->count == 0) return HVD_OK;
+        const void *src = t->send;
+        if (prescale != 1.0) {
+            CHECK(copy_one(ops, t->send, t->recv, t->count, dtype, prescale));
+            src = t->recv;
+        }
+        CHECK(ops->allreduce(ops->self, src, t->recv, t->count, dtype, op));
+        if (postscale != 1.0) CHECK(copy_one(ops, t->recv, t->recv, t->count, dtype, postscale));
+        return HVD_OK;
+    }
+
+    counts = malloc(n * sizeof *counts);
+    offsets = malloc(n * sizeof *offsets);
+    segs = malloc(n * sizeof *segs);
+    if (!counts || !offsets || !segs) {
+        st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory planning a device all-reduce");
+        goto fail;
+    }
+    for (size_t i = 0; i < n; i++) counts[i] = tensors[i].count;
+    size_t total = 0;
+    CHECK(hvdc__gpu_fusion_layout(counts, n, elem, offsets, &total));
+    if (total == 0) goto fail; /* every tensor empty: nothing to move (st is HVD_OK) */
+    hvdc_shard_plan shards = {1, total, total};
+    if (hier) CHECK(hvdc__shard_plan(total, (size_t)local_size, HVDC_GPU_ALIGN_BYTES / elem > 0 ?
+                                     HVDC_GPU_ALIGN_BYTES / elem : 1, &shards));
+    void *buf = NULL;
+    CHECK(ops->fusion_buffer(ops->self, shards.padded * elem, &buf));
+    char *base = buf;
+
+    for (size_t i = 0; i < n; i++)
+        segs[i] = (hvdc_gpu_segment){tensors[i].send, base + offsets[i] * elem, counts[i]};
+    CHECK(copy_all(ops, segs, n, dtype, prescale));
+    if (hier)
+        CHECK(ops->hierarchical(ops->self, buf, shards.shard, dtype, op));
+    else
+        CHECK(ops->allreduce(ops->self, buf, buf, total, dtype, op));
+    for (size_t i = 0; i < n; i++)
+        segs[i] = (hvdc_gpu_segment){base + offsets[i] * elem, tensors[i].recv, counts[i]};
+    CHECK(copy_all(ops, segs, n, dtype, postscale));
+fail:
+    free(counts);
+    free(offsets);
+    free(segs);
+    return st;
+}

@@ -1,0 +1,138 @@
+/*
+ * gpu_plan.h - the host-side planning of the GPU path, in plain C with no CUDA: where fused
+ * tensors sit in the device fusion buffer, how their copies are cut into batched kernel
+ * launches, how a buffer splits into shards for hierarchical and reduce-scatter collectives,
+ * which dtype/op pairs NCCL can reduce, and the order of the work an all-reduce queues.
+ *
+ * The work order is written against hvdc_gpu_ops, a table of five small device actions, so the
+ * same sequence drives the real backend (gpu/gpu.c: kernels, NCCL, one stream) and a fake in
+ * tests/unit/test_gpu_plan.c that runs it on host memory.
+ *
+ *   fused all-reduce of n tensors (n > 1, or hierarchical):
+ *     wait_ready(event)                       device waits; the host never does
+ *     copy_scale(batch) x ceil(n/128)         pack: send_i * prescale -> fusion + offset_i
+ *     allreduce(fusion, fusion, total)        or: reducescatter local / allreduce cross /
+ *                                                 allgather local over padded shards
+ *     copy_scale(batch) x ceil(n/128)         unpack: fusion + offset_i * postscale -> recv_i
+ *   one tensor (flat): no copy unless scaled
+ *     [copy_scale(send -> recv, prescale)]  allreduce(send|recv -> recv)  [copy_scale(recv, postscale)]
+ *
+ * defines: hvdc_gpu_segment, hvdc_gpu_batch, hvdc_gpu_tensor, hvdc_gpu_ops, hvdc_shard_plan,
+ *          HVDC_GPU_BATCH_MAX, HVDC_GPU_ALIGN_BYTES, hvdc__gpu_fusion_layout,
+ *          hvdc__gpu_batch_next, hvdc__shard_plan, hvdc__shard_valid,
+ *          hvdc__gpu_reduce_supported, hvdc__gpu_allreduce_sequence
+ * Pure; background thread (and tests). Also included by gpu/kernels.cu (C++), so it stays
+ * C/C++-compatible.
+ */
+#ifndef HVDC_GPU_PLAN_H
+#define HVDC_GPU_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hvdc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Each tensor packed into the device fusion buffer starts on this boundary, so the copy kernel
+ * can move it in 16-byte words. */
+#define HVDC_GPU_ALIGN_BYTES 16
+
+/* Segments per copy-kernel launch. The batch travels as the kernel's by-value argument, which
+ * must stay under 4 KiB (the limit on every CUDA version): 16 + 128 * 24 = 3088 bytes. */
+#define HVDC_GPU_BATCH_MAX 128
+
+/* dst[0..count) = src[0..count) * factor, elements of the batch's dtype. */
+typedef struct hvdc_gpu_segment {
+    const void *src;
+    void *dst;
+    uint64_t count; /* elements */
+} hvdc_gpu_segment;
+
+typedef struct hvdc_gpu_batch {
+    uint32_t n;       /* segments used */
+    int32_t dtype;    /* hvd_dtype */
+    double factor;    /* 1.0: plain copy; else floating dtypes only */
+    hvdc_gpu_segment seg[HVDC_GPU_BATCH_MAX];
+} hvdc_gpu_batch;
+
+/* One tensor of a device all-reduce. send == recv reduces in place. */
+typedef struct hvdc_gpu_tensor {
+    const void *send;
+    void *recv;
+    size_t count; /* elements */
+} hvdc_gpu_tensor;
+
+/* Element offsets of n tensors packed in order, each aligned to HVDC_GPU_ALIGN_BYTES;
+ * *total = elements the packed buffer spans (last tensor's end, not padded further).
+ * @return HVD_OK, or HVD_ERR_INVALID_ARG if the total overflows size_t. */
+hvd_status hvdc__gpu_fusion_layout(const size_t *counts, size_t n, size_t elem_size,
+                                   size_t *offsets, size_t *total);
+
+/* Fills batch with the next non-empty segments of segs[*pos .. n) (at most HVDC_GPU_BATCH_MAX),
+ * skipping count-0 ones, and advances *pos past them. @return batch->n; 0 when none are left. */
+uint32_t hvdc__gpu_batch_next(const hvdc_gpu_segment *segs, size_t n, size_t *pos,
+                              hvd_dtype dtype, double factor, hvdc_gpu_batch *batch);
+
+/* A buffer of count elements split into parts equal shards, as NCCL's reduce-scatter and
+ * all-gather need: every shard has `shard` elements (a multiple of align_elems), the buffer is
+ * padded to padded = parts * shard, and shard r starts at r * shard.
+ *
+ *   count = 10, parts = 4, align 1:  | 0 1 2 | 3 4 5 | 6 7 8 | 9 . . |   shard 3, padded 12
+ */
+typedef struct hvdc_shard_plan {
+    size_t parts;
+    size_t shard;  /* elements per shard, padding included */
+    size_t padded; /* parts * shard */
+} hvdc_shard_plan;
+
+/* @return HVD_OK; HVD_ERR_INVALID_ARG for parts < 1, align_elems < 1, or overflow. */
+hvd_status hvdc__shard_plan(size_t count, size_t parts, size_t align_elems, hvdc_shard_plan *plan);
+/* Elements of real data (not padding) in shard r of a buffer of count elements. */
+size_t hvdc__shard_valid(const hvdc_shard_plan *plan, size_t count, size_t r);
+
+/* Can NCCL of version nccl_version (NCCL_VERSION_CODE, e.g. 22809 for 2.28.9) reduce dtype
+ * with op? *native_avg = 1 if HVD_AVERAGE maps to ncclAvg (else it is a sum followed by a
+ * scale, floating dtypes only). @return HVD_OK, or HVD_ERR_UNSUPPORTED with *why set. */
+hvd_status hvdc__gpu_reduce_supported(hvd_dtype dtype, hvd_reduce_op op, int nccl_version,
+                                      int *native_avg, const char **why);
+
+/* The device actions an all-reduce is made of. Each queues work and returns without waiting
+ * for the device; each returns HVD_OK or an error with hvd_last_error() set. */
+typedef struct hvdc_gpu_ops {
+    void *self;
+    /* Later work waits for event (a cudaEvent_t; NULL: for the work already queued on the
+     * legacy default stream). */
+    hvd_status (*wait_ready)(void *self, void *event);
+    /* *buf = a device buffer of at least nbytes for the work queued next. */
+    hvd_status (*fusion_buffer)(void *self, size_t nbytes, void **buf);
+    /* One kernel launch running every segment of batch. */
+    hvd_status (*copy_scale)(void *self, const hvdc_gpu_batch *batch);
+    /* dst = op over all ranks of src (may be equal). op is never HVD_AVERAGE unless native. */
+    hvd_status (*allreduce)(void *self, const void *src, void *dst, size_t count,
+                            hvd_dtype dtype, hvd_reduce_op op);
+    /* Hierarchical pieces, in place on buf (padded to local_size * shard elements):
+     * reduce-scatter inside the node leaves this rank's reduced shard at
+     * buf + local_rank * shard; all-reduce of that shard across nodes; all-gather inside the
+     * node. NULL when the backend has no hierarchical communicators. */
+    hvd_status (*hierarchical)(void *self, void *buf, size_t shard, hvd_dtype dtype,
+                               hvd_reduce_op op);
+} hvdc_gpu_ops;
+
+/* Queues a whole all-reduce of tensors[n] on ops in the order drawn at the top of this file.
+ * size: ranks (for a non-native average); local_size: ranks in the node, used when
+ * hierarchical is set and ops->hierarchical exists (the buffer is then padded to shards).
+ * @return HVD_OK or the first failed action's status (nothing after it is queued). */
+hvd_status hvdc__gpu_allreduce_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_tensor *tensors,
+                                        size_t n, hvd_dtype dtype, hvd_reduce_op op,
+                                        double prescale, double postscale, int size,
+                                        int native_avg, int hierarchical, int local_size,
+                                        void *ready_event);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

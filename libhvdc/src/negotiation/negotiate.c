@@ -1,0 +1,535 @@
+/*
+ * negotiate.c - the coordinator's table of announced names, its validation and fusion.
+ *
+ * Every rank's announcements are kept per name until all size ranks have announced it; then the
+ * name joins the ready queue. Ranks' lists are added in rank order each round, so the ready
+ * order, and so the execution order, is the same whatever order users submitted in.
+ * Validation compares every rank's announcement with rank 0's and names the ranks that differ.
+ * Background thread of rank 0.
+ */
+#include "negotiation/negotiate.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/dtype.h"
+#include "base/name_table.h"
+
+typedef struct entry {
+    hvdc_wire_request *by_rank; /* (size) what each rank announced */
+    unsigned char *announced;   /* (size) */
+    int n_announced;
+    int taken;  /* already put in a response this round */
+    int queued; /* on the ready list */
+    double first_seen; /* when the first rank announced it */
+    struct entry *next_ready;
+} entry;
+
+struct hvdc_negotiator {
+    int size;
+    hvdc_name_table table; /* name -> entry; keys live in by_rank[first announcer].name */
+    entry *ready_head, *ready_tail;
+    int shutdown;
+    double now;
+    unsigned char *joined; /* (size) ranks that called hvd_join and wait for the rest */
+    int n_joined, last_joined;
+};
+
+void hvdc__negotiator_set_time(hvdc_negotiator *n, double now) { n->now = now; }
+
+hvdc_negotiator *hvdc__negotiator_create(int size) {
+    hvdc_negotiator *n = calloc(1, sizeof *n);
+    if (!n) return NULL;
+    n->size = size;
+    n->joined = calloc((size_t)size, 1);
+    if (!n->joined) {
+        free(n);
+        return NULL;
+    }
+    hvdc__name_table_init(&n->table);
+    return n;
+}
+
+static void entry_free(entry *e, int size) {
+    if (!e) return;
+    for (int r = 0; r < size; r++) hvdc__wire_request_free(&e->by_rank[r]);
+    free(e->by_rank);
+    free(e->announced);
+    free(e);
+}
+
+void hvdc__negotiator_destroy(hvdc_negotiator *n) {
+    if (!n) return;
+    entry *e;
+    while ((e = hvdc__name_table_pop(&n->table)) != NULL) entry_free(e, n->size);
+    hvdc__name_table_free(&n->table);
+    free(n->joined);
+    free(n);
+}
+
+/* Every rank has announced e, or has joined and so contributes nothing. */
+static int covered(const hvdc_negotiator *n, const entry *e) {
+    for (int r = 0; r < n->size; r++)
+        if (!e->announced[r] && !n->joined[r]) return 0;
+    return 1;
+}
+
+static void enqueue_ready(hvdc_negotiator *n, entry *e) {
+    e->queued = 1;
+    if (n->ready_tail) n->ready_tail->next_ready = e;
+    else n->ready_head = e;
+    n->ready_tail = e;
+}
+
+static void enqueue_if_covered(void *value, void *ctx) {
+    entry *e = value;
+    hvdc_negotiator *n = ctx;
+    if (!e->queued && covered(n, e)) enqueue_ready(n, e);
+}
+
+/* Finds the entry's key: the name of any rank that announced it. */
+static const char *entry_name(const entry *e, int size) {
+    for (int r = 0; r < size; r++)
+        if (e->announced[r]) return e->by_rank[r].name;
+    return "";
+}
+
+hvd_status hvdc__negotiator_add(hvdc_negotiator *n, int rank, hvdc_request_list *list) {
+    if (list->flags & HVDC_FLAG_SHUTDOWN) n->shutdown = 1;
+    hvd_status st = HVD_OK;
+    for (uint32_t i = 0; i < list->n; i++) {
+        hvdc_wire_request *q = &list->items[i];
+        entry *e = hvdc__name_table_get(&n->table, q->name);
+        if (!e) {
+            e = calloc(1, sizeof *e);
+            if (e) e->by_rank = calloc((size_t)n->size, sizeof *e->by_rank);
+            if (e) e->announced = calloc((size_t)n->size, 1);
+            if (!e || !e->by_rank || !e->announced) {
+                entry_free(e, 0);
+                st = HVD_ERR_NO_MEMORY;
+                break;
+            }
+            e->by_rank[rank] = *q;
+            e->announced[rank] = 1;
+            e->first_seen = n->now;
+            if (hvdc__name_table_put(&n->table, e->by_rank[rank].name, e) != 0) {
+                e->announced[rank] = 0;
+                free(e->by_rank);
+                free(e->announced);
+                free(e);
+                st = HVD_ERR_NO_MEMORY;
+                break;
+            }
+        } else if (e->announced[rank]) {
+            st = HVD_ERR_INTERNAL; /* a rank never announces a name twice while it is pending */
+            hvdc__wire_request_free(q);
+            continue;
+        } else {
+            e->by_rank[rank] = *q;
+            e->announced[rank] = 1;
+        }
+        q->counts = NULL; /* moved into the entry */
+        q->n_counts = 0;
+        e->n_announced++;
+        if (e->by_rank[rank].kind == HVDC_KIND_JOIN && !n->joined[rank]) {
+            n->joined[rank] = 1;
+            n->n_joined++;
+            n->last_joined = rank;
+        }
+        if (!e->queued && covered(n, e)) enqueue_ready(n, e);
+    }
+    hvdc__request_list_free(list);
+    return st;
+}
+
+size_t hvdc__negotiator_waiting(const hvdc_negotiator *n) {
+    size_t ready = 0;
+    for (entry *e = n->ready_head; e; e = e->next_ready) ready++;
+    return n->table.count - ready;
+}
+
+/* ---- validation ---- */
+
+typedef struct message message;
+static void say_ranks(message *m, const unsigned char *announced, int size, int want);
+
+struct message {
+    char text[1024];
+    size_t len;
+};
+
+static void say(message *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(message *m, const char *fmt, ...) {
+    if (m->len >= sizeof m->text - 1) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(m->text + m->len, sizeof m->text - m->len, fmt, ap);
+    va_end(ap);
+    if (k > 0) m->len += (size_t)k < sizeof m->text - m->len ? (size_t)k : sizeof m->text - m->len - 1;
+}
+
+/* The announcement validation compares the others with: the lowest announcing rank's (rank 0's
+ * unless it has joined). */
+static int base_rank(const entry *e, int size) {
+    for (int r = 0; r < size; r++)
+        if (e->announced[r]) return r;
+    return 0;
+}
+
+/* Appends ", rank R has V" for each announcing rank whose field differs from the base rank's;
+ * returns how many differ. */
+typedef int (*field_differs)(const hvdc_wire_request *a, const hvdc_wire_request *b);
+typedef void (*field_print)(message *m, const hvdc_wire_request *q);
+
+static int list_differences(message *m, const entry *e, int size, const char *what,
+                            field_differs differs, field_print print) {
+    int b = base_rank(e, size);
+    const hvdc_wire_request *base = &e->by_rank[b];
+    int n_diff = 0;
+    for (int r = b + 1; r < size; r++) {
+        if (!e->announced[r] || !differs(base, &e->by_rank[r])) continue;
+        if (n_diff == 0) {
+            say(m, "%s differs across ranks: rank %d has ", what, b);
+            print(m, base);
+        }
+        if (n_diff < 8) {
+            say(m, ", rank %d has ", r);
+            print(m, &e->by_rank[r]);
+        } else if (n_diff == 8) {
+            say(m, ", ...");
+        }
+        n_diff++;
+    }
+    return n_diff;
+}
+
+static int kind_differs(const hvdc_wire_request *a, const hvdc_wire_request *b) { return a->kind != b->kind; }
+static void kind_print(message *m, const hvdc_wire_request *q) { say(m, "%s", hvdc__kind_name(q->kind)); }
+static int dtype_differs(const hvdc_wire_request *a, const hvdc_wire_request *b) { return a->dtype != b->dtype; }
+static void dtype_print(message *m, const hvdc_wire_request *q) { say(m, "%s", hvdc__dtype_name(q->dtype)); }
+static int op_differs(const hvdc_wire_request *a, const hvdc_wire_request *b) { return a->op != b->op; }
+static void op_print(message *m, const hvdc_wire_request *q) { say(m, "%s", hvdc__op_name(q->op)); }
+static int root_differs(const hvdc_wire_request *a, const hvdc_wire_request *b) { return a->root != b->root; }
+static void root_print(message *m, const hvdc_wire_request *q) { say(m, "%d", (int)q->root); }
+static int device_differs(const hvdc_wire_request *a, const hvdc_wire_request *b) { return (a->device < 0) != (b->device < 0); }
+static void device_print(message *m, const hvdc_wire_request *q) { say(m, "%s", q->device < 0 ? "CPU memory" : "GPU memory"); }
+static int scale_differs(const hvdc_wire_request *a, const hvdc_wire_request *b) {
+    return a->prescale != b->prescale || a->postscale != b->postscale;
+}
+static void scale_print(message *m, const hvdc_wire_request *q) {
+    say(m, "prescale %g postscale %g", q->prescale, q->postscale);
+}
+static int members_differ(const hvdc_wire_request *a, const hvdc_wire_request *b) {
+    return a->members_hash != b->members_hash || a->n_counts != b->n_counts;
+}
+static void members_print(message *m, const hvdc_wire_request *q) {
+    say(m, "%u tensor%s", q->n_counts, q->n_counts == 1 ? "" : "s");
+}
+static int counts_differ(const hvdc_wire_request *a, const hvdc_wire_request *b) {
+    if (a->n_counts != b->n_counts) return 1;
+    for (uint32_t i = 0; i < a->n_counts; i++)
+        if (a->counts[i] != b->counts[i]) return 1;
+    return 0;
+}
+static void counts_print(message *m, const hvdc_wire_request *q) {
+    if (q->n_counts == 1) {
+        say(m, "%llu", (unsigned long long)q->counts[0]);
+        return;
+    }
+    say(m, "[");
+    for (uint32_t i = 0; i < q->n_counts && i < 4; i++)
+        say(m, "%s%llu", i ? ", " : "", (unsigned long long)q->counts[i]);
+    say(m, "%s]", q->n_counts > 4 ? ", ..." : "");
+}
+
+static uint64_t total_count(const hvdc_wire_request *q) {
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < q->n_counts; i++) total += q->counts[i];
+    return total;
+}
+
+/* Fills m and returns 1 if the ranks' announcements for e cannot execute together. */
+static int find_disagreement(const entry *e, int size, message *m) {
+    const hvdc_wire_request *base = &e->by_rank[base_rank(e, size)];
+    say(m, "%s '%s': ", hvdc__kind_name(base->kind), base->name);
+    size_t prefix = m->len;
+    if (list_differences(m, e, size, "operation", kind_differs, kind_print)) return 1;
+    if (e->n_announced < size && base->kind != HVDC_KIND_ALLREDUCE && base->kind != HVDC_KIND_JOIN) {
+        say(m, "ranks ");
+        say_ranks(m, e->announced, size, 0);
+        say(m, " have called hvd_join; until every rank has, only allreduce can run");
+        return 1;
+    }
+    if (!hvdc__dtype_valid(base->dtype) || (base->kind != HVDC_KIND_BARRIER &&
+                                            base->kind != HVDC_KIND_JOIN && !hvdc__op_valid(base->op))) {
+        say(m, "unknown dtype or reduce op in the request");
+        return 1;
+    }
+    if (list_differences(m, e, size, "dtype", dtype_differs, dtype_print)) return 1;
+    if (list_differences(m, e, size, "device", device_differs, device_print)) return 1;
+    switch ((hvdc_kind)base->kind) {
+    case HVDC_KIND_ALLREDUCE:
+    case HVDC_KIND_REDUCESCATTER:
+        if (list_differences(m, e, size, "reduce op", op_differs, op_print)) return 1;
+        if (list_differences(m, e, size, "scaling", scale_differs, scale_print)) return 1;
+        if (list_differences(m, e, size, "group", members_differ, members_print)) return 1;
+        if (list_differences(m, e, size, "count", counts_differ, counts_print)) return 1;
+        break;
+    case HVDC_KIND_BROADCAST:
+        if (list_differences(m, e, size, "root", root_differs, root_print)) return 1;
+        if (list_differences(m, e, size, "count", counts_differ, counts_print)) return 1;
+        if (base->root < 0 || base->root >= size) {
+            say(m, "root %d is out of range 0..%d", (int)base->root, size - 1);
+            return 1;
+        }
+        break;
+    case HVDC_KIND_ALLGATHER: {
+        uint64_t total = 0;
+        for (int r = 0; r < size; r++) {
+            if (e->by_rank[r].n_counts != 1) {
+                say(m, "rank %d sent a malformed request", r);
+                return 1;
+            }
+            total += e->by_rank[r].counts[0];
+        }
+        for (int r = 0; r < size; r++) {
+            if (e->by_rank[r].capacity < total) {
+                say(m, "the result needs %llu elements but rank %d's output holds %llu",
+                    (unsigned long long)total, r, (unsigned long long)e->by_rank[r].capacity);
+                return 1;
+            }
+        }
+        if (total > 0x7fffffffu) {
+            say(m, "the result has %llu elements; at most 2^31-1 are supported", (unsigned long long)total);
+            return 1;
+        }
+        break;
+    }
+    case HVDC_KIND_ALLTOALL:
+        for (int r = 0; r < size; r++) {
+            if (e->by_rank[r].n_counts != (uint32_t)size) {
+                say(m, "rank %d gave %u send counts; expected one per rank (%d)", r,
+                    e->by_rank[r].n_counts, size);
+                return 1;
+            }
+            if (total_count(&e->by_rank[r]) > 0x7fffffffu) {
+                say(m, "rank %d sends more than 2^31-1 elements", r);
+                return 1;
+            }
+        }
+        for (int d = 0; d < size; d++) {
+            uint64_t incoming = 0;
+            for (int r = 0; r < size; r++) incoming += e->by_rank[r].counts[d];
+            if (incoming > e->by_rank[d].capacity) {
+                say(m, "rank %d receives %llu elements but its output holds %llu", d,
+                    (unsigned long long)incoming, (unsigned long long)e->by_rank[d].capacity);
+                return 1;
+            }
+            if (incoming > 0x7fffffffu) {
+                say(m, "rank %d receives more than 2^31-1 elements", d);
+                return 1;
+            }
+        }
+        break;
+    case HVDC_KIND_BARRIER:
+    case HVDC_KIND_JOIN:
+    case HVDC_KIND_COUNT:
+        break;
+    }
+    return m->len > prefix;
+}
+
+/* ---- responses ---- */
+
+static int can_fuse(const hvdc_wire_request *a, const hvdc_wire_request *b) {
+    return a->kind == HVDC_KIND_ALLREDUCE && b->kind == HVDC_KIND_ALLREDUCE &&
+           a->dtype == b->dtype && a->op == b->op && (a->device < 0) == (b->device < 0) &&
+           a->prescale == b->prescale && a->postscale == b->postscale;
+}
+
+static uint64_t request_bytes(const hvdc_wire_request *q) {
+    return total_count(q) * hvd_dtype_size((hvd_dtype)q->dtype);
+}
+
+/* Ranks contributing nothing to e (joined, not announced). */
+static uint32_t joined_missing(const hvdc_negotiator *n, const entry *e) {
+    return (uint32_t)(n->size - e->n_announced);
+}
+
+/* While ranks have joined, a response carries its tensors' layout for them (see wire.h). */
+static hvd_status describe_for_joined(hvdc_wire_response *s, entry **group, uint32_t n_group,
+                                      int size) {
+    uint32_t n_counts = 0;
+    for (uint32_t i = 0; i < n_group; i++) n_counts += group[i]->by_rank[base_rank(group[i], size)].n_counts;
+    s->tensors_per_name = malloc(n_group * sizeof *s->tensors_per_name);
+    s->counts = malloc((n_counts ? n_counts : 1) * sizeof *s->counts);
+    if (!s->tensors_per_name || !s->counts) return HVD_ERR_NO_MEMORY;
+    s->n_counts = 0;
+    for (uint32_t i = 0; i < n_group; i++) {
+        const hvdc_wire_request *q = &group[i]->by_rank[base_rank(group[i], size)];
+        s->tensors_per_name[i] = q->n_counts;
+        for (uint32_t k = 0; k < q->n_counts; k++) s->counts[s->n_counts++] = q->counts[k];
+    }
+    return HVD_OK;
+}
+
+hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
+                                    size_t gpu_threshold, hvdc_response_list *out) {
+    memset(out, 0, sizeof *out);
+    out->flags = n->shutdown ? HVDC_FLAG_SHUTDOWN : 0;
+    /* a rank that joined since a name was announced may have completed it */
+    if (n->n_joined > 0) hvdc__name_table_each(&n->table, enqueue_if_covered, n);
+    size_t n_ready = 0;
+    for (entry *e = n->ready_head; e; e = e->next_ready) n_ready++;
+    if (n_ready == 0) return HVD_OK;
+    out->items = calloc(n_ready, sizeof *out->items);
+    char **errors = calloc(n_ready, sizeof *errors);
+    entry **group = calloc(n_ready, sizeof *group);
+    hvd_status st = HVD_OK;
+    if (!out->items || !errors || !group) {
+        st = HVD_ERR_NO_MEMORY;
+        goto done;
+    }
+
+    /* a disagreement fails the entry on its own; mark those first so fusion skips them */
+    size_t idx = 0;
+    for (entry *e = n->ready_head; e; e = e->next_ready, idx++) {
+        message m = {.len = 0};
+        m.text[0] = '\0';
+        if (find_disagreement(e, n->size, &m)) errors[idx] = strdup(m.text);
+    }
+
+    idx = 0;
+    int join_done = 0;
+    for (entry *e = n->ready_head; e; e = e->next_ready, idx++) {
+        if (e->taken) continue;
+        e->taken = 1;
+        const hvdc_wire_request *base = &e->by_rank[base_rank(e, n->size)];
+        hvdc_wire_response *s = &out->items[out->n++];
+        s->kind = base->kind;
+        s->dtype = base->dtype;
+        s->op = base->op;
+        if (errors[idx]) {
+            s->type = HVDC_RESPONSE_ERROR;
+            s->error = errors[idx];
+            errors[idx] = NULL;
+        } else {
+            s->type = HVDC_RESPONSE_EXECUTE;
+        }
+        uint32_t n_group = 0;
+        group[n_group++] = e;
+        if (s->type == HVDC_RESPONSE_EXECUTE && base->kind == HVDC_KIND_ALLGATHER) {
+            s->rank_counts = malloc((size_t)n->size * sizeof *s->rank_counts);
+            if (!s->rank_counts) { st = HVD_ERR_NO_MEMORY; goto done; }
+            s->n_rank_counts = (uint32_t)n->size;
+            for (int r = 0; r < n->size; r++) s->rank_counts[r] = e->by_rank[r].counts[0];
+        }
+        if (s->type == HVDC_RESPONSE_EXECUTE && base->kind == HVDC_KIND_JOIN) {
+            s->rank_counts = malloc(sizeof *s->rank_counts);
+            if (!s->rank_counts) { st = HVD_ERR_NO_MEMORY; goto done; }
+            s->n_rank_counts = 1;
+            s->rank_counts[0] = (uint64_t)n->last_joined;
+            join_done = 1;
+        }
+        if (s->type == HVDC_RESPONSE_EXECUTE && base->kind == HVDC_KIND_ALLREDUCE) {
+            /* fuse later compatible all-reduces, with the same contributing ranks, while they
+             * fit under the threshold */
+            uint64_t bytes = request_bytes(base);
+            size_t later = idx + 1, fusion_threshold = base->device < 0 ? host_threshold : gpu_threshold;
+            for (entry *f = e->next_ready; f && bytes < fusion_threshold; f = f->next_ready, later++) {
+                if (f->taken || errors[later]) continue;
+                const hvdc_wire_request *fb = &f->by_rank[base_rank(f, n->size)];
+                if (!can_fuse(base, fb) || memcmp(e->announced, f->announced, (size_t)n->size) != 0) continue;
+                uint64_t more = request_bytes(fb);
+                if (bytes + more > fusion_threshold) continue;
+                group[n_group++] = f;
+                f->taken = 1;
+                bytes += more;
+            }
+            s->n_joined = joined_missing(n, e);
+            if (s->n_joined > 0 && describe_for_joined(s, group, n_group, n->size) != HVD_OK) {
+                st = HVD_ERR_NO_MEMORY;
+                goto done;
+            }
+        }
+        s->names = malloc(n_group * sizeof *s->names);
+        if (!s->names) { st = HVD_ERR_NO_MEMORY; goto done; }
+        for (uint32_t i = 0; i < n_group; i++)
+            memcpy(s->names[i], group[i]->by_rank[base_rank(group[i], n->size)].name, sizeof s->names[0]);
+        s->n_names = n_group;
+    }
+    if (join_done) {
+        memset(n->joined, 0, (size_t)n->size);
+        n->n_joined = 0;
+    }
+done:
+    /* forget every ready entry */
+    while (n->ready_head) {
+        entry *e = n->ready_head;
+        n->ready_head = e->next_ready;
+        hvdc__name_table_remove(&n->table, entry_name(e, n->size));
+        entry_free(e, n->size);
+    }
+    n->ready_tail = NULL;
+    for (size_t i = 0; errors && i < n_ready; i++) free(errors[i]);
+    free(errors);
+    free(group);
+    if (st != HVD_OK) hvdc__response_list_free(out);
+    return st;
+}
+
+/* ---- stall reports ---- */
+
+/* Appends ranks r with announced[r] == want as compact ranges: "0-3,6". */
+static void say_ranks(message *m, const unsigned char *announced, int size, int want) {
+    int first = 1;
+    for (int r = 0; r < size; r++) {
+        if ((announced[r] != 0) != want) continue;
+        int end = r;
+        while (end + 1 < size && (announced[end + 1] != 0) == want) end++;
+        say(m, "%s%d", first ? "" : ",", r);
+        if (end > r) say(m, "-%d", end);
+        first = 0;
+        r = end;
+    }
+}
+
+typedef struct stall_scan {
+    const hvdc_negotiator *n;
+    double now, older_than, oldest;
+    size_t stalled;
+    message m;
+} stall_scan;
+
+static void scan_entry(void *value, void *ctx) {
+    stall_scan *scan = ctx;
+    const entry *e = value;
+    int size = scan->n->size;
+    double age = scan->now - e->first_seen;
+    if (e->n_announced == size || age < scan->older_than) return;
+    scan->stalled++;
+    if (age > scan->oldest) scan->oldest = age;
+    const hvdc_wire_request *q = &e->by_rank[0];
+    for (int r = 0; r < size; r++)
+        if (e->announced[r]) {
+            q = &e->by_rank[r];
+            break;
+        }
+    say(&scan->m, "%s%s '%s' has waited %.0f s: submitted by ranks ", scan->stalled > 1 ? "\n" : "",
+        hvdc__kind_name(q->kind), q->name, age);
+    say_ranks(&scan->m, e->announced, size, 1);
+    say(&scan->m, ", missing on ranks ");
+    say_ranks(&scan->m, e->announced, size, 0);
+}
+
+size_t hvdc__negotiator_report_stalls(const hvdc_negotiator *n, double now, double older_than,
+                                      char *out, size_t len, double *oldest) {
+    stall_scan scan = {.n = n, .now = now, .older_than = older_than};
+    scan.m.text[0] = '\0';
+    hvdc__name_table_each(&n->table, scan_entry, &scan);
+    snprintf(out, len, "%s", scan.m.text);
+    *oldest = scan.oldest;
+    return scan.stalled;
+}

@@ -1,0 +1,540 @@
+/*
+ * api.c - the collective entry points, hvd_poll and hvd_wait. Each checks what it can check on
+ * this rank alone (names, buffers, dtypes, ops, roots, sizes) and returns at once if something is
+ * wrong; otherwise it builds an op, gives it a handle and queues it for the background thread.
+ * Any user thread. Touches only the queue (queue_mutex) and the handles (completion_mutex).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/dtype.h"
+#include "base/status.h"
+#include "gpu/gpu.h"
+#include "runtime/runtime.h"
+
+static const hvd_options default_options = HVD_OPTIONS_DEFAULT;
+
+/* ---- local validation ---- */
+
+/* The public entry points below run their _entered body between hvdc__enter and hvdc__leave,
+ * so hvd_shutdown cannot free the runtime under them; inside, the runtime is live. */
+
+static hvd_status check_name(const char *fn, const char *name) {
+    if (!name) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: name is NULL; give every operation a name that is the same on all ranks", fn);
+    size_t len = strnlen(name, HVD_MAX_NAME_LEN + 1);
+    if (len == 0) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: name is empty; expected 1 to %d bytes", fn, HVD_MAX_NAME_LEN);
+    if (len > HVD_MAX_NAME_LEN)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: name '%.40s...' is longer than %d bytes", fn, name, HVD_MAX_NAME_LEN);
+    return HVD_OK;
+}
+
+static hvd_status check_dtype(const char *fn, const char *name, int dtype) {
+    if (!hvdc__dtype_valid(dtype))
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': dtype %d is unknown; expected one of HVD_UINT8, HVD_INT8, HVD_INT32, HVD_INT64, HVD_FLOAT16, HVD_BFLOAT16, HVD_FLOAT32, HVD_FLOAT64", fn, name, dtype);
+    return HVD_OK;
+}
+
+static hvd_status check_op(const char *fn, const char *name, int op) {
+    if (!hvdc__op_valid(op))
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': reduce op %d is unknown; expected HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX or HVD_PRODUCT", fn, name, op);
+    return HVD_OK;
+}
+
+/* A buffer of count elements: not NULL unless count is 0, and count*size fits in memory. */
+static hvd_status check_buffer(const char *fn, const char *name, const char *which, const void *buf,
+                               size_t count, hvd_dtype dtype) {
+    if (count > (SIZE_MAX / 2) / hvd_dtype_size(dtype))
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': count %zu of %s overflows the address space", fn, name, count, hvdc__dtype_name(dtype));
+    if (!buf && count > 0)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': %s is NULL but count is %zu", fn, name, which, count);
+    return HVD_OK;
+}
+
+static hvd_status check_options(const char *fn, const char *name, const hvd_options *o, hvd_dtype dtype) {
+    if (!isfinite(o->prescale) || !isfinite(o->postscale))
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': prescale and postscale must be finite numbers", fn, name);
+    if ((o->prescale != 1.0 || o->postscale != 1.0) && !hvdc__dtype_is_float(dtype))
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': prescale/postscale need a floating dtype, not %s", fn, name, hvdc__dtype_name(dtype));
+    if (o->device < HVD_DEVICE_CPU)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': device %d; expected HVD_DEVICE_CPU (-1) or a CUDA device ordinal", fn, name, o->device);
+    if (o->device != HVD_DEVICE_CPU) {
+        char why[256];
+        hvd_status probe = hvdc__gpu_probe(why, sizeof why);
+        if (probe != HVD_OK)
+            return hvdc__fail(probe, "%s '%s': device %d requested, but %s", fn, name, o->device, why);
+    }
+    return HVD_OK;
+}
+
+/* Where a tensor lives: the device asked for, else wherever its memory is. */
+static int tensor_device(const hvd_options *o, const void *buf) {
+    return o->device != HVD_DEVICE_CPU ? o->device : hvdc__gpu_pointer_device(buf);
+}
+
+static uint64_t *copy_counts(const size_t *counts, size_t n) {
+    uint64_t *out = malloc((n ? n : 1) * sizeof *out);
+    if (out)
+        for (size_t i = 0; i < n; i++) out[i] = counts[i];
+    return out;
+}
+
+/* An op with one tensor, named name. */
+static hvd_status single_op(const char *fn, hvdc_kind kind, const char *name, const void *send,
+                            void *recv, size_t count, hvd_dtype dtype, hvdc_op **out) {
+    hvdc_op *op = hvdc__op_create(1);
+    if (op) op->desc.counts = copy_counts(&count, 1);
+    if (!op || !op->desc.counts) {
+        hvdc__op_free(op);
+        return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory", fn, name);
+    }
+    snprintf(op->desc.name, sizeof op->desc.name, "%s", name);
+    op->desc.kind = (uint8_t)kind;
+    op->desc.dtype = (uint8_t)dtype;
+    op->desc.n_counts = 1;
+    op->tensors[0] = (hvdc_tensor){op->desc.name, send, recv, count};
+    *out = op;
+    return HVD_OK;
+}
+
+/* ---- queueing ---- */
+
+/* Gives op a handle and queues it; on failure frees op. */
+static hvd_status submit(const char *fn, hvdc_op *op, hvd_handle *handle) {
+    hvdc_runtime *rt = hvdc__runtime;
+    hvd_status st = HVD_OK;
+    op->submitted_us = hvdc__timeline_now_us(rt->executor.timeline);
+    pthread_mutex_lock(&rt->completion_mutex);
+    hvd_handle h = hvdc__handles_add(&rt->handles, op);
+    pthread_mutex_unlock(&rt->completion_mutex);
+    if (h == HVD_HANDLE_NULL) {
+        hvdc__op_free(op);
+        return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory for a handle", fn, op->desc.name);
+    }
+    pthread_mutex_lock(&rt->queue_mutex);
+    size_t added = 0;
+    if (rt->stopped) {
+        st = hvdc__fail(rt->stop_status, "%s '%s': %s", fn, op->desc.name, rt->stop_message);
+    } else {
+        for (; added < op->n_tensors; added++) {
+            int put = hvdc__name_table_put(&rt->in_flight, op->tensors[added].name, op);
+            if (put == -1) {
+                st = hvdc__fail(HVD_ERR_DUPLICATE_NAME, "%s: an operation named '%s' is already in flight on this rank; wait for it first or use another name", fn, op->tensors[added].name);
+                break;
+            }
+            if (put != 0) {
+                st = hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory", fn, op->desc.name);
+                break;
+            }
+        }
+    }
+    if (st == HVD_OK) {
+        if (rt->queue_tail) rt->queue_tail->next = op;
+        else rt->queue_head = op;
+        rt->queue_tail = op;
+        pthread_cond_signal(&rt->queue_cond);
+    } else {
+        for (size_t i = 0; i < added; i++) hvdc__name_table_remove(&rt->in_flight, op->tensors[i].name);
+    }
+    pthread_mutex_unlock(&rt->queue_mutex);
+    if (st != HVD_OK) {
+        pthread_mutex_lock(&rt->completion_mutex);
+        hvdc__handles_remove(&rt->handles, h);
+        pthread_mutex_unlock(&rt->completion_mutex);
+        hvdc__op_free(op);
+        return st;
+    }
+    *handle = h;
+    return HVD_OK;
+}
+
+static hvd_status hvd_poll_entered(hvd_handle handle, int *done) {
+    if (!done) return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_poll: done is NULL");
+    hvdc_runtime *rt = hvdc__runtime;
+    pthread_mutex_lock(&rt->completion_mutex);
+    hvdc_op *op = hvdc__handles_find(&rt->handles, handle);
+    if (op) *done = op->done;
+    pthread_mutex_unlock(&rt->completion_mutex);
+    if (!op)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_poll: handle %#llx is not live (released by hvd_wait already, or never returned by libhvdc)", (unsigned long long)handle);
+    return HVD_OK;
+}
+
+static hvd_status hvd_wait_entered(hvd_handle *handle) {
+    hvd_status st;
+    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_wait: handle pointer is NULL");
+    hvdc_runtime *rt = hvdc__runtime;
+    pthread_mutex_lock(&rt->completion_mutex);
+    hvdc_op *op;
+    /* look the handle up again after every wake-up: another thread may have released it */
+    while ((op = hvdc__handles_find(&rt->handles, *handle)) != NULL && !op->done)
+        pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
+    if (op) hvdc__handles_remove(&rt->handles, *handle);
+    pthread_mutex_unlock(&rt->completion_mutex);
+    if (!op)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_wait: handle %#llx is not live (released by hvd_wait already, or never returned by libhvdc)", (unsigned long long)*handle);
+    st = op->status;
+    if (st != HVD_OK) hvdc__fail(st, "%s", op->error ? op->error : hvd_status_string(st));
+    hvdc__op_free(op);
+    *handle = HVD_HANDLE_NULL;
+    return st;
+}
+
+/* Takes the handle's address: it is read only after the submission has set it. */
+static hvd_status wait_for(hvd_status submitted, hvd_handle *handle) {
+    if (submitted != HVD_OK) return submitted;
+    return hvd_wait(handle);
+}
+
+/* ---- allreduce ---- */
+
+static hvd_status hvd_allreduce_async_entered(const char *name, const void *sendbuf, void *recvbuf, size_t count,
+                               hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
+                               hvd_handle *handle) {
+    const char *fn = "hvd_allreduce";
+    const hvd_options *o = options ? options : &default_options;
+    hvd_status st;
+    hvdc_op *req = NULL;
+    CHECK(check_name(fn, name));
+    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
+    CHECK(check_dtype(fn, name, (int)dtype));
+    CHECK(check_op(fn, name, (int)op));
+    CHECK(check_buffer(fn, name, "sendbuf", sendbuf, count, dtype));
+    CHECK(check_buffer(fn, name, "recvbuf", recvbuf, count, dtype));
+    CHECK(check_options(fn, name, o, dtype));
+    CHECK(single_op(fn, HVDC_KIND_ALLREDUCE, name, sendbuf, recvbuf, count, dtype, &req));
+    req->desc.op = (uint8_t)op;
+    req->desc.prescale = o->prescale;
+    req->desc.postscale = o->postscale;
+    req->desc.device = tensor_device(o, recvbuf);
+    req->ready_event = o->ready_event;
+    return submit(fn, req, handle);
+fail:
+    return st;
+}
+
+hvd_status hvd_allreduce(const char *name, const void *sendbuf, void *recvbuf, size_t count,
+                         hvd_dtype dtype, hvd_reduce_op op) {
+    hvd_handle h = HVD_HANDLE_NULL;
+    return wait_for(hvd_allreduce_async(name, sendbuf, recvbuf, count, dtype, op, NULL, &h), &h);
+}
+
+static uint64_t hash_names(int n, const char *const names[]) {
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++)
+        for (const unsigned char *p = (const unsigned char *)names[i];; p++) {
+            h = (h ^ *p) * 1099511628211ull; /* the NUL separates names */
+            if (!*p) break;
+        }
+    return h;
+}
+
+static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const names[], const void *const sendbufs[],
+                                       void *const recvbufs[], const size_t counts[], hvd_dtype dtype,
+                                       hvd_reduce_op op, const hvd_options *options, hvd_handle *handle) {
+    const char *fn = "hvd_grouped_allreduce";
+    const hvd_options *o = options ? options : &default_options;
+    hvd_status st;
+    if (n <= 0 || !names || !sendbufs || !recvbufs || !counts || !handle)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: expected n > 0 (got %d) and non-NULL names, sendbufs, recvbufs, counts and handle", fn, n);
+    size_t names_bytes = 0;
+    for (int i = 0; i < n; i++) {
+        CHECK(check_name(fn, names[i]));
+        names_bytes += strlen(names[i]) + 1;
+    }
+    CHECK(check_dtype(fn, names[0], (int)dtype));
+    CHECK(check_op(fn, names[0], (int)op));
+    for (int i = 0; i < n; i++) {
+        CHECK(check_buffer(fn, names[i], "sendbufs[i]", sendbufs[i], counts[i], dtype));
+        CHECK(check_buffer(fn, names[i], "recvbufs[i]", recvbufs[i], counts[i], dtype));
+    }
+    CHECK(check_options(fn, names[0], o, dtype));
+    hvdc_op *req = hvdc__op_create((size_t)n);
+    if (req) req->member_names = malloc(names_bytes);
+    if (req) req->desc.counts = copy_counts(counts, (size_t)n);
+    if (!req || !req->member_names || !req->desc.counts) {
+        hvdc__op_free(req);
+        return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory", fn, names[0]);
+    }
+    snprintf(req->desc.name, sizeof req->desc.name, "%s", names[0]);
+    req->desc.kind = HVDC_KIND_ALLREDUCE;
+    req->desc.dtype = (uint8_t)dtype;
+    req->desc.op = (uint8_t)op;
+    req->desc.prescale = o->prescale;
+    req->desc.postscale = o->postscale;
+    req->desc.n_counts = (uint32_t)n;
+    req->desc.members_hash = hash_names(n, names);
+    req->desc.device = tensor_device(o, recvbufs[0]);
+    req->ready_event = o->ready_event;
+    char *at = req->member_names;
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(names[i]) + 1;
+        memcpy(at, names[i], len);
+        req->tensors[i] = (hvdc_tensor){at, sendbufs[i], recvbufs[i], counts[i]};
+        at += len;
+    }
+    return submit(fn, req, handle);
+fail:
+    return st;
+}
+
+hvd_status hvd_grouped_allreduce(int n, const char *const names[], const void *const sendbufs[],
+                                 void *const recvbufs[], const size_t counts[], hvd_dtype dtype,
+                                 hvd_reduce_op op) {
+    hvd_handle h = HVD_HANDLE_NULL;
+    return wait_for(hvd_grouped_allreduce_async(n, names, sendbufs, recvbufs, counts, dtype, op, NULL, &h), &h);
+}
+
+/* ---- broadcast, allgather, reducescatter, alltoall, barrier ---- */
+
+static hvd_status hvd_broadcast_async_entered(const char *name, void *buf, size_t count, hvd_dtype dtype, int root,
+                               hvd_handle *handle) {
+    const char *fn = "hvd_broadcast";
+    hvd_status st;
+    hvdc_op *req = NULL;
+    CHECK(check_name(fn, name));
+    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
+    CHECK(check_dtype(fn, name, (int)dtype));
+    CHECK(check_buffer(fn, name, "buf", buf, count, dtype));
+    if (root < 0 || root >= hvdc__runtime->topo.size)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': root %d is out of range; expected 0..%d", fn, name, root, hvdc__runtime->topo.size - 1);
+    CHECK(single_op(fn, HVDC_KIND_BROADCAST, name, buf, buf, count, dtype, &req));
+    req->desc.root = root;
+    req->desc.device = hvdc__gpu_pointer_device(buf);
+    return submit(fn, req, handle);
+fail:
+    return st;
+}
+
+hvd_status hvd_broadcast(const char *name, void *buf, size_t count, hvd_dtype dtype, int root) {
+    hvd_handle h = HVD_HANDLE_NULL;
+    return wait_for(hvd_broadcast_async(name, buf, count, dtype, root, &h), &h);
+}
+
+static hvd_status hvd_allgather_async_entered(const char *name, const void *sendbuf, size_t count, void *recvbuf,
+                               size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
+                               size_t *rank_counts, hvd_handle *handle) {
+    const char *fn = "hvd_allgather";
+    hvd_status st;
+    hvdc_op *req = NULL;
+    CHECK(check_name(fn, name));
+    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
+    CHECK(check_dtype(fn, name, (int)dtype));
+    CHECK(check_buffer(fn, name, "sendbuf", sendbuf, count, dtype));
+    CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
+    CHECK(single_op(fn, HVDC_KIND_ALLGATHER, name, sendbuf, recvbuf, count, dtype, &req));
+    req->desc.capacity = recv_capacity;
+    req->recv_count_out = recv_count;
+    req->rank_counts_out = rank_counts;
+    req->desc.device = hvdc__gpu_pointer_device(recvbuf);
+    return submit(fn, req, handle);
+fail:
+    return st;
+}
+
+hvd_status hvd_allgather(const char *name, const void *sendbuf, size_t count, void *recvbuf,
+                         size_t recv_capacity, hvd_dtype dtype, size_t *recv_count, size_t *rank_counts) {
+    hvd_handle h = HVD_HANDLE_NULL;
+    return wait_for(hvd_allgather_async(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count, rank_counts, &h), &h);
+}
+
+static hvd_status hvd_reducescatter_async_entered(const char *name, const void *sendbuf, void *recvbuf, size_t count,
+                                   hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
+                                   size_t *recv_count, hvd_handle *handle) {
+    const char *fn = "hvd_reducescatter";
+    const hvd_options *o = options ? options : &default_options;
+    hvd_status st;
+    hvdc_op *req = NULL;
+    CHECK(check_name(fn, name));
+    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
+    CHECK(check_dtype(fn, name, (int)dtype));
+    CHECK(check_op(fn, name, (int)op));
+    CHECK(check_buffer(fn, name, "sendbuf", sendbuf, count, dtype));
+    int size = hvdc__runtime->topo.size, rank = hvdc__runtime->topo.rank;
+    size_t block = count / (size_t)size + ((size_t)rank < count % (size_t)size ? 1 : 0);
+    CHECK(check_buffer(fn, name, "recvbuf", recvbuf, block, dtype));
+    CHECK(check_options(fn, name, o, dtype));
+    CHECK(single_op(fn, HVDC_KIND_REDUCESCATTER, name, sendbuf, recvbuf, count, dtype, &req));
+    req->desc.op = (uint8_t)op;
+    req->desc.prescale = o->prescale;
+    req->desc.postscale = o->postscale;
+    req->desc.device = tensor_device(o, sendbuf);
+    req->ready_event = o->ready_event;
+    req->recv_count_out = recv_count;
+    return submit(fn, req, handle);
+fail:
+    return st;
+}
+
+hvd_status hvd_reducescatter(const char *name, const void *sendbuf, void *recvbuf, size_t count,
+                             hvd_dtype dtype, hvd_reduce_op op, size_t *recv_count) {
+    hvd_handle h = HVD_HANDLE_NULL;
+    return wait_for(hvd_reducescatter_async(name, sendbuf, recvbuf, count, dtype, op, NULL, recv_count, &h), &h);
+}
+
+static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendbuf, const size_t sendcounts[],
+                              void *recvbuf, size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
+                              size_t recvcounts[], hvd_handle *handle) {
+    const char *fn = "hvd_alltoall";
+    hvd_status st;
+    hvdc_op *req = NULL;
+    CHECK(check_name(fn, name));
+    if (!handle || !sendcounts)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle and sendcounts must not be NULL", fn, name);
+    CHECK(check_dtype(fn, name, (int)dtype));
+    size_t size = (size_t)hvdc__runtime->topo.size, total = 0;
+    for (size_t d = 0; d < size; d++) {
+        if (sendcounts[d] > SIZE_MAX / 4 - total)
+            return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': send counts overflow", fn, name);
+        total += sendcounts[d];
+    }
+    CHECK(check_buffer(fn, name, "sendbuf", sendbuf, total, dtype));
+    CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
+    CHECK(single_op(fn, HVDC_KIND_ALLTOALL, name, sendbuf, recvbuf, total, dtype, &req));
+    free(req->desc.counts);
+    req->desc.counts = copy_counts(sendcounts, size);
+    if (!req->desc.counts) {
+        hvdc__op_free(req);
+        return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory", fn, name);
+    }
+    req->desc.n_counts = (uint32_t)size;
+    req->desc.capacity = recv_capacity;
+    req->recv_count_out = recv_count;
+    req->rank_counts_out = recvcounts;
+    req->desc.device = hvdc__gpu_pointer_device(recvbuf);
+    return submit(fn, req, handle);
+fail:
+    return st;
+}
+
+hvd_status hvd_alltoall(const char *name, const void *sendbuf, const size_t sendcounts[], void *recvbuf,
+                        size_t recv_capacity, hvd_dtype dtype, size_t *recv_count, size_t recvcounts[]) {
+    hvd_handle h = HVD_HANDLE_NULL;
+    return wait_for(hvd_alltoall_async(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count, recvcounts, &h), &h);
+}
+
+static hvd_status hvd_barrier_entered(void) {
+    hvd_status st;
+    hvdc_op *req = NULL;
+    hvdc_runtime *rt = hvdc__runtime;
+    char name[64];
+    pthread_mutex_lock(&rt->queue_mutex);
+    unsigned long long n = rt->barrier_count++;
+    pthread_mutex_unlock(&rt->queue_mutex);
+    snprintf(name, sizeof name, "hvd.barrier.%llu", n);
+    CHECK(single_op("hvd_barrier", HVDC_KIND_BARRIER, name, NULL, NULL, 0, HVD_UINT8, &req));
+    hvd_handle h = HVD_HANDLE_NULL;
+    return wait_for(submit("hvd_barrier", req, &h), &h);
+fail:
+    return st;
+}
+
+static hvd_status hvd_join_entered(int *last_joined_rank) {
+    hvdc_op *req = NULL;
+    hvd_status st = single_op("hvd_join", HVDC_KIND_JOIN, HVDC_JOIN_NAME, NULL, NULL, 0, HVD_UINT8, &req);
+    if (st != HVD_OK) return st;
+    size_t last = 0;
+    req->recv_count_out = &last;
+    hvd_handle h = HVD_HANDLE_NULL;
+    st = wait_for(submit("hvd_join", req, &h), &h);
+    if (st == HVD_OK && last_joined_rank) *last_joined_rank = (int)last;
+    return st;
+}
+
+/* ---- public entry points: enter, run, leave ---- */
+
+hvd_status hvd_join(int *last_joined_rank) {
+    hvd_status st = hvdc__enter("hvd_join");
+    if (st != HVD_OK) return st;
+    st = hvd_join_entered(last_joined_rank);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_poll(hvd_handle handle, int *done) {
+    hvd_status st = hvdc__enter("hvd_poll");
+    if (st != HVD_OK) return st;
+    st = hvd_poll_entered(handle, done);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_wait(hvd_handle *handle) {
+    hvd_status st = hvdc__enter("hvd_wait");
+    if (st != HVD_OK) return st;
+    st = hvd_wait_entered(handle);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_allreduce_async(const char *name, const void *sendbuf, void *recvbuf, size_t count,
+                               hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
+                               hvd_handle *handle) {
+    hvd_status st = hvdc__enter("hvd_allreduce");
+    if (st != HVD_OK) return st;
+    st = hvd_allreduce_async_entered(name, sendbuf, recvbuf, count, dtype, op, options, handle);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_grouped_allreduce_async(int n, const char *const names[], const void *const sendbufs[],
+                                       void *const recvbufs[], const size_t counts[], hvd_dtype dtype,
+                                       hvd_reduce_op op, const hvd_options *options, hvd_handle *handle) {
+    hvd_status st = hvdc__enter("hvd_grouped_allreduce");
+    if (st != HVD_OK) return st;
+    st = hvd_grouped_allreduce_async_entered(n, names, sendbufs, recvbufs, counts, dtype, op, options, handle);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_broadcast_async(const char *name, void *buf, size_t count, hvd_dtype dtype, int root,
+                               hvd_handle *handle) {
+    hvd_status st = hvdc__enter("hvd_broadcast");
+    if (st != HVD_OK) return st;
+    st = hvd_broadcast_async_entered(name, buf, count, dtype, root, handle);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_allgather_async(const char *name, const void *sendbuf, size_t count, void *recvbuf,
+                               size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
+                               size_t *rank_counts, hvd_handle *handle) {
+    hvd_status st = hvdc__enter("hvd_allgather");
+    if (st != HVD_OK) return st;
+    st = hvd_allgather_async_entered(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count,
+                                     rank_counts, handle);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_reducescatter_async(const char *name, const void *sendbuf, void *recvbuf, size_t count,
+                                   hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
+                                   size_t *recv_count, hvd_handle *handle) {
+    hvd_status st = hvdc__enter("hvd_reducescatter");
+    if (st != HVD_OK) return st;
+    st = hvd_reducescatter_async_entered(name, sendbuf, recvbuf, count, dtype, op, options, recv_count,
+                                         handle);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_alltoall_async(const char *name, const void *sendbuf, const size_t sendcounts[],
+                              void *recvbuf, size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
+                              size_t recvcounts[], hvd_handle *handle) {
+    hvd_status st = hvdc__enter("hvd_alltoall");
+    if (st != HVD_OK) return st;
+    st = hvd_alltoall_async_entered(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count,
+                                    recvcounts, handle);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_barrier(void) {
+    hvd_status st = hvdc__enter("hvd_barrier");
+    if (st != HVD_OK) return st;
+    st = hvd_barrier_entered();
+    hvdc__leave();
+    return st;
+}

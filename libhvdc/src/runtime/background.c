@@ -1,0 +1,339 @@
+/*
+ * background.c - the background thread: the only thread that talks to the network.
+ *
+ * It sleeps on queue_cond while this rank has nothing in flight. Once it has, it runs rounds:
+ *   1. take the ops submitted since the last round;
+ *   2. negotiate: every rank sends rank 0 its new announcements, rank 0 answers every rank
+ *      with the same response list (point-to-point, so rank 0 sees who has not joined yet and
+ *      can report stalls while it waits);
+ *   3. execute the responses in order, and complete their ops.
+ * A round is collective, so it starts only when every rank has something in flight; a rank with
+ * nothing to do sleeps instead of cycling. A round that changed nothing (names still waiting
+ * for other ranks) is followed by a wait of at most HVD_CYCLE_TIME for new submissions, so
+ * stuck rounds are paced while a fresh submission still starts a round at once.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/dtype.h"
+#include "base/log.h"
+#include "base/status.h"
+#include "collectives/reduce.h"
+#include "runtime/round.h"
+
+/* Records phase on the timeline row of every tensor of op. */
+static void op_span(hvdc_timeline *tl, const hvdc_op *op, const char *phase, int64_t start,
+                    int64_t end, int64_t group) {
+    for (size_t k = 0; k < op->n_tensors; k++)
+        hvdc__timeline_span(tl, op->tensors[k].name, phase, start, end, group);
+}
+
+/* Marks ops done with status and message, wakes waiters. */
+static void complete_ops(hvdc_runtime *rt, hvdc_op **ops, size_t n, hvd_status status,
+                         const char *message) {
+    pthread_mutex_lock(&rt->queue_mutex);
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < ops[i]->n_tensors; k++)
+            hvdc__name_table_remove(&rt->in_flight, ops[i]->tensors[k].name);
+    pthread_mutex_unlock(&rt->queue_mutex);
+    pthread_mutex_lock(&rt->completion_mutex);
+    for (size_t i = 0; i < n; i++) {
+        ops[i]->status = status;
+        if (status != HVD_OK) ops[i]->error = strdup(message ? message : hvd_status_string(status));
+        ops[i]->done = 1;
+    }
+    pthread_cond_broadcast(&rt->completion_cond);
+    pthread_mutex_unlock(&rt->completion_mutex);
+}
+
+static void serve_dump(round_state *s, const char *doing) {
+    if (atomic_load_explicit(&s->rt->dump_requested, memory_order_relaxed) &&
+        atomic_exchange(&s->rt->dump_requested, 0))
+        hvdc__dump_state(s, doing);
+}
+
+/* ---- device work: queued by the executor, completed here when its event fires ---- */
+
+typedef struct gpu_work {
+    hvdc_gpu_pending *pending;
+    hvdc_op **ops; /* (n) owned */
+    size_t n;
+} gpu_work;
+
+static hvd_status keep_gpu_work(round_state *s, hvdc_gpu_pending *pending, hvdc_op **ops, size_t n) {
+    if (s->n_gpu_work == s->cap_gpu_work) {
+        size_t cap = s->cap_gpu_work ? 2 * s->cap_gpu_work : 16;
+        gpu_work *grown = realloc(s->gpu_work, cap * sizeof *grown);
+        if (!grown) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory tracking device work");
+        s->gpu_work = grown;
+        s->cap_gpu_work = cap;
+    }
+    s->gpu_work[s->n_gpu_work++] = (gpu_work){pending, ops, n};
+    return HVD_OK;
+}
+
+/* Completes the device work that has finished (or, with wait, all of it). Never blocks
+ * unless wait is set (shutdown). */
+static void finish_gpu_work(round_state *s, int wait) {
+    for (size_t i = 0; i < s->n_gpu_work;) {
+        gpu_work *w = &s->gpu_work[i];
+        int done = 0;
+        hvdc__clear_error();
+        hvd_status st = wait ? hvdc__gpu_pending_wait(w->pending)
+                             : hvdc__gpu_pending_poll(w->pending, &done);
+        if (!wait && !done && st == HVD_OK) {
+            i++;
+            continue;
+        }
+        complete_ops(s->rt, w->ops, w->n, st, hvd_last_error());
+        s->n_in_flight -= w->n;
+        hvdc__gpu_pending_free(w->pending);
+        free(w->ops);
+        *w = s->gpu_work[--s->n_gpu_work];
+    }
+}
+
+hvd_status hvdc__between_steps(round_state *s, const char *doing) {
+    serve_dump(s, doing);
+    finish_gpu_work(s, 0);
+    return hvdc__liveness_check(s->rt->executor.liveness);
+}
+
+/* Waits until there is a reason to run a round; returns the ops submitted meanwhile. */
+static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
+    hvdc_runtime *rt = s->rt;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    long long ns = deadline.tv_nsec + (long long)(rt->config.cycle_time_ms * 1e6);
+    deadline.tv_sec += (time_t)(ns / 1000000000);
+    deadline.tv_nsec = (long)(ns % 1000000000);
+
+    pthread_mutex_lock(&rt->queue_mutex);
+    for (;;) {
+        if (atomic_load(&rt->dump_requested)) {
+            pthread_mutex_unlock(&rt->queue_mutex);
+            serve_dump(s, "waiting for work");
+            pthread_mutex_lock(&rt->queue_mutex);
+            continue;
+        }
+        if (rt->queue_head || rt->shutdown_requested) break;
+        if (s->n_in_flight == 0) {
+            pthread_cond_wait(&rt->queue_cond, &rt->queue_mutex);
+            continue;
+        }
+        if (progressed) break;
+        if (pthread_cond_timedwait(&rt->queue_cond, &rt->queue_mutex, &deadline) == ETIMEDOUT) break;
+    }
+    hvdc_op *fresh = rt->queue_head;
+    rt->queue_head = rt->queue_tail = NULL;
+    for (hvdc_op *op = fresh; op; op = op->next) op->announced = 1;
+    *shutdown = rt->shutdown_requested;
+    pthread_mutex_unlock(&rt->queue_mutex);
+    return fresh;
+}
+
+/* This rank has called hvd_join and waits for the others: it holds no op for the all-reduces
+ * the others run meanwhile, so it builds stand-in ops that contribute neutral values (0 for a
+ * sum, 1 for a product, ...) in the same tensor layout, and discards the results. */
+static hvd_status stand_in_ops(const hvdc_wire_response *r, hvdc_op **ops, hvdc_buffer *identity,
+                               hvdc_buffer *discard) {
+    hvd_dtype dtype = (hvd_dtype)r->dtype;
+    size_t largest = 0, elem = hvd_dtype_size(dtype);
+    for (uint32_t k = 0; k < r->n_counts; k++)
+        if (r->counts[k] > largest) largest = r->counts[k];
+    hvd_status st = hvdc__buffer_reserve(identity, largest * elem);
+    if (st == HVD_OK) st = hvdc__buffer_reserve(discard, largest * elem);
+    if (st != HVD_OK) return st;
+    hvdc__fill_identity(identity->data, largest, dtype, (hvd_reduce_op)r->op);
+    size_t next = 0;
+    for (uint32_t i = 0; i < r->n_names; i++) {
+        hvdc_op *op = hvdc__op_create(r->tensors_per_name[i]);
+        if (!op) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for a joined rank's stand-in");
+        op->desc.kind = HVDC_KIND_ALLREDUCE;
+        op->desc.dtype = r->dtype;
+        op->desc.op = r->op;
+        for (size_t k = 0; k < op->n_tensors; k++)
+            op->tensors[k] = (hvdc_tensor){r->names[i], identity->data, discard->data, (size_t)r->counts[next++]};
+        ops[i] = op;
+    }
+    return HVD_OK;
+}
+
+/* Executes one response and completes its ops. */
+static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
+    hvdc_runtime *rt = s->rt;
+    hvdc_op **ops = calloc(r->n_names, sizeof *ops);
+    if (!ops) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory running a response");
+    pthread_mutex_lock(&rt->queue_mutex);
+    size_t n = 0;
+    for (uint32_t i = 0; i < r->n_names; i++) {
+        hvdc_op *op = hvdc__name_table_get(&rt->in_flight, r->names[i]);
+        if (op) ops[n++] = op;
+    }
+    int joined = hvdc__name_table_get(&rt->in_flight, HVDC_JOIN_NAME) != NULL;
+    pthread_mutex_unlock(&rt->queue_mutex);
+    hvd_status st = HVD_OK;
+    if (n == 0 && joined && (r->type == HVDC_RESPONSE_ERROR || r->n_joined > 0)) {
+        /* others' operations while this rank has joined */
+        if (r->type == HVDC_RESPONSE_EXECUTE) {
+            st = stand_in_ops(r, ops, &s->identity, &s->discard);
+            hvdc_gpu_pending *none = NULL;
+            if (st == HVD_OK) st = hvdc__execute(&rt->executor, r, ops, r->n_names, &none);
+        }
+        for (uint32_t i = 0; i < r->n_names; i++) hvdc__op_free(ops[i]);
+        free(ops);
+        return st;
+    }
+    if (n != r->n_names) {
+        free(ops);
+        return hvdc__fail(HVD_ERR_INTERNAL, "rank 0 scheduled '%s', which this rank never announced",
+                          r->names[0]);
+    }
+    hvdc_timeline *tl = rt->executor.timeline;
+    int64_t answered = hvdc__timeline_now_us(tl), group = ++rt->executor.group;
+    for (size_t i = 0; tl && i < n; i++) {
+        int64_t from = ops[i]->announced_us;
+        if (from < s->round_started_us) {
+            op_span(tl, ops[i], "WAIT_FOR_RANKS", from, s->round_started_us, group);
+            from = s->round_started_us;
+        }
+        op_span(tl, ops[i], "NEGOTIATE", from, answered, group);
+    }
+    if (r->type == HVDC_RESPONSE_ERROR) {
+        complete_ops(rt, ops, n, HVD_ERR_MISMATCH, r->error);
+    } else {
+        hvdc__clear_error();
+        hvdc_gpu_pending *pending = NULL;
+        st = hvdc__execute(&rt->executor, r, ops, n, &pending);
+        if (st == HVD_OK && pending) {
+            /* device work: completed by finish_gpu_work when its event fires */
+            st = keep_gpu_work(s, pending, ops, n);
+            if (st == HVD_OK) return HVD_OK;
+            hvdc__gpu_pending_free(pending);
+        }
+        if (tl && r->kind != HVDC_KIND_ALLREDUCE)
+            op_span(tl, ops[0], hvdc__kind_name(r->kind), answered, hvdc__timeline_now_us(tl), group);
+        complete_ops(rt, ops, n, st, hvd_last_error());
+    }
+    s->n_in_flight -= n;
+    free(ops);
+    /* a failed collective leaves the ranks out of step: only mismatches are survivable */
+    return st;
+}
+
+/* Fails every op not yet completed: in the queue or announced. */
+static void fail_everything(hvdc_runtime *rt, hvd_status status, const char *message) {
+    pthread_mutex_lock(&rt->queue_mutex);
+    rt->stopped = 1;
+    rt->stop_status = status;
+    snprintf(rt->stop_message, sizeof rt->stop_message, "%s", message);
+    hvdc_op *queued = rt->queue_head;
+    rt->queue_head = rt->queue_tail = NULL;
+    size_t n = 0, cap = rt->in_flight.count;
+    hvdc_op **ops = malloc((cap ? cap : 1) * sizeof *ops);
+    hvdc_op *op;
+    while (ops && (op = hvdc__name_table_pop(&rt->in_flight)) != NULL) {
+        int seen = 0; /* grouped ops sit in the table once per member name */
+        for (size_t i = 0; i < n; i++) seen |= ops[i] == op;
+        if (!seen) ops[n++] = op;
+    }
+    pthread_mutex_unlock(&rt->queue_mutex);
+    (void)queued; /* queued ops are in in_flight too */
+    if (ops) complete_ops(rt, ops, n, status, message);
+    free(ops);
+}
+
+void *hvdc__background_main(void *arg) {
+    round_state s = {.rt = arg};
+    hvdc_runtime *rt = s.rt;
+    hvd_status st = HVD_OK;
+    const hvdc_wire_request **fresh_descs = NULL;
+    size_t fresh_cap = 0;
+    int progressed = 0, shutdown = 0;
+    if (rt->topo.rank == 0) {
+        s.negotiator = hvdc__negotiator_create(rt->topo.size);
+        s.arrived = calloc((size_t)rt->topo.size, 1);
+        s.requests = calloc((size_t)rt->topo.size, sizeof *s.requests);
+        s.next_stall_check = hvdc__now_seconds() + rt->config.stall_check_s;
+        if (!s.negotiator || !s.arrived || !s.requests) {
+            st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory starting the coordinator");
+            goto stop;
+        }
+    }
+    for (;;) {
+        finish_gpu_work(&s, 0);
+        hvdc_op *fresh = wait_for_work(&s, progressed, &shutdown);
+        size_t n_fresh = 0;
+        for (hvdc_op *op = fresh; op; op = op->next) n_fresh++;
+        if (n_fresh > fresh_cap) {
+            fresh_cap = n_fresh * 2;
+            const hvdc_wire_request **grown = realloc(fresh_descs, fresh_cap * sizeof *grown);
+            if (!grown) {
+                st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory taking %zu requests", n_fresh);
+                goto stop;
+            }
+            fresh_descs = grown;
+        }
+        n_fresh = 0;
+        hvdc_timeline *tl = rt->executor.timeline;
+        s.round_started_us = hvdc__timeline_now_us(tl);
+        hvdc__timeline_cycle(tl, s.round_started_us, ++s.rounds);
+        for (hvdc_op *op = fresh; op; op = op->next) {
+            fresh_descs[n_fresh++] = &op->desc;
+            op->announced_us = s.round_started_us;
+            if (tl) op_span(tl, op, "QUEUED", op->submitted_us, op->announced_us, -1);
+        }
+        s.n_in_flight += n_fresh;
+
+        if (hvdc__wire_encode_requests(&s.message, shutdown ? HVDC_FLAG_SHUTDOWN : 0, fresh_descs,
+                                       (uint32_t)n_fresh) != 0) {
+            st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory encoding %zu requests", n_fresh);
+            goto stop;
+        }
+        hvdc_response_list responses = {0};
+        CHECK(hvdc__negotiate(&s, &responses));
+        if (responses.flags & HVDC_FLAG_ABORT) {
+            st = hvdc__fail(HVDC_ABORT_STATUS(responses.flags), "%s",
+                            responses.reason ? responses.reason : "rank 0 stopped the job");
+            hvdc__response_list_free(&responses);
+            goto fail;
+        }
+        for (uint32_t i = 0; i < responses.n && st == HVD_OK; i++)
+            st = run_response(&s, &responses.items[i]);
+        progressed = n_fresh > 0 || responses.n > 0;
+        int stop_now = (responses.flags & HVDC_FLAG_SHUTDOWN) != 0;
+        hvdc__response_list_free(&responses);
+        if (st != HVD_OK) goto fail;
+        if (stop_now) break;
+    }
+    finish_gpu_work(&s, 1); /* device work already queued finishes; only the rest fails */
+    fail_everything(rt, HVD_ERR_SHUTDOWN,
+                    "libhvdc was shut down (hvd_shutdown on this or another rank) before this "
+                    "operation completed");
+    goto done;
+fail:
+stop:
+    HVDC_LOG(HVDC_LOG_ERROR, "background thread stopping: %s", hvd_last_error());
+    {
+        char message[HVDC_ERROR_MAX];
+        snprintf(message, sizeof message, "%s", hvd_last_error());
+        finish_gpu_work(&s, 1);
+        fail_everything(rt, st, message);
+    }
+done:
+    hvdc__negotiator_destroy(s.negotiator);
+    free(s.gpu_work);
+    hvdc__bytes_free(&s.message);
+    hvdc__bytes_free(&s.gathered);
+    hvdc__bytes_free(&s.answer);
+    free(s.arrived);
+    free(s.requests);
+    hvdc__buffer_free(&s.identity);
+    hvdc__buffer_free(&s.discard);
+    free(fresh_descs);
+    return NULL;
+}

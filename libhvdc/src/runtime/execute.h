@@ -1,0 +1,53 @@
+/*
+ * execute.h - runs one negotiated response on host memory: a fused all-reduce (pack, ring,
+ * unpack), broadcast, allgather, reducescatter, alltoall or barrier.
+ * defines: hvdc_executor, hvdc__execute
+ * Background thread (the only MPI caller).
+ */
+#ifndef HVDC_EXECUTE_H
+#define HVDC_EXECUTE_H
+
+#include <mpi.h>
+
+#include "base/buffer.h"
+#include "base/liveness.h"
+#include "gpu/gpu.h"
+#include "negotiation/wire.h"
+#include "runtime/config.h"
+#include "runtime/op.h"
+#include "runtime/timeline.h"
+
+/* What execution needs, and nothing else. */
+typedef struct hvdc_executor {
+    MPI_Comm comm; /* private to collectives: never mixed with negotiation or user traffic */
+    int rank, size;
+    hvdc_cpu_allreduce cpu_allreduce;
+    int hierarchical;          /* HVD_HIERARCHICAL_ALLREDUCE with the same ranks on every node */
+    MPI_Comm local_comm;       /* ranks on this node (hierarchical only) */
+    MPI_Comm cross_comm;       /* ranks with this local rank, one per node (hierarchical only) */
+    size_t pack_piece_bytes;   /* packed runs of small tensors are at most this big */
+    size_t large_tensor_bytes; /* tensors at least this big are reduced where they lie */
+    size_t small_bytes;        /* buffers up to this size use recursive doubling, not the ring */
+    hvdc_buffer fusion;        /* packed pieces; also reducescatter's work area */
+    hvdc_buffer scratch;       /* ring receive window */
+    hvdc_timeline *timeline;   /* NULL unless HVD_TIMELINE is set (rank 0) */
+    hvdc_liveness *liveness;   /* every wait checks it: a dead rank fails, never hangs */
+    /* GPU backend, created by the first device response (every rank executes it together) */
+    hvdc_gpu *gpu;
+    int local_rank, local_size, cross_rank, cross_size;
+    int hierarchical_requested; /* HVD_HIERARCHICAL_ALLREDUCE, for the device path too */
+    size_t gpu_fusion_bytes;
+    int64_t group;             /* the response being executed, for the timeline */
+} hvdc_executor;
+
+/* Executes response over ops (ops[i] is this rank's op for response->names[i]). Host memory
+ * is done when it returns; device memory is queued, and *pending (else NULL) completes later.
+ * @return HVD_OK, or an error with hvd_last_error() set; the error applies to all the ops. */
+hvd_status hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
+                         size_t n_ops, hvdc_gpu_pending **pending);
+
+/* The device half of hvdc__execute (execute_gpu.c). */
+hvd_status hvdc__execute_gpu(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
+                             size_t n_ops, hvdc_gpu_pending **pending);
+
+#endif

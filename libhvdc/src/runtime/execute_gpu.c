@@ -1,0 +1,132 @@
+/*
+ * execute_gpu.c - runs a negotiated response on CUDA device memory through the GPU backend
+ * (gpu.h). The backend is created on the first device response, which every rank executes at
+ * the same point, so its collective setup (NCCL unique id over MPI) lines up. Work is queued
+ * on the backend's stream after the tensors' ready events; the caller gets a pending record
+ * and completes the ops when it fires, so this thread never waits for the device.
+ * Background thread.
+ */
+#include <stdlib.h>
+
+#include "base/status.h"
+#include "gpu/gpu.h"
+#include "runtime/execute.h"
+
+static hvd_status ensure_backend(hvdc_executor *ex, int device) {
+    if (ex->gpu) return HVD_OK;
+    hvdc_gpu_config config = {
+        .comm = ex->comm, .rank = ex->rank, .size = ex->size,
+        .local_rank = ex->local_rank, .local_size = ex->local_size,
+        .cross_rank = ex->cross_rank, .cross_size = ex->cross_size,
+        .device = device, .hierarchical = ex->hierarchical_requested,
+        .fusion_bytes = ex->gpu_fusion_bytes,
+    };
+    return hvdc__gpu_create(&config, &ex->gpu);
+}
+
+/* The stream waits for every distinct ready event of the response's ops; returns the one
+ * event left for the collective itself (NULL when it should wait on the default stream). */
+static hvd_status wait_ready(hvdc_executor *ex, hvdc_op **ops, size_t n_ops, void **last) {
+    *last = ops[0]->ready_event;
+    for (size_t i = 1; i < n_ops; i++) {
+        if (ops[i]->ready_event == *last) continue;
+        hvd_status st = hvdc__gpu_stream_wait(ex->gpu, *last);
+        if (st != HVD_OK) return st;
+        *last = ops[i]->ready_event;
+    }
+    return HVD_OK;
+}
+
+static hvd_status gpu_allreduce(hvdc_executor *ex, const hvdc_wire_response *r, hvdc_op **ops,
+                                size_t n_ops, void *ready, hvdc_gpu_pending **pending) {
+    size_t n = 0;
+    for (size_t i = 0; i < n_ops; i++) n += ops[i]->n_tensors;
+    hvdc_gpu_tensor *tensors = malloc((n ? n : 1) * sizeof *tensors);
+    if (!tensors) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for %zu device tensors", n);
+    n = 0;
+    for (size_t i = 0; i < n_ops; i++)
+        for (size_t k = 0; k < ops[i]->n_tensors; k++)
+            tensors[n++] = (hvdc_gpu_tensor){ops[i]->tensors[k].send, ops[i]->tensors[k].recv,
+                                             ops[i]->tensors[k].count};
+    const hvdc_wire_request *d = &ops[0]->desc;
+    hvd_status st = hvdc__gpu_allreduce(ex->gpu, tensors, n, (hvd_dtype)d->dtype,
+                                        (hvd_reduce_op)d->op, d->prescale, d->postscale, ready,
+                                        pending);
+    (void)r;
+    free(tensors);
+    return st;
+}
+
+hvd_status hvdc__execute_gpu(hvdc_executor *ex, const hvdc_wire_response *r, hvdc_op **ops,
+                             size_t n_ops, hvdc_gpu_pending **pending) {
+    hvd_status st = HVD_OK;
+    void *ready = NULL;
+    *pending = NULL;
+    if (r->n_joined > 0)
+        return hvdc__fail(HVD_ERR_UNSUPPORTED, "allreduce '%s': hvd_join with device tensors is not "
+                          "supported; every rank must contribute its device tensors", r->names[0]);
+    CHECK(ensure_backend(ex, ops[0]->desc.device));
+    CHECK(wait_ready(ex, ops, n_ops, &ready));
+    hvdc_op *op = ops[0];
+    const hvdc_tensor *t = &op->tensors[0];
+    hvd_dtype dtype = (hvd_dtype)op->desc.dtype;
+    switch ((hvdc_kind)r->kind) {
+    case HVDC_KIND_ALLREDUCE:
+        return gpu_allreduce(ex, r, ops, n_ops, ready, pending);
+    case HVDC_KIND_BROADCAST:
+        return hvdc__gpu_broadcast(ex->gpu, t->recv, t->count, dtype, op->desc.root, ready, pending);
+    case HVDC_KIND_ALLGATHER: {
+        size_t *counts = malloc((size_t)ex->size * sizeof *counts);
+        if (!counts) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for allgather counts");
+        size_t total = 0;
+        for (int i = 0; i < ex->size; i++) total += counts[i] = (size_t)r->rank_counts[i];
+        st = hvdc__gpu_allgather(ex->gpu, t->send, t->recv, counts, dtype, ready, pending);
+        if (st == HVD_OK && op->recv_count_out) *op->recv_count_out = total;
+        if (st == HVD_OK && op->rank_counts_out)
+            for (int i = 0; i < ex->size; i++) op->rank_counts_out[i] = counts[i];
+        free(counts);
+        return st;
+    }
+    case HVDC_KIND_REDUCESCATTER:
+        st = hvdc__gpu_reducescatter(ex->gpu, t->send, t->recv, t->count, dtype,
+                                     (hvd_reduce_op)op->desc.op, op->desc.prescale,
+                                     op->desc.postscale, ready, pending);
+        if (st == HVD_OK && op->recv_count_out)
+            *op->recv_count_out = t->count / (size_t)ex->size +
+                                  ((size_t)ex->rank < t->count % (size_t)ex->size ? 1 : 0);
+        return st;
+    case HVDC_KIND_ALLTOALL: {
+        /* every rank's receive counts: the matching column of the send counts */
+        size_t n = (size_t)ex->size;
+        uint64_t *recv64 = malloc(n * sizeof *recv64);
+        size_t *send = malloc(n * sizeof *send), *recv = malloc(n * sizeof *recv);
+        if (!recv64 || !send || !recv) {
+            st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for alltoall counts");
+        } else {
+            MPI_Request request;
+            CHECK_MPI(MPI_Ialltoall(op->desc.counts, 1, MPI_UINT64_T, recv64, 1, MPI_UINT64_T, ex->comm, &request));
+            CHECK(hvdc__wait_requests(1, &request, ex->liveness));
+            size_t total = 0;
+            for (size_t i = 0; i < n; i++) {
+                send[i] = (size_t)op->desc.counts[i];
+                total += recv[i] = (size_t)recv64[i];
+            }
+            st = hvdc__gpu_alltoall(ex->gpu, t->send, send, t->recv, recv, dtype, ready, pending);
+            if (st == HVD_OK && op->recv_count_out) *op->recv_count_out = total;
+            if (st == HVD_OK && op->rank_counts_out)
+                for (size_t i = 0; i < n; i++) op->rank_counts_out[i] = recv[i];
+        }
+        free(recv64);
+        free(send);
+        free(recv);
+        return st;
+    }
+    case HVDC_KIND_BARRIER:
+    case HVDC_KIND_JOIN:
+    case HVDC_KIND_COUNT:
+        break;
+    }
+    return hvdc__fail(HVD_ERR_INTERNAL, "device response of kind %s", hvdc__kind_name(r->kind));
+fail:
+    return st;
+}

@@ -1,0 +1,284 @@
+/*
+ * init.c - hvd_init / hvd_init_comm / hvd_shutdown and the topology getters: starting MPI
+ * (or adopting the application's), reading the configuration, creating the private
+ * communicators, and starting and stopping the background thread.
+ * Runs on the thread that calls hvd_init and hvd_shutdown (getters: any thread).
+ */
+/* mpi.h before hvdc.h, so hvdc.h declares (and exports) hvd_init_comm */
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/status.h"
+#include "runtime/dump.h"
+#include "runtime/runtime.h"
+
+/* CPU all-reduce layout policy (see fusion.h); chosen with benchmarks/fusion_bench. */
+#define PACK_PIECE_BYTES ((size_t)4 << 20)
+#define LARGE_TENSOR_BYTES ((size_t)1 << 20)
+/* Below this, recursive doubling's log2(N) steps beat the ring's 2(N-1) (allreduce_bench). */
+#define SMALL_BUFFER_BYTES ((size_t)64 << 10)
+
+hvdc_runtime *hvdc__runtime = NULL;
+
+/* The gate: every public call that uses the runtime enters and leaves it, and hvd_shutdown
+ * frees the runtime only once no call is inside (a thread blocked in hvd_wait included). */
+static pthread_mutex_t gate_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_idle = PTHREAD_COND_INITIALIZER;
+static int calls_inside = 0;
+static int closing = 0;
+
+hvd_status hvdc__enter(const char *fn) {
+    hvdc__clear_error();
+    pthread_mutex_lock(&gate_mutex);
+    int live = hvdc__runtime != NULL && !closing;
+    if (live) calls_inside++;
+    pthread_mutex_unlock(&gate_mutex);
+    if (!live)
+        return hvdc__fail(HVD_ERR_NOT_INITIALIZED,
+                          "%s: libhvdc is not initialized (call hvd_init() first; after "
+                          "hvd_shutdown() nothing may be called)", fn);
+    return HVD_OK;
+}
+
+void hvdc__leave(void) {
+    pthread_mutex_lock(&gate_mutex);
+    if (--calls_inside == 0) pthread_cond_broadcast(&gate_idle);
+    pthread_mutex_unlock(&gate_mutex);
+}
+
+static const char *env_lookup(const char *name, void *ctx) {
+    (void)ctx;
+    return getenv(name);
+}
+
+static const char *thread_level_name(int level) {
+    switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    default: return "MPI_THREAD_MULTIPLE";
+    }
+}
+
+/* Makes sure MPI runs with a thread level that allows a background thread. */
+static hvd_status start_mpi(int *we_initialized) {
+    hvd_status st = HVD_OK;
+    int initialized = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
+    *we_initialized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized)
+        return hvdc__fail(HVD_ERR_MPI, "MPI has already been finalized; libhvdc cannot start");
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+        CHECK_MPI(MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided));
+        *we_initialized = 1;
+    } else {
+        CHECK_MPI(MPI_Query_thread(&provided));
+    }
+    /* the background thread calls MPI while the application's threads may too */
+    if (provided < MPI_THREAD_MULTIPLE) {
+        st = hvdc__fail(HVD_ERR_MPI,
+                        "MPI provides %s, but libhvdc's background thread calls MPI while the "
+                        "application may, which needs MPI_THREAD_MULTIPLE; initialize MPI with "
+                        "MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) or let hvd_init do it",
+                        thread_level_name(provided));
+        goto fail;
+    }
+    return HVD_OK;
+fail:
+    if (*we_initialized) MPI_Finalize();
+    *we_initialized = 0;
+    return st;
+}
+
+static hvd_status private_comm(MPI_Comm base, MPI_Comm *out) {
+    hvd_status st = HVD_OK;
+    CHECK_MPI(MPI_Comm_dup(base, out));
+    /* errors come back as codes we turn into statuses, instead of aborting the job */
+    CHECK_MPI(MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN));
+fail:
+    return st;
+}
+
+/* Wakes the background thread from the SIGUSR1 watcher. */
+static void wake_background(void *ctx) {
+    hvdc_runtime *rt = ctx;
+    pthread_mutex_lock(&rt->queue_mutex);
+    pthread_cond_signal(&rt->queue_cond);
+    pthread_mutex_unlock(&rt->queue_mutex);
+}
+
+/* HVD_HIERARCHICAL_ALLREDUCE: node and cross-node communicators, if every node runs the same
+ * number of ranks (else the two levels would not line up: stay flat and say so). */
+static hvd_status setup_hierarchical(hvdc_runtime *rt) {
+    hvd_status st = HVD_OK;
+    hvdc_executor *ex = &rt->executor;
+    int sizes[2] = {rt->topo.local_size, -rt->topo.local_size};
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, sizes, 2, MPI_INT, MPI_MIN, ex->comm));
+    if (sizes[0] != -sizes[1]) {
+        if (rt->topo.rank == 0)
+            HVDC_LOG(HVDC_LOG_WARNING, "HVD_HIERARCHICAL_ALLREDUCE=1 ignored: nodes run between %d "
+                     "and %d ranks; the two-level all-reduce needs the same number on every node",
+                     sizes[0], -sizes[1]);
+        return HVD_OK;
+    }
+    CHECK_MPI(MPI_Comm_split_type(ex->comm, MPI_COMM_TYPE_SHARED, rt->topo.rank, MPI_INFO_NULL, &ex->local_comm));
+    CHECK_MPI(MPI_Comm_split(ex->comm, rt->topo.local_rank, rt->topo.rank, &ex->cross_comm));
+    CHECK_MPI(MPI_Comm_set_errhandler(ex->local_comm, MPI_ERRORS_RETURN));
+    CHECK_MPI(MPI_Comm_set_errhandler(ex->cross_comm, MPI_ERRORS_RETURN));
+    ex->hierarchical = 1;
+fail:
+    return st;
+}
+
+static void runtime_free(hvdc_runtime *rt) {
+    if (!rt) return;
+    if (rt->executor.local_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.local_comm);
+    if (rt->executor.cross_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.cross_comm);
+    if (rt->control_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->control_comm);
+    if (rt->executor.comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.comm);
+    hvdc__timeline_close(rt->executor.timeline);
+    hvdc__gpu_destroy(rt->executor.gpu);
+    hvdc__liveness_destroy(rt->executor.liveness);
+    hvdc__buffer_free(&rt->executor.fusion);
+    hvdc__buffer_free(&rt->executor.scratch);
+    hvdc__name_table_free(&rt->in_flight);
+    hvdc__handles_free(&rt->handles);
+    pthread_mutex_destroy(&rt->queue_mutex);
+    pthread_cond_destroy(&rt->queue_cond);
+    pthread_mutex_destroy(&rt->completion_mutex);
+    pthread_cond_destroy(&rt->completion_cond);
+    free(rt);
+}
+
+static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
+    hvd_status st = HVD_OK;
+    hvdc__clear_error();
+    if (hvdc__runtime) return hvdc__fail(HVD_ERR_ALREADY_INITIALIZED, "hvd_init was already called; call hvd_shutdown first");
+    hvdc_runtime *rt = calloc(1, sizeof *rt);
+    if (!rt) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory starting libhvdc");
+    rt->control_comm = rt->executor.comm = MPI_COMM_NULL;
+    rt->executor.local_comm = rt->executor.cross_comm = MPI_COMM_NULL;
+    pthread_mutex_init(&rt->queue_mutex, NULL);
+    pthread_cond_init(&rt->queue_cond, NULL);
+    pthread_mutex_init(&rt->completion_mutex, NULL);
+    pthread_cond_init(&rt->completion_cond, NULL);
+    hvdc__name_table_init(&rt->in_flight);
+    hvdc__handles_init(&rt->handles);
+
+    CHECK(hvdc__config_from_env(&rt->config, env_lookup, NULL));
+    if (adopt_mpi_only) {
+        int initialized = 0;
+        MPI_Initialized(&initialized);
+        if (!initialized) {
+            st = hvdc__fail(HVD_ERR_MPI, "hvd_init_comm needs MPI initialized; call MPI_Init_thread first or use hvd_init");
+            goto fail;
+        }
+    }
+    CHECK(start_mpi(&rt->we_initialized_mpi));
+    CHECK(private_comm(comm, &rt->control_comm));
+    CHECK(private_comm(comm, &rt->executor.comm));
+    CHECK(hvdc__topology_detect(rt->control_comm, &rt->topo));
+    hvdc__log_init(rt->config.log_level, rt->topo.rank);
+
+    rt->executor.rank = rt->topo.rank;
+    rt->executor.size = rt->topo.size;
+    rt->executor.cpu_allreduce = rt->config.cpu_allreduce;
+    rt->executor.pack_piece_bytes = rt->config.fusion_threshold_bytes < PACK_PIECE_BYTES
+                                        ? rt->config.fusion_threshold_bytes : PACK_PIECE_BYTES;
+    rt->executor.large_tensor_bytes = LARGE_TENSOR_BYTES;
+    rt->executor.small_bytes = SMALL_BUFFER_BYTES;
+    rt->executor.local_rank = rt->topo.local_rank;
+    rt->executor.local_size = rt->topo.local_size;
+    rt->executor.cross_rank = rt->topo.cross_rank;
+    rt->executor.cross_size = rt->topo.cross_size;
+    rt->executor.hierarchical_requested = rt->config.hierarchical_allreduce;
+    rt->executor.gpu_fusion_bytes = rt->config.gpu_fusion_threshold_bytes;
+    if (rt->config.hierarchical_allreduce) CHECK(setup_hierarchical(rt));
+    CHECK(hvdc__liveness_create(rt->control_comm, &rt->executor.liveness));
+    if (rt->config.timeline_path[0] && rt->topo.rank == 0)
+        CHECK(hvdc__timeline_open(rt->config.timeline_path, rt->topo.rank,
+                                  rt->config.timeline_mark_cycles, &rt->executor.timeline));
+    if (pthread_create(&rt->thread, NULL, hvdc__background_main, rt) != 0) {
+        st = hvdc__fail(HVD_ERR_INTERNAL, "could not start the background thread");
+        goto fail;
+    }
+    HVDC_LOG(HVDC_LOG_INFO, "started: size %d, local %d/%d, cross %d/%d, fusion threshold %zu bytes, cycle %.3g ms, cpu allreduce %s%s",
+             rt->topo.size, rt->topo.local_rank, rt->topo.local_size, rt->topo.cross_rank,
+             rt->topo.cross_size, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms,
+             rt->config.cpu_allreduce == HVDC_CPU_ALLREDUCE_RING ? "ring" : "mpi",
+             rt->executor.hierarchical ? " (hierarchical)" : "");
+    const char *dump_env = getenv("HVD_SIGUSR1_DUMP");
+    if (!dump_env || strcmp(dump_env, "0") != 0) hvdc__dump_install(&rt->dump_requested, wake_background, rt);
+    pthread_mutex_lock(&gate_mutex);
+    hvdc__runtime = rt;
+    pthread_mutex_unlock(&gate_mutex);
+    return HVD_OK;
+fail: {
+    int we_initialized = rt->we_initialized_mpi;
+    runtime_free(rt);
+    if (we_initialized) MPI_Finalize();
+    return st;
+}
+}
+
+hvd_status hvd_init(void) { return init_on(MPI_COMM_WORLD, 0); }
+
+hvd_status hvd_init_comm(MPI_Comm comm) { return init_on(comm, 1); }
+
+int hvd_is_initialized(void) {
+    pthread_mutex_lock(&gate_mutex);
+    int live = hvdc__runtime != NULL && !closing;
+    pthread_mutex_unlock(&gate_mutex);
+    return live;
+}
+
+hvd_status hvd_shutdown(void) {
+    hvdc__clear_error();
+    pthread_mutex_lock(&gate_mutex);
+    hvdc_runtime *rt = closing ? NULL : hvdc__runtime;
+    if (rt) closing = 1;
+    pthread_mutex_unlock(&gate_mutex);
+    if (!rt) return hvdc__fail(HVD_ERR_NOT_INITIALIZED, "hvd_shutdown: libhvdc is not initialized (hvd_init was not called, or hvd_shutdown was called already)");
+    pthread_mutex_lock(&rt->queue_mutex);
+    rt->shutdown_requested = 1;
+    pthread_cond_signal(&rt->queue_cond);
+    pthread_mutex_unlock(&rt->queue_mutex);
+    /* the background thread completes every op before it exits, which wakes every waiter */
+    pthread_join(rt->thread, NULL);
+    hvdc__dump_uninstall();
+    pthread_mutex_lock(&gate_mutex);
+    while (calls_inside > 0) pthread_cond_wait(&gate_idle, &gate_mutex);
+    hvdc__runtime = NULL;
+    closing = 0;
+    pthread_mutex_unlock(&gate_mutex);
+    int we_initialized = rt->we_initialized_mpi;
+    /* finalizing waits for every process, which a dead rank never answers: leave MPI as is */
+    int peer_died = rt->stop_status == HVD_ERR_RANK_FAILED;
+    runtime_free(rt);
+    if (we_initialized && !peer_died) MPI_Finalize();
+    if (peer_died)
+        return hvdc__fail(HVD_ERR_RANK_FAILED, "hvd_shutdown: a rank died, so MPI was not finalized; "
+                          "exit the process with a non-zero status");
+    return HVD_OK;
+}
+
+static hvd_status topology_value(const char *what, int *out, size_t offset) {
+    hvd_status st = hvdc__enter(what);
+    if (st != HVD_OK) return st;
+    if (out) *out = *(const int *)((const char *)&hvdc__runtime->topo + offset);
+    else st = hvdc__fail(HVD_ERR_INVALID_ARG, "%s: the output pointer is NULL", what);
+    hvdc__leave();
+    return st;
+}
+
+hvd_status hvd_rank(int *v) { return topology_value("hvd_rank", v, offsetof(hvdc_topology, rank)); }
+hvd_status hvd_size(int *v) { return topology_value("hvd_size", v, offsetof(hvdc_topology, size)); }
+hvd_status hvd_local_rank(int *v) { return topology_value("hvd_local_rank", v, offsetof(hvdc_topology, local_rank)); }
+hvd_status hvd_local_size(int *v) { return topology_value("hvd_local_size", v, offsetof(hvdc_topology, local_size)); }
+hvd_status hvd_cross_rank(int *v) { return topology_value("hvd_cross_rank", v, offsetof(hvdc_topology, cross_rank)); }
+hvd_status hvd_cross_size(int *v) { return topology_value("hvd_cross_size", v, offsetof(hvdc_topology, cross_size)); }
+
+const char *hvd_version(void) { return "0.1.0"; }

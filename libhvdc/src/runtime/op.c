@@ -1,0 +1,76 @@
+/*
+ * op.c - creation of submitted operations and the generation-checked handle table.
+ * Any thread; callers hold runtime.completion_mutex around handle-table calls.
+ */
+#include "runtime/op.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+hvdc_op *hvdc__op_create(size_t n_tensors) {
+    hvdc_op *op = calloc(1, sizeof *op);
+    if (!op) return NULL;
+    op->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *op->tensors);
+    op->n_tensors = n_tensors;
+    op->desc.prescale = op->desc.postscale = 1.0;
+    op->desc.device = HVD_DEVICE_CPU;
+    if (!op->tensors) {
+        free(op);
+        return NULL;
+    }
+    return op;
+}
+
+void hvdc__op_free(hvdc_op *op) {
+    if (!op) return;
+    hvdc__wire_request_free(&op->desc);
+    free(op->tensors);
+    free(op->member_names);
+    free(op->error);
+    free(op);
+}
+
+void hvdc__handles_init(hvdc_handles *h) { memset(h, 0, sizeof *h); }
+
+void hvdc__handles_free(hvdc_handles *h) {
+    for (uint32_t i = 0; i < h->n_slots; i++) hvdc__op_free(h->slots[i].op);
+    free(h->slots);
+    free(h->free_list);
+    memset(h, 0, sizeof *h);
+}
+
+hvd_handle hvdc__handles_add(hvdc_handles *h, hvdc_op *op) {
+    if (h->n_free == 0) {
+        uint32_t n = h->n_slots ? h->n_slots * 2 : 64;
+        hvdc_handle_slot *slots = realloc(h->slots, n * sizeof *slots);
+        if (!slots) return HVD_HANDLE_NULL;
+        h->slots = slots;
+        uint32_t *free_list = realloc(h->free_list, n * sizeof *free_list);
+        if (!free_list) return HVD_HANDLE_NULL;
+        h->free_list = free_list;
+        for (uint32_t i = n; i > h->n_slots; i--) {
+            h->slots[i - 1] = (hvdc_handle_slot){0, NULL};
+            h->free_list[h->n_free++] = i - 1;
+        }
+        h->n_slots = n;
+    }
+    uint32_t slot = h->free_list[--h->n_free];
+    h->slots[slot].op = op;
+    h->slots[slot].generation++;
+    return ((uint64_t)h->slots[slot].generation << 32) | (uint64_t)(slot + 1);
+}
+
+hvdc_op *hvdc__handles_find(const hvdc_handles *h, hvd_handle handle) {
+    uint64_t low = handle & 0xffffffffu;
+    if (low == 0 || low > h->n_slots) return NULL;
+    const hvdc_handle_slot *s = &h->slots[low - 1];
+    if (s->op == NULL || s->generation != (uint32_t)(handle >> 32)) return NULL;
+    return s->op;
+}
+
+void hvdc__handles_remove(hvdc_handles *h, hvd_handle handle) {
+    if (!hvdc__handles_find(h, handle)) return;
+    uint32_t slot = (uint32_t)(handle & 0xffffffffu) - 1;
+    h->slots[slot].op = NULL;
+    h->free_list[h->n_free++] = slot;
+}

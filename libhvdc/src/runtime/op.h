@@ -1,0 +1,74 @@
+/*
+ * op.h - one submitted operation as this rank sees it: the announcement it makes, the caller's
+ * buffers, and its completion state; and the handle table that lets user threads refer to it.
+ *
+ * Lifetime: created by a user thread at submission; owned by the queue, then by the background
+ * thread until it completes; freed by the one hvd_wait that releases its handle (or by shutdown).
+ *
+ * defines: hvdc_op, hvdc_tensor, hvdc_handles, hvdc__op_create, hvdc__op_free,
+ *          hvdc__handles_{init,free,add,find,remove}
+ * Any thread; the handle table is locked by its owner (runtime.completion_mutex).
+ */
+#ifndef HVDC_OP_H
+#define HVDC_OP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hvdc.h"
+#include "negotiation/wire.h"
+
+/* The name hvd_join announces; a second hvd_join while one is in flight is a duplicate. */
+#define HVDC_JOIN_NAME "hvd.join"
+
+typedef struct hvdc_tensor {
+    const char *name;
+    const void *send;
+    void *recv;
+    size_t count;
+} hvdc_tensor;
+
+typedef struct hvdc_op {
+    hvdc_wire_request desc;     /* what this rank announces */
+    size_t n_tensors;
+    hvdc_tensor *tensors;       /* (n_tensors); names point into member_names */
+    char *member_names;         /* grouped allreduce: the names, NUL-separated */
+    size_t *recv_count_out;     /* allgather/alltoall/reducescatter, may be NULL */
+    size_t *rank_counts_out;    /* allgather/alltoall, (size) may be NULL */
+    /* completion, written by the background thread under completion_mutex */
+    int done;
+    hvd_status status;
+    char *error;                /* message when status != HVD_OK */
+    int64_t submitted_us;       /* timeline clock at submission */
+    int64_t announced_us;       /* timeline clock when the background thread announced it */
+    int announced;              /* 1 once sent to rank 0 (background thread, under queue_mutex) */
+    void *ready_event;          /* device tensors: cudaEvent_t the inputs are ready on, or NULL */
+    struct hvdc_op *next;       /* queue link */
+} hvdc_op;
+
+/* An op for n tensors with zeroed fields; NULL when out of memory. */
+hvdc_op *hvdc__op_create(size_t n_tensors);
+void hvdc__op_free(hvdc_op *op); /* NULL-safe */
+
+/* Handles are (generation << 32 | slot + 1), so a released handle never matches again. */
+typedef struct hvdc_handle_slot {
+    uint32_t generation;
+    hvdc_op *op; /* NULL when free */
+} hvdc_handle_slot;
+
+typedef struct hvdc_handles {
+    hvdc_handle_slot *slots;
+    uint32_t n_slots;
+    uint32_t *free_list;
+    uint32_t n_free;
+} hvdc_handles;
+
+void hvdc__handles_init(hvdc_handles *handles);
+/* Frees the table and every op still in it. */
+void hvdc__handles_free(hvdc_handles *handles);
+/* @return a handle for op, or HVD_HANDLE_NULL when out of memory. */
+hvd_handle hvdc__handles_add(hvdc_handles *handles, hvdc_op *op);
+hvdc_op *hvdc__handles_find(const hvdc_handles *handles, hvd_handle handle);
+void hvdc__handles_remove(hvdc_handles *handles, hvd_handle handle);
+
+#endif

@@ -1,0 +1,219 @@
+/*
+ * timeline.c - the Chrome-trace writer behind HVD_TIMELINE (see timeline.h).
+ *
+ * The background thread formats events into `pending` under a mutex and signals the writer
+ * when enough has gathered; the writer swaps buffers and writes them at the end of the events
+ * so far, followed by "\n]", in one pwrite. So the file always ends with a closing bracket.
+ * Background thread (records) and the writer thread (writes).
+ */
+#include "runtime/timeline.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/bytes.h"
+#include "base/clock.h"
+#include "base/name_table.h"
+#include "base/status.h"
+
+#define FLUSH_BYTES (64 * 1024)
+#define FLUSH_MS 200
+
+typedef struct row {
+    char name[HVD_MAX_NAME_LEN + 1];
+    int id;
+} row;
+
+struct hvdc_timeline {
+    int fd, rank, mark_cycles;
+    int64_t origin_us; /* hvdc__now_us() at creation: events are stamped from here */
+    off_t end_of_events; /* where the next events go (over the closing bracket) */
+    int wrote_any;
+    pthread_mutex_t mutex;
+    pthread_cond_t wake;
+    hvdc_bytes pending;  /* formatted, not yet written */
+    int stopping;
+    pthread_t writer;
+    hvdc_name_table rows; /* tensor name -> row; touched by the background thread only */
+    int n_rows;
+};
+
+/* Writes buf as the next events and re-closes the array, in one pwrite. */
+static void write_events(hvdc_timeline *tl, hvdc_bytes *buf) {
+    if (buf->len == 0) return;
+    if (hvdc__bytes_append(buf, "\n]\n", 3)) { /* out of memory: drop the batch, the file stays valid */
+        buf->len = 0;
+        return;
+    }
+    /* events are written as ",\n{...}": the very first one must not start with a comma */
+    const char *data = (const char *)buf->data;
+    size_t len = buf->len;
+    if (!tl->wrote_any) {
+        data += 1;
+        len -= 1;
+    }
+    ssize_t done = pwrite(tl->fd, data, len, tl->end_of_events);
+    if (done == (ssize_t)len) {
+        tl->end_of_events += (off_t)len - 3;
+        tl->wrote_any = 1;
+    }
+    buf->len = 0;
+}
+
+static void *writer_main(void *arg) {
+    hvdc_timeline *tl = arg;
+    hvdc_bytes batch = {0};
+    pthread_mutex_lock(&tl->mutex);
+    for (;;) {
+        while (!tl->stopping && tl->pending.len < FLUSH_BYTES) {
+            struct timespec deadline;
+            clock_gettime(CLOCK_REALTIME, &deadline);
+            deadline.tv_nsec += FLUSH_MS * 1000000L;
+            deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+            deadline.tv_nsec %= 1000000000L;
+            if (pthread_cond_timedwait(&tl->wake, &tl->mutex, &deadline) == ETIMEDOUT) break;
+        }
+        hvdc_bytes swap = tl->pending;
+        tl->pending = batch;
+        batch = swap;
+        int stopping = tl->stopping;
+        pthread_mutex_unlock(&tl->mutex);
+        write_events(tl, &batch);
+        pthread_mutex_lock(&tl->mutex);
+        if (stopping && tl->pending.len == 0) break;
+    }
+    pthread_mutex_unlock(&tl->mutex);
+    hvdc__bytes_free(&batch);
+    return NULL;
+}
+
+static void record(hvdc_timeline *tl, const char *event, size_t n) {
+    pthread_mutex_lock(&tl->mutex);
+    (void)hvdc__bytes_append(&tl->pending, event, n); /* out of memory: drop the event, not the job */
+    if (tl->pending.len >= FLUSH_BYTES) pthread_cond_signal(&tl->wake);
+    pthread_mutex_unlock(&tl->mutex);
+}
+
+hvd_status hvdc__timeline_open(const char *path, int rank, int mark_cycles, hvdc_timeline **out) {
+    *out = NULL;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return hvdc__fail(HVD_ERR_CONFIG, "HVD_TIMELINE='%s': cannot open it for writing: %s", path, strerror(errno));
+    hvdc_timeline *tl = calloc(1, sizeof *tl);
+    if (!tl) {
+        close(fd);
+        return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the timeline");
+    }
+    tl->fd = fd;
+    tl->rank = rank;
+    tl->mark_cycles = mark_cycles;
+    tl->origin_us = hvdc__now_us();
+    hvdc__name_table_init(&tl->rows);
+    pthread_mutex_init(&tl->mutex, NULL);
+    pthread_cond_init(&tl->wake, NULL);
+    static const char opening[] = "[\n";
+    static const char empty[] = "[\n]\n";
+    if (pwrite(fd, empty, sizeof empty - 1, 0) != (ssize_t)(sizeof empty - 1)) {
+        hvd_status st = hvdc__fail(HVD_ERR_CONFIG, "HVD_TIMELINE='%s': cannot write: %s", path, strerror(errno));
+        hvdc__timeline_close(tl);
+        return st;
+    }
+    tl->end_of_events = (off_t)(sizeof opening - 1);
+    char meta[160];
+    int n = snprintf(meta, sizeof meta,
+                     ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"libhvdc rank %d\"}}",
+                     rank, rank);
+    record(tl, meta, (size_t)n);
+    if (pthread_create(&tl->writer, NULL, writer_main, tl) != 0) {
+        close(fd);
+        free(tl);
+        return hvdc__fail(HVD_ERR_INTERNAL, "could not start the timeline writer thread");
+    }
+    *out = tl;
+    return HVD_OK;
+}
+
+static void free_row(void *value, void *ctx) {
+    (void)ctx;
+    free(value);
+}
+
+void hvdc__timeline_close(hvdc_timeline *tl) {
+    if (!tl) return;
+    pthread_mutex_lock(&tl->mutex);
+    tl->stopping = 1;
+    pthread_cond_signal(&tl->wake);
+    pthread_mutex_unlock(&tl->mutex);
+    if (tl->writer) pthread_join(tl->writer, NULL);
+    close(tl->fd);
+    hvdc__name_table_each(&tl->rows, free_row, NULL);
+    hvdc__name_table_free(&tl->rows);
+    hvdc__bytes_free(&tl->pending);
+    pthread_mutex_destroy(&tl->mutex);
+    pthread_cond_destroy(&tl->wake);
+    free(tl);
+}
+
+int64_t hvdc__timeline_now_us(const hvdc_timeline *tl) {
+    if (!tl) return 0;
+    return hvdc__now_us() - tl->origin_us;
+}
+
+/* Copies name into a JSON string body (quotes and backslashes escaped, controls dropped). */
+static void json_escape(char *out, size_t len, const char *name) {
+    size_t k = 0;
+    for (const char *p = name; *p && k + 2 < len; p++) {
+        if (*p == '"' || *p == '\\') out[k++] = '\\';
+        if ((unsigned char)*p >= 0x20) out[k++] = *p;
+    }
+    out[k] = '\0';
+}
+
+int hvdc__timeline_row(hvdc_timeline *tl, const char *name) {
+    if (!tl) return -1;
+    row *r = hvdc__name_table_get(&tl->rows, name);
+    if (r) return r->id;
+    r = calloc(1, sizeof *r);
+    if (!r) return 0;
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->id = ++tl->n_rows;
+    if (hvdc__name_table_put(&tl->rows, r->name, r) != 0) {
+        free(r);
+        return 0;
+    }
+    char escaped[2 * HVD_MAX_NAME_LEN + 2], event[700];
+    json_escape(escaped, sizeof escaped, name);
+    int n = snprintf(event, sizeof event,
+                     ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+                     tl->rank, r->id, escaped);
+    record(tl, event, (size_t)n);
+    return r->id;
+}
+
+void hvdc__timeline_span(hvdc_timeline *tl, const char *name, const char *phase, int64_t start_us,
+                         int64_t end_us, int64_t group) {
+    if (!tl) return;
+    int id = hvdc__timeline_row(tl, name);
+    char event[256];
+    int n = snprintf(event, sizeof event,
+                     ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%lld,\"dur\":%lld,"
+                     "\"args\":{\"group\":%lld}}",
+                     phase, tl->rank, id, (long long)start_us,
+                     (long long)(end_us > start_us ? end_us - start_us : 0), (long long)group);
+    record(tl, event, (size_t)n);
+}
+
+void hvdc__timeline_cycle(hvdc_timeline *tl, int64_t at_us, uint64_t round) {
+    if (!tl || !tl->mark_cycles) return;
+    char event[200];
+    int n = snprintf(event, sizeof event,
+                     ",\n{\"name\":\"round %llu\",\"ph\":\"i\",\"s\":\"g\",\"pid\":%d,\"tid\":0,\"ts\":%lld}",
+                     (unsigned long long)round, tl->rank, (long long)at_us);
+    record(tl, event, (size_t)n);
+}

@@ -3,10 +3,10 @@
  *
  * It sleeps on queue_cond while this rank has nothing in flight. Once it has, it runs rounds:
  *   1. take the ops submitted since the last round;
- *   2. negotiate: every rank sends rank 0 its new announcements, rank 0 answers every rank
- *      with the same response list (point-to-point, so rank 0 sees who has not joined yet and
- *      can report stalls while it waits);
- *   3. execute the responses in order, and complete their ops.
+ *   2. negotiate (negotiation/exchange.c): every rank sends rank 0 its new announcements, rank 0
+ *      answers every rank with the same response list (point-to-point, so rank 0 sees who has
+ *      not joined yet and can report stalls while it waits);
+ *   3. execute the responses in order (execute.c: collectives/ or gpu/), complete their ops.
  * A round is collective, so it starts only when every rank has something in flight; a rank with
  * nothing to do sleeps instead of cycling. A round that changed nothing (names still waiting
  * for other ranks) is followed by a wait of at most HVD_CYCLE_TIME for new submissions, so
@@ -97,7 +97,10 @@ static void finish_gpu_work(round_state *s, int wait) {
     }
 }
 
-hvd_status hvdc__between_steps(round_state *s, const char *doing) {
+/* What every wait in a negotiation round does between two probes (exchange.h's hook): serve a
+ * SIGUSR1 dump request, complete finished device work, check that every rank is alive. */
+static hvd_status between_steps(void *ctx, const char *doing) {
+    round_state *s = ctx;
     serve_dump(s, doing);
     finish_gpu_work(s, 0);
     return hvdc__liveness_check(s->rt->executor.liveness);
@@ -254,16 +257,14 @@ void *hvdc__background_main(void *arg) {
     const hvdc_wire_request **fresh_descs = NULL;
     size_t fresh_cap = 0;
     int progressed = 0, shutdown = 0;
-    if (rt->topo.rank == 0) {
-        s.negotiator = hvdc__negotiator_create(rt->topo.size);
-        s.arrived = calloc((size_t)rt->topo.size, 1);
-        s.requests = calloc((size_t)rt->topo.size, sizeof *s.requests);
-        s.next_stall_check = hvdc__now_seconds() + rt->config.stall_check_s;
-        if (!s.negotiator || !s.arrived || !s.requests) {
-            st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory starting the coordinator");
-            goto stop;
-        }
-    }
+    s.exchange = (hvdc_exchange){
+        .comm = rt->control_comm, .rank = rt->topo.rank, .size = rt->topo.size,
+        .stall_check_s = rt->config.stall_check_s, .stall_shutdown_s = rt->config.stall_shutdown_s,
+        .fusion_threshold = rt->config.fusion_threshold_bytes,
+        .gpu_fusion_threshold = rt->config.gpu_fusion_threshold_bytes,
+        .liveness = rt->executor.liveness, .between_steps = between_steps, .ctx = &s,
+    };
+    if ((st = hvdc__exchange_init(&s.exchange)) != HVD_OK) goto stop;
     for (;;) {
         finish_gpu_work(&s, 0);
         hvdc_op *fresh = wait_for_work(&s, progressed, &shutdown);
@@ -289,13 +290,13 @@ void *hvdc__background_main(void *arg) {
         }
         s.n_in_flight += n_fresh;
 
-        if (hvdc__wire_encode_requests(&s.message, shutdown ? HVDC_FLAG_SHUTDOWN : 0, fresh_descs,
+        if (hvdc__wire_encode_requests(&s.exchange.message, shutdown ? HVDC_FLAG_SHUTDOWN : 0, fresh_descs,
                                        (uint32_t)n_fresh) != 0) {
             st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory encoding %zu requests", n_fresh);
             goto stop;
         }
         hvdc_response_list responses = {0};
-        CHECK(hvdc__negotiate(&s, &responses));
+        CHECK(hvdc__exchange_round(&s.exchange, &responses));
         if (responses.flags & HVDC_FLAG_ABORT) {
             st = hvdc__fail(HVDC_ABORT_STATUS(responses.flags), "%s",
                             responses.reason ? responses.reason : "rank 0 stopped the job");
@@ -325,13 +326,8 @@ stop:
         fail_everything(rt, st, message);
     }
 done:
-    hvdc__negotiator_destroy(s.negotiator);
+    hvdc__exchange_free(&s.exchange);
     free(s.gpu_work);
-    hvdc__bytes_free(&s.message);
-    hvdc__bytes_free(&s.gathered);
-    hvdc__bytes_free(&s.answer);
-    free(s.arrived);
-    free(s.requests);
     hvdc__buffer_free(&s.identity);
     hvdc__buffer_free(&s.discard);
     free(fresh_descs);

@@ -123,10 +123,10 @@ void hvdc__dump_state(round_state *s, const char *doing) {
             "[hvdc rank %d]   %zu announced to rank 0, not yet executed:%s\n",
             rt->topo.rank, doing, rt->topo.rank, d.n_queued, d.queued, rt->topo.rank,
             d.n_announced, d.announced);
-    if (s->negotiator) {
+    if (s->exchange.negotiator) {
         char report[1200];
         double oldest = 0;
-        size_t n = hvdc__negotiator_report_stalls(s->negotiator, hvdc__now_seconds(), 0, report,
+        size_t n = hvdc__negotiator_report_stalls(s->exchange.negotiator, hvdc__now_seconds(), 0, report,
                                                   sizeof report, &oldest);
         fprintf(stderr, "[hvdc rank 0]   coordinator: %zu names wait for other ranks%s%s\n", n,
                 n ? ":\n" : "", report);

@@ -1,0 +1,63 @@
+/*
+ * exchange.h - one negotiation round over MPI point-to-point: every rank sends rank 0 its new
+ * announcements, rank 0 feeds them to the negotiator, then answers every rank with the same
+ * response list. Because rank 0 sees who has not joined a round yet, it reports stalls while
+ * it waits (HVD_STALL_CHECK_TIME) and stops the job past HVD_STALL_SHUTDOWN_TIME.
+ *
+ *   rank 1 ──announce──┐                         ┌──answer──> rank 1
+ *   rank 2 ──announce──┼─> rank 0: negotiator ───┼──answer──> rank 2
+ *   rank 0 (its own) ──┘   add, respond          └──answer──> rank 0 (its own copy)
+ *
+ * The owner (the background thread) encodes this rank's announcements into `message` before a
+ * round and decodes nothing: hvdc__exchange_round hands back the decoded response list. Every
+ * wait here calls the owner's between_steps hook, so the owner keeps serving its own work (a
+ * state dump, finished device work) and a dead rank ends the wait (liveness).
+ *
+ * defines: hvdc_exchange, hvdc__exchange_init, hvdc__exchange_free, hvdc__exchange_round
+ * Background thread.
+ */
+#ifndef HVDC_EXCHANGE_H
+#define HVDC_EXCHANGE_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+#include "base/bytes.h"
+#include "base/liveness.h"
+#include "hvdc.h"
+#include "negotiation/negotiate.h"
+#include "negotiation/wire.h"
+
+typedef struct hvdc_exchange {
+    /* set by the owner before hvdc__exchange_init */
+    MPI_Comm comm;                 /* private to negotiation */
+    int rank, size;                /* in comm */
+    double stall_check_s;          /* HVD_STALL_CHECK_TIME; 0: no reports */
+    double stall_shutdown_s;       /* HVD_STALL_SHUTDOWN_TIME; 0: never stop */
+    size_t fusion_threshold;       /* bytes, host tensors */
+    size_t gpu_fusion_threshold;   /* bytes, device tensors */
+    hvdc_liveness *liveness;
+    /* Called between two probes of every wait; a status other than HVD_OK ends the round. */
+    hvd_status (*between_steps)(void *ctx, const char *doing);
+    void *ctx;
+    /* this rank's announcements for the next round, encoded by the owner */
+    hvdc_bytes message;
+    /* owned here */
+    hvdc_bytes gathered, answer;
+    hvdc_negotiator *negotiator; /* rank 0 */
+    unsigned char *arrived;      /* (size) rank 0: whose announcement this round has */
+    MPI_Request *requests;       /* (size - 1) rank 0: answers in flight */
+    double next_stall_check;     /* rank 0 */
+} hvdc_exchange;
+
+/* Allocates what rank 0 needs once the owner's fields are set. @return HVD_OK or
+ * HVD_ERR_NO_MEMORY. */
+hvd_status hvdc__exchange_init(hvdc_exchange *x);
+void hvdc__exchange_free(hvdc_exchange *x);
+
+/* One round: x->message in, the response list every rank gets out (the caller frees it).
+ * @return HVD_OK; HVD_ERR_STALLED on rank 0 when the stall limit passed (the other ranks get
+ * an abort list); HVD_ERR_RANK_FAILED, HVD_ERR_MPI, HVD_ERR_NO_MEMORY, HVD_ERR_INTERNAL. */
+hvd_status hvdc__exchange_round(hvdc_exchange *x, hvdc_response_list *responses);
+
+#endif

@@ -9,7 +9,7 @@
 #ifndef HVDC_ROUND_H
 #define HVDC_ROUND_H
 
-#include "runtime/exchange.h"
+#include "negotiation/exchange.h"
 #include "runtime/runtime.h"
 
 typedef struct round_state {

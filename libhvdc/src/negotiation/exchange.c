@@ -6,7 +6,7 @@
  * Waits are Iprobe loops that yield the core and call the owner's between_steps hook.
  * Background thread.
  */
-#include "runtime/exchange.h"
+#include "negotiation/exchange.h"
 
 #include <sched.h>
 #include <stdio.h>

@@ -86,63 +86,54 @@ static int parse_impls(const char *list, int impl[IMPL_COUNT]) {
     return 1;
 }
 
-/* Parses argv; returns 0 to run, 1 after --help, -1 on a bad option (message printed). */
-static int parse_options(int argc, char **argv, options *o, int rank) {
+/* One option (bench_parse_options walks argv). */
+static int parse_option(void *out, const char *flag, const char *value) {
+    options *o = out;
+    int ok = 1;
+    if (strcmp(flag, "-b") == 0) {
+        ok = bench_parse_bytes(value, &o->min_bytes);
+    } else if (strcmp(flag, "-e") == 0) {
+        ok = bench_parse_bytes(value, &o->max_bytes);
+    } else if (strcmp(flag, "-f") == 0) {
+        o->factor = (size_t)atol(value);
+        ok = o->factor >= 2;
+    } else if (strcmp(flag, "-n") == 0) {
+        o->iters = atoi(value);
+        ok = o->iters >= 1;
+    } else if (strcmp(flag, "-w") == 0) {
+        o->warmup = atoi(value);
+        ok = o->warmup >= 0;
+    } else if (strcmp(flag, "-c") == 0) {
+        o->check = atoi(value);
+        ok = o->check == 0 || o->check == 1;
+    } else if (strcmp(flag, "-d") == 0) {
+        int d = bench_dtype_from_name(value);
+        ok = d >= 0;
+        o->dtype = (hvd_dtype)d;
+    } else if (strcmp(flag, "-o") == 0) {
+        int op = bench_op_from_name(value);
+        ok = op >= 0;
+        o->op = (hvd_reduce_op)op;
+    } else if (strcmp(flag, "--impl") == 0) {
+        ok = parse_impls(value, o->impl);
+    } else if (strcmp(flag, "--csv") == 0) {
+        o->csv = value;
+    } else {
+        ok = 0;
+    }
+    return ok;
+}
+
+/* Defaults, then argv. @return 0 to run, 1 after --help, -1 on a bad option (message printed). */
+static int parse_options(int argc, char **argv, void *out, int rank) {
+    options *o = out;
     *o = (options){.min_bytes = 1024, .max_bytes = 64u << 20, .factor = 2, .iters = 20,
                    .warmup = 5, .check = 1, .dtype = HVD_FLOAT32, .op = HVD_SUM};
     const char *env = getenv("HVD_CPU_ALLREDUCE");
     o->impl[env && strcmp(env, "mpi") == 0 ? IMPL_HVD_MPI : IMPL_HVD_RING] = 1;
     o->impl[IMPL_MPI] = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int ok = 1, takes_value = 1;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            if (rank == 0) usage(stdout);
-            return 1;
-        } else if (!v) {
-            ok = 0;
-        } else if (strcmp(a, "-b") == 0) {
-            ok = bench_parse_bytes(v, &o->min_bytes);
-        } else if (strcmp(a, "-e") == 0) {
-            ok = bench_parse_bytes(v, &o->max_bytes);
-        } else if (strcmp(a, "-f") == 0) {
-            o->factor = (size_t)atol(v);
-            ok = o->factor >= 2;
-        } else if (strcmp(a, "-n") == 0) {
-            o->iters = atoi(v);
-            ok = o->iters >= 1;
-        } else if (strcmp(a, "-w") == 0) {
-            o->warmup = atoi(v);
-            ok = o->warmup >= 0;
-        } else if (strcmp(a, "-c") == 0) {
-            o->check = atoi(v);
-            ok = o->check == 0 || o->check == 1;
-        } else if (strcmp(a, "-d") == 0) {
-            int d = bench_dtype_from_name(v);
-            ok = d >= 0;
-            o->dtype = (hvd_dtype)d;
-        } else if (strcmp(a, "-o") == 0) {
-            int op = bench_op_from_name(v);
-            ok = op >= 0;
-            o->op = (hvd_reduce_op)op;
-        } else if (strcmp(a, "--impl") == 0) {
-            ok = parse_impls(v, o->impl);
-        } else if (strcmp(a, "--csv") == 0) {
-            o->csv = v;
-        } else {
-            takes_value = 0;
-            ok = 0;
-        }
-        if (!ok) {
-            if (rank == 0) {
-                fprintf(stderr, "allreduce_bench: bad option '%s%s%s'%s\n", a, takes_value && v ? " " : "",
-                        takes_value && v ? v : "", takes_value ? "" : " (unknown)");
-                usage(stderr);
-            }
-            return -1;
-        }
-        i++;
-    }
+    int parsed = bench_parse_options(argc, argv, rank, "allreduce_bench", usage, parse_option, o);
+    if (parsed != 0) return parsed;
     if (o->min_bytes == 0 || o->min_bytes > o->max_bytes) {
         if (rank == 0) fprintf(stderr, "allreduce_bench: need 0 < -b <= -e\n");
         return -1;
@@ -314,14 +305,10 @@ static void print_row(FILE *out, FILE *csv, size_t bytes, size_t count, const op
 }
 
 int main(int argc, char **argv) {
-    int rank = 0, size = 1, started = bench_start(&argc, &argv, "allreduce_bench", &rank, &size);
-    if (started != 0) return started;
+    int rank = 0, size = 1;
     options o;
-    int parsed = parse_options(argc, argv, &o, rank);
-    if (parsed != 0) {
-        MPI_Finalize();
-        return parsed > 0 ? 0 : 2;
-    }
+    int started = bench_start(&argc, &argv, "allreduce_bench", parse_options, &o, &rank, &size);
+    if (started != 0) return bench_exit_status(started);
     pattern p = {0};
     if (pattern_make(&p, &o, size) != 0) {
         if (rank == 0)

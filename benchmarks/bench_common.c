@@ -250,22 +250,38 @@ void bench_print_settings(FILE *out, const char *program, int size) {
     fprintf(out, "\n");
 }
 
-int bench_start(int *argc, char ***argv, const char *program, int *rank, int *size) {
+int bench_start(int *argc, char ***argv, const char *program, bench_parse_fn parse,
+                void *options, int *rank, int *size) {
     int provided = 0;
     BENCH_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
     MPI_Comm_size(MPI_COMM_WORLD, size);
-    if (provided >= MPI_THREAD_MULTIPLE) return 0;
-    if (*rank == 0) fprintf(stderr, "%s: MPI lacks MPI_THREAD_MULTIPLE\n", program);
+    if (provided < MPI_THREAD_MULTIPLE) {
+        if (*rank == 0) fprintf(stderr, "%s: MPI lacks MPI_THREAD_MULTIPLE\n", program);
+        MPI_Finalize();
+        return 2;
+    }
+    int parsed = parse(*argc, *argv, options, *rank);
+    if (parsed == 0) return 0;
     MPI_Finalize();
-    return 2;
+    return parsed > 0 ? -1 : 2; /* --help: done, exit 0 (see bench_exit_status) */
 }
 
-int bench_bad_option(const char *program, const char *flag, const char *value,
-                     void (*usage)(FILE *out), int rank) {
-    if (rank == 0) {
-        fprintf(stderr, "%s: bad option '%s%s%s'\n", program, flag, value ? " " : "", value ? value : "");
-        usage(stderr);
+int bench_parse_options(int argc, char **argv, int rank, const char *program,
+                        void (*usage)(FILE *out), bench_option_fn one, void *options) {
+    for (int i = 1; i < argc; i += 2) {
+        const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(flag, "-h") == 0 || strcmp(flag, "--help") == 0) {
+            if (rank == 0) usage(stdout);
+            return 1;
+        }
+        if (value && one(options, flag, value)) continue;
+        if (rank == 0) {
+            fprintf(stderr, "%s: bad option '%s%s%s'%s\n", program, flag, value ? " " : "",
+                    value ? value : "", value ? "" : " (it needs a value)");
+            usage(stderr);
+        }
+        return -1;
     }
-    return -1;
+    return 0;
 }

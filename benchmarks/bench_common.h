@@ -70,15 +70,27 @@ double bench_get_value(const void *buf, hvd_dtype dtype, size_t i);
 
 /* Prints "# key: value" lines shared by all benchmarks (program, ranks, MPI library, libhvdc
  * version, host, date, HVD_* environment) to out. Call on rank 0 only. */
-/* Starts MPI at MPI_THREAD_MULTIPLE (libhvdc's background thread calls MPI beside the
- * benchmark's own calls) and reports rank and size. @return 0 to go on, else the exit status to
- * return, MPI already finalized (2: this MPI lacks MPI_THREAD_MULTIPLE). */
-int bench_start(int *argc, char ***argv, const char *program, int *rank, int *size);
+/* A benchmark's option parser: fills options. @return 0 to run, > 0 when it printed the help
+ * (exit 0), < 0 for a bad option (exit 2). */
+typedef int (*bench_parse_fn)(int argc, char **argv, void *options, int rank);
 
-/* On rank 0, says that `flag value` is not an option of program and prints its usage.
- * @return -1, what parse_options returns for a bad option. */
-int bench_bad_option(const char *program, const char *flag, const char *value,
-                     void (*usage)(FILE *out), int rank);
+/* Starts MPI at MPI_THREAD_MULTIPLE (libhvdc's background thread calls MPI beside the
+ * benchmark's own calls), reports rank and size, and parses the options.
+ * @return 0 to go on; otherwise MPI is finalized and main returns bench_exit_status() of it
+ * (2: this MPI lacks MPI_THREAD_MULTIPLE, or a bad option; 0 after --help). */
+int bench_start(int *argc, char ***argv, const char *program, bench_parse_fn parse,
+                void *options, int *rank, int *size);
+/* What main returns for bench_start's non-zero result. */
+static inline int bench_exit_status(int started) { return started < 0 ? 0 : started; }
+
+/* One "flag value" pair of a benchmark's options. @return 1 if understood and valid, else 0. */
+typedef int (*bench_option_fn)(void *options, const char *flag, const char *value);
+
+/* Walks argv as "flag value" pairs through one(): -h/--help prints usage (on rank 0) and
+ * returns 1; an unknown or invalid pair prints what was wrong and the usage (on rank 0) and
+ * returns -1; else 0. */
+int bench_parse_options(int argc, char **argv, int rank, const char *program,
+                        void (*usage)(FILE *out), bench_option_fn one, void *options);
 
 void bench_print_settings(FILE *out, const char *program, int size);
 

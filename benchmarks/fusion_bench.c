@@ -78,60 +78,60 @@ static int parse_list(const char *list, char items[][32], int max) {
     return n;
 }
 
-static int parse_options(int argc, char **argv, options *o, int rank) {
-    static char model_names[MAX_MODELS][32];
+/* One option (bench_parse_options walks argv). */
+static int parse_option(void *out, const char *flag, const char *value) {
+    static char model_names[MAX_MODELS][32]; /* o->models point here */
+    options *o = out;
+    char items[MAX_SETTINGS][32];
+    int ok = 1, n;
+    if (strcmp(flag, "--model") == 0) {
+        if (strcmp(value, "all") == 0) value = "resnet50,bert-base,tiny";
+        n = parse_list(value, model_names, MAX_MODELS);
+        ok = n > 0;
+        o->n_models = ok ? n : 0;
+        for (int k = 0; k < o->n_models; k++) o->models[k] = model_names[k];
+    } else if (strcmp(flag, "--thresholds") == 0) {
+        n = parse_list(value, items, MAX_SETTINGS);
+        ok = n > 0;
+        o->n_thresholds = ok ? n : 0;
+        for (int k = 0; ok && k < n; k++) {
+            size_t bytes = 0;
+            if (strcmp(items[k], "default") == 0) o->thresholds[k] = -1;
+            else if ((ok = bench_parse_bytes(items[k], &bytes) && bytes <= ((size_t)1 << 40)))
+                o->thresholds[k] = (long)bytes;
+        }
+    } else if (strcmp(flag, "--cycle-times") == 0) {
+        n = parse_list(value, items, MAX_SETTINGS);
+        ok = n > 0;
+        o->n_cycles = ok ? n : 0;
+        for (int k = 0; ok && k < n; k++) {
+            o->cycles[k] = strcmp(items[k], "default") == 0 ? 0.0 : atof(items[k]);
+            ok = strcmp(items[k], "default") == 0 || o->cycles[k] > 0;
+        }
+    } else if (strcmp(flag, "--steps") == 0) {
+        ok = (o->steps = atoi(value)) >= 1;
+    } else if (strcmp(flag, "--warmup") == 0) {
+        ok = (o->warmup = atoi(value)) >= 0;
+    } else if (strcmp(flag, "--csv") == 0) {
+        o->csv = value;
+    } else if (strcmp(flag, "--plot") == 0) {
+        o->plot = value;
+        size_t len = strlen(value);
+        ok = len > 4 && strcmp(value + len - 4, ".svg") == 0;
+    } else {
+        ok = 0;
+    }
+    return ok;
+}
+
+/* Defaults, then argv. @return 0 to run, 1 after --help, -1 on a bad option (message printed). */
+static int parse_options(int argc, char **argv, void *out, int rank) {
+    options *o = out;
     *o = (options){.models = {"resnet50"}, .n_models = 1, .n_thresholds = 6, .n_cycles = 1,
                    .cycles = {0}, .steps = 10, .warmup = 2,
                    .thresholds = {0, 1L << 20, 4L << 20, 16L << 20, 64L << 20, 128L << 20}};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char items[MAX_SETTINGS][32];
-        int ok = 1, n;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            if (rank == 0) usage(stdout);
-            return 1;
-        } else if (!v) {
-            ok = 0;
-        } else if (strcmp(a, "--model") == 0) {
-            if (strcmp(v, "all") == 0) v = "resnet50,bert-base,tiny";
-            n = parse_list(v, model_names, MAX_MODELS);
-            ok = n > 0;
-            o->n_models = ok ? n : 0;
-            for (int k = 0; k < o->n_models; k++) o->models[k] = model_names[k];
-        } else if (strcmp(a, "--thresholds") == 0) {
-            n = parse_list(v, items, MAX_SETTINGS);
-            ok = n > 0;
-            o->n_thresholds = ok ? n : 0;
-            for (int k = 0; ok && k < n; k++) {
-                size_t bytes = 0;
-                if (strcmp(items[k], "default") == 0) o->thresholds[k] = -1;
-                else if ((ok = bench_parse_bytes(items[k], &bytes) && bytes <= ((size_t)1 << 40)))
-                    o->thresholds[k] = (long)bytes;
-            }
-        } else if (strcmp(a, "--cycle-times") == 0) {
-            n = parse_list(v, items, MAX_SETTINGS);
-            ok = n > 0;
-            o->n_cycles = ok ? n : 0;
-            for (int k = 0; ok && k < n; k++) {
-                o->cycles[k] = strcmp(items[k], "default") == 0 ? 0.0 : atof(items[k]);
-                ok = strcmp(items[k], "default") == 0 || o->cycles[k] > 0;
-            }
-        } else if (strcmp(a, "--steps") == 0) {
-            ok = (o->steps = atoi(v)) >= 1;
-        } else if (strcmp(a, "--warmup") == 0) {
-            ok = (o->warmup = atoi(v)) >= 0;
-        } else if (strcmp(a, "--csv") == 0) {
-            o->csv = v;
-        } else if (strcmp(a, "--plot") == 0) {
-            o->plot = v;
-            size_t len = strlen(v);
-            ok = len > 4 && strcmp(v + len - 4, ".svg") == 0;
-        } else {
-            ok = 0;
-        }
-        if (!ok) return bench_bad_option("fusion_bench", a, v, usage, rank);
-        i++;
-    }
+    int parsed = bench_parse_options(argc, argv, rank, "fusion_bench", usage, parse_option, o);
+    if (parsed != 0) return parsed;
     for (int k = 0; k < o->n_models; k++) {
         tensor_set probe;
         if (tensor_set_make(&probe, o->models[k]) != 0) {
@@ -400,14 +400,10 @@ static result run_setting(const model_data *m, long threshold, double cycle, con
 }
 
 int main(int argc, char **argv) {
-    int rank = 0, size = 1, started = bench_start(&argc, &argv, "fusion_bench", &rank, &size);
-    if (started != 0) return started;
+    int rank = 0, size = 1;
     options o;
-    int parsed = parse_options(argc, argv, &o, rank);
-    if (parsed != 0) {
-        MPI_Finalize();
-        return parsed > 0 ? 0 : 2;
-    }
+    int started = bench_start(&argc, &argv, "fusion_bench", parse_options, &o, &rank, &size);
+    if (started != 0) return bench_exit_status(started);
     FILE *csv = NULL;
     if (rank == 0 && o.csv) {
         if (!(csv = fopen(o.csv, "w"))) fprintf(stderr, "fusion_bench: cannot write %s; continuing without CSV\n", o.csv);

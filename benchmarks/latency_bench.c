@@ -40,24 +40,23 @@ static void usage(FILE *out) {
             "was wrong.\n");
 }
 
-static int parse_options(int argc, char **argv, options *o, int rank) {
+/* One option (bench_parse_options walks argv). */
+static int parse_option(void *out, const char *flag, const char *value) {
+    options *o = out;
+    int ok = 1;
+    if (strcmp(flag, "-n") == 0) ok = (o->iters = atoi(value)) >= 1;
+    else if (strcmp(flag, "-w") == 0) ok = (o->warmup = atoi(value)) >= 0;
+    else if (strcmp(flag, "--batch") == 0) ok = (o->batch = atoi(value)) >= 1;
+    else if (strcmp(flag, "--csv") == 0) o->csv = value;
+    else ok = 0;
+    return ok;
+}
+
+/* Defaults, then argv. @return 0 to run, 1 after --help, -1 on a bad option (message printed). */
+static int parse_options(int argc, char **argv, void *out, int rank) {
+    options *o = out;
     *o = (options){.iters = 1000, .warmup = 100, .batch = 100};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int ok = 1;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            if (rank == 0) usage(stdout);
-            return 1;
-        } else if (!v) ok = 0;
-        else if (strcmp(a, "-n") == 0) ok = (o->iters = atoi(v)) >= 1;
-        else if (strcmp(a, "-w") == 0) ok = (o->warmup = atoi(v)) >= 0;
-        else if (strcmp(a, "--batch") == 0) ok = (o->batch = atoi(v)) >= 1;
-        else if (strcmp(a, "--csv") == 0) o->csv = v;
-        else ok = 0;
-        if (!ok) return bench_bad_option("latency_bench", a, v, usage, rank);
-        i++;
-    }
-    return 0;
+    return bench_parse_options(argc, argv, rank, "latency_bench", usage, parse_option, o);
 }
 
 typedef struct bench {
@@ -123,14 +122,10 @@ static double run_once(bench *b, int kind, int it) {
 }
 
 int main(int argc, char **argv) {
-    int rank = 0, size = 1, started = bench_start(&argc, &argv, "latency_bench", &rank, &size);
-    if (started != 0) return started;
+    int rank = 0, size = 1;
     options o;
-    int parsed = parse_options(argc, argv, &o, rank);
-    if (parsed != 0) {
-        MPI_Finalize();
-        return parsed > 0 ? 0 : 2;
-    }
+    int started = bench_start(&argc, &argv, "latency_bench", parse_options, &o, &rank, &size);
+    if (started != 0) return bench_exit_status(started);
     BENCH_CHECK_HVD(hvd_init());
     bench b = {.rank = rank, .size = size, .batch = o.batch};
     b.send = calloc((size_t)o.batch, sizeof *b.send);

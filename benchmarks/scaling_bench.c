@@ -83,43 +83,43 @@ static void usage(FILE *out) {
 }
 
 /* @return 0 to run, 1 after --help, -1 on a bad option (message printed on rank 0). */
-static int parse_options(int argc, char **argv, options *o, int rank) {
+/* One option (bench_parse_options walks argv). */
+static int parse_option(void *out, const char *flag, const char *value) {
+    options *o = out;
+    int ok = 1;
+    if (strcmp(flag, "--model") == 0) {
+        o->model = value;
+    } else if (strcmp(flag, "--mode") == 0) {
+        o->async = strcmp(value, "async") == 0;
+        ok = o->async || strcmp(value, "opt") == 0;
+    } else if (strcmp(flag, "--compute-ms") == 0) {
+        o->compute_ms = atof(value);
+        ok = o->compute_ms >= 0 && o->compute_ms < 1e6;
+    } else if (strcmp(flag, "--batch") == 0) {
+        ok = (o->batch = atoi(value)) >= 1;
+    } else if (strcmp(flag, "--steps") == 0) {
+        ok = (o->steps = atoi(value)) >= 1;
+    } else if (strcmp(flag, "--warmup") == 0) {
+        ok = (o->warmup = atoi(value)) >= 0;
+    } else if (strcmp(flag, "--rounds") == 0) {
+        ok = (o->rounds = atoi(value)) >= 1;
+    } else if (strcmp(flag, "--gflop") == 0) {
+        ok = (o->gflop = atof(value)) > 0 && o->gflop < 1e6;
+    } else if (strcmp(flag, "--baseline-ms") == 0) {
+        ok = (o->baseline_ms = atof(value)) > 0;
+    } else {
+        ok = 0;
+    }
+    return ok;
+}
+
+/* Defaults, then argv. @return 0 to run, 1 after --help, -1 on a bad option (message printed). */
+static int parse_options(int argc, char **argv, void *out, int rank) {
+    options *o = out;
     *o = (options){.model = "resnet50", .compute_ms = 100, .batch = 32, .steps = 12,
                    .warmup = 1, .rounds = 3};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int ok = 1;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            if (rank == 0) usage(stdout);
-            return 1;
-        } else if (!v) {
-            ok = 0;
-        } else if (strcmp(a, "--model") == 0) {
-            o->model = v;
-        } else if (strcmp(a, "--mode") == 0) {
-            o->async = strcmp(v, "async") == 0;
-            ok = o->async || strcmp(v, "opt") == 0;
-        } else if (strcmp(a, "--compute-ms") == 0) {
-            o->compute_ms = atof(v);
-            ok = o->compute_ms >= 0 && o->compute_ms < 1e6;
-        } else if (strcmp(a, "--batch") == 0) {
-            ok = (o->batch = atoi(v)) >= 1;
-        } else if (strcmp(a, "--steps") == 0) {
-            ok = (o->steps = atoi(v)) >= 1;
-        } else if (strcmp(a, "--warmup") == 0) {
-            ok = (o->warmup = atoi(v)) >= 0;
-        } else if (strcmp(a, "--rounds") == 0) {
-            ok = (o->rounds = atoi(v)) >= 1;
-        } else if (strcmp(a, "--gflop") == 0) {
-            ok = (o->gflop = atof(v)) > 0 && o->gflop < 1e6;
-        } else if (strcmp(a, "--baseline-ms") == 0) {
-            ok = (o->baseline_ms = atof(v)) > 0;
-        } else {
-            ok = 0;
-        }
-        if (!ok) return bench_bad_option("scaling_bench", a, v, usage, rank);
-        i++;
-    }
+    int parsed = bench_parse_options(argc, argv, rank, "scaling_bench", usage, parse_option, o);
+    if (parsed != 0) return parsed;
     if (o->rounds > o->steps) o->rounds = o->steps;
     return 0;
 }
@@ -336,14 +336,10 @@ static double calibrate(model *m, const options *o) {
 /* ---- main --------------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
-    int rank = 0, size = 1, started = bench_start(&argc, &argv, "scaling_bench", &rank, &size);
-    if (started != 0) return started;
+    int rank = 0, size = 1;
     options o;
-    int parsed = parse_options(argc, argv, &o, rank);
-    if (parsed != 0) {
-        MPI_Finalize();
-        return parsed > 0 ? 0 : 2;
-    }
+    int started = bench_start(&argc, &argv, "scaling_bench", parse_options, &o, &rank, &size);
+    if (started != 0) return bench_exit_status(started);
     openblas_set_num_threads(1); /* the job's cores are for the ranks and libhvdc's threads */
     model m;
     if (model_make(&m, o.model) != 0) {

@@ -47,6 +47,7 @@ extern "C" {
 #define HVD_API __attribute__((visibility("default")))
 #endif
 
+/* The version, written here only: the build reads it from here, hvd_version() formats it. */
 #define HVD_VERSION_MAJOR 0
 #define HVD_VERSION_MINOR 1
 #define HVD_VERSION_PATCH 0
@@ -134,8 +135,20 @@ typedef uint64_t hvd_handle;
 /* Starts libhvdc on MPI_COMM_WORLD. Initializes MPI (asking for MPI_THREAD_MULTIPLE) unless the
  * application already did; in that case libhvdc uses the application's MPI and leaves finalizing
  * it to the application. Without a launcher the process runs as a single rank.
- * Reads the environment (HVD_FUSION_THRESHOLD, HVD_CYCLE_TIME, HVD_CPU_ALLREDUCE, HVD_LOG_LEVEL
- * and their HOROVOD_ aliases) and starts the background thread. Collective: every rank calls it.
+ * Reads these environment variables (the HVD_ name wins over Horovod's; README "Configuration"
+ * says what each does), then starts the background thread. Collective: every rank calls it.
+ *   (settings: generated from libhvdc/src/runtime/config.c by tests/unit/test_settings_doc)
+ *   HVD_FUSION_THRESHOLD (HOROVOD_FUSION_THRESHOLD)                default 16M host, 128M device
+ *   HVD_CYCLE_TIME (HOROVOD_CYCLE_TIME)                            default 1
+ *   HVD_CPU_ALLREDUCE (HOROVOD_CPU_ALLREDUCE)                      default ring
+ *   HVD_LOG_LEVEL (HOROVOD_LOG_LEVEL)                              default warning
+ *   HVD_HIERARCHICAL_ALLREDUCE (HOROVOD_HIERARCHICAL_ALLREDUCE)    default 0
+ *   HVD_STALL_CHECK_TIME (HOROVOD_STALL_CHECK_TIME_SECONDS)        default 60
+ *   HVD_STALL_SHUTDOWN_TIME (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS)  default 0
+ *   HVD_TIMELINE (HOROVOD_TIMELINE)                                default unset
+ *   HVD_TIMELINE_MARK_CYCLES (HOROVOD_TIMELINE_MARK_CYCLES)        default 0
+ *   HVD_SIGUSR1_DUMP                                               default 1
+ *   (end settings)
  * @return HVD_OK; HVD_ERR_CONFIG for a malformed environment value (the message names the
  *         variable, its value and what is accepted); HVD_ERR_MPI if MPI cannot be started, or
  *         runs with less than MPI_THREAD_MULTIPLE (an application that initialized MPI itself
@@ -288,16 +301,32 @@ HVD_API const char *hvd_version(void);
  *          hvd_sampler_set_epoch, hvd_sampler_num_samples, hvd_sampler_indices,
  *          hvd_metrics_reduce, hvd_checkpoint_save, hvd_checkpoint_load
  *
- * Built only on the collectives above; see README.md "Training" for a whole loop.
+ * Built only on the collectives above. README.md "Training" has a whole loop and
+ * examples/train/train.c a whole program.
  *
- *   opt = hvd_optimizer_create(params, n, &cfg)       rank 0's parameters broadcast to all
- *   for each epoch:  hvd_sampler_set_epoch(s, e)      same shuffle everywhere, disjoint shards
- *     for each batch: hvd_sampler_indices(s, ...)
- *       forward; backward, calling hvd_optimizer_grad_ready(opt, i) as each gradient is final
- *                                                      -> its averaging all-reduce starts at once
- *       hvd_optimizer_step(opt)                        waits, then SGD/Adam on every rank alike
- *     hvd_metrics_average(...)                         global loss/accuracy in one call
- *     hvd_checkpoint_save(path, opt, s, &info)         rank 0 writes, atomically
+ * Example (tests/docs/check_snippets.py compiles it): one epoch; params describes the model.
+ *     hvd_status one_epoch(hvd_param *params, int n_params, size_t *idx, size_t b) {
+ *         hvd_optimizer_config cfg = HVD_OPTIMIZER_CONFIG_DEFAULT;
+ *         hvd_optimizer *opt;       // rank 0's parameters are broadcast to every rank
+ *         hvd_sampler *s;           // same shuffle everywhere, disjoint shards
+ *         size_t n_local;
+ *         hvd_status st = hvd_optimizer_create(params, n_params, &cfg, &opt);
+ *         if (st != HVD_OK) return st;
+ *         st = hvd_sampler_create(60000, -1, -1, 1, 42, 1, &s);
+ *         if (st == HVD_OK) st = hvd_sampler_num_samples(s, &n_local, NULL);
+ *         for (size_t first = 0; st == HVD_OK && first + b <= n_local; first += b) {
+ *             hvd_sampler_indices(s, first, b, idx);   // this rank's b examples
+ *             // forward and backward here; after each gradient is final:
+ *             for (int i = n_params - 1; i >= 0; i--) hvd_optimizer_grad_ready(opt, i);
+ *             st = hvd_optimizer_step(opt, NULL);      // waits, then SGD on every rank alike
+ *         }
+ *         double loss = 0.5;        // global mean in one call, weighted by shard size
+ *         if (st == HVD_OK) st = hvd_metrics_reduce("loss", &loss, 1, HVD_AVERAGE, (double)n_local);
+ *         if (st == HVD_OK) st = hvd_checkpoint_save("ck.bin", opt, s, NULL); // rank 0, atomic
+ *         hvd_sampler_destroy(s);
+ *         hvd_optimizer_destroy(opt);
+ *         return st;
+ *     }
  *
  * Threads. An optimizer or sampler is not locked: call the functions for one object from one
  * thread at a time (any thread). Collective calls (marked so) must be made by every rank in the

@@ -1,4 +1,5 @@
 /* Unit test: environment parsing, aliases, precedence and the messages for bad values. */
+#include <stddef.h>
 #include <string.h>
 
 #include "check.h"
@@ -50,5 +51,36 @@ int main(void) {
         CHECK_TRUE(strstr(hvd_last_error(), bad[i].name) && strstr(hvd_last_error(), bad[i].value),
                    "message names variable and value: %s", hvd_last_error());
     }
+    /* the table: every setting refuses a value that fits no type, naming itself; every setting
+     * formats its default as a value that parses back to the default */
+    hvdc_config defaults, round;
+    hvdc__config_default(&defaults);
+    for (size_t i = 0; i < hvdc__n_settings; i++) {
+        const hvdc_setting *s = &hvdc__settings[i];
+        if (s->type != HVDC_SETTING_PATH) {
+            const char *pairs[] = {s->name, "not-a-value", NULL};
+            CHECK_TRUE(parse(&c, pairs) == HVD_ERR_CONFIG && strstr(hvd_last_error(), s->name) &&
+                           strstr(hvd_last_error(), "expected"),
+                       "%s=not-a-value: %s", s->name, hvd_last_error());
+        }
+        char text[HVDC_PATH_MAX];
+        hvdc__setting_format(s, &defaults, text, sizeof text);
+        const char *again[] = {s->name, text, NULL};
+        if (s->type == HVDC_SETTING_PATH) continue; /* unset by default: nothing to round-trip */
+        CHECK_TRUE(parse(&round, again) == HVD_OK, "%s=%s (its default) parses: %s", s->name,
+                   text, hvd_last_error());
+        if (s->offset != offsetof(hvdc_config, fusion_threshold_bytes))
+            CHECK_TRUE(memcmp(&round, &defaults, sizeof round) == 0,
+                       "%s=%s gives the default config", s->name, text);
+    }
+    const char *bad_flag[] = {"HVD_SIGUSR1_DUMP", "bogus", NULL};
+    CHECK_TRUE(parse(&c, bad_flag) == HVD_ERR_CONFIG, "HVD_SIGUSR1_DUMP=bogus refused");
+    const char *no_dump[] = {"HVD_SIGUSR1_DUMP", "0", NULL};
+    CHECK_TRUE(parse(&c, no_dump) == HVD_OK && c.sigusr1_dump == 0, "HVD_SIGUSR1_DUMP=0");
+    const char *warn[] = {"HOROVOD_LOG_LEVEL", "WARN", NULL};
+    CHECK_TRUE(parse(&c, warn) == HVD_OK && c.log_level == HVDC_LOG_WARNING, "WARN is warning");
+    const char *gpu[] = {"HVD_FUSION_THRESHOLD", "1K", NULL};
+    CHECK_TRUE(parse(&c, gpu) == HVD_OK && c.gpu_fusion_threshold_bytes == 1024,
+               "HVD_FUSION_THRESHOLD sets the device threshold too");
     return check_verdict("configuration");
 }

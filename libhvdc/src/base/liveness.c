@@ -14,9 +14,11 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/nodes.h"
 #include "base/status.h"
+#include "base/tags.h"
 
-enum { TAG_FAILURE = 3, NOTICE_MAX = 512 };
+enum { NOTICE_MAX = 512 };
 
 struct hvdc_liveness {
     MPI_Comm comm;
@@ -38,7 +40,7 @@ hvd_status hvdc__liveness_create(MPI_Comm comm, hvdc_liveness **out) {
     l->comm = comm;
     CHECK_MPI(MPI_Comm_rank(comm, &l->rank));
     CHECK_MPI(MPI_Comm_size(comm, &l->size));
-    CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, l->rank, MPI_INFO_NULL, &node));
+    CHECK(hvdc__split_node(comm, &node));
     CHECK_MPI(MPI_Comm_size(node, &l->n_local));
     l->local_ranks = malloc((size_t)l->n_local * sizeof *l->local_ranks);
     l->local_pids = malloc((size_t)l->n_local * sizeof *l->local_pids);
@@ -81,7 +83,7 @@ static void broadcast_notice(hvdc_liveness *l) {
     for (int r = 0; r < l->size; r++) {
         if (r == l->rank) continue;
         MPI_Request request;
-        if (MPI_Isend(l->notice, len, MPI_CHAR, r, TAG_FAILURE, l->comm, &request) == MPI_SUCCESS)
+        if (MPI_Isend(l->notice, len, MPI_CHAR, r, HVDC_TAG_FAILURE, l->comm, &request) == MPI_SUCCESS)
             MPI_Request_free(&request);
     }
 }
@@ -96,12 +98,12 @@ hvd_status hvdc__liveness_check(hvdc_liveness *l) {
      * have exited on its own */
     int flag = 0;
     MPI_Status status;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_FAILURE, l->comm, &flag, &status) == MPI_SUCCESS && flag) {
+    if (MPI_Iprobe(MPI_ANY_SOURCE, HVDC_TAG_FAILURE, l->comm, &flag, &status) == MPI_SUCCESS && flag) {
         char text[NOTICE_MAX] = "";
         int count = 0;
         MPI_Get_count(&status, MPI_CHAR, &count);
         if (count > 0 && count <= NOTICE_MAX)
-            MPI_Recv(text, count, MPI_CHAR, status.MPI_SOURCE, TAG_FAILURE, l->comm, MPI_STATUS_IGNORE);
+            MPI_Recv(text, count, MPI_CHAR, status.MPI_SOURCE, HVDC_TAG_FAILURE, l->comm, MPI_STATUS_IGNORE);
         text[NOTICE_MAX - 1] = '\0';
         snprintf(l->message, sizeof l->message, "%s (reported by rank %d)", text, status.MPI_SOURCE);
         l->failed = HVD_ERR_RANK_FAILED;

@@ -19,6 +19,8 @@ void hvdc__log_init(hvdc_log_level level, int rank) {
 
 int hvdc__log_enabled(hvdc_log_level level) { return level >= current_level; }
 
+int hvdc__log_rank(void) { return current_rank; }
+
 void hvdc__log(hvdc_log_level level, const char *fmt, ...) {
     char line[1024];
     va_list ap;

@@ -1,6 +1,6 @@
 /*
  * log.h - leveled logging to stderr, prefixed with the rank.
- * defines: hvdc_log_level, hvdc__log_init, hvdc__log, HVDC_LOG
+ * defines: hvdc_log_level, hvdc__log_init, hvdc__log_enabled, hvdc__log_rank, hvdc__log, HVDC_LOG
  * Any thread.
  */
 #ifndef HVDC_LOG_H
@@ -16,6 +16,8 @@ typedef enum hvdc_log_level {
 
 void hvdc__log_init(hvdc_log_level level, int rank);
 int hvdc__log_enabled(hvdc_log_level level);
+/* The rank set by hvdc__log_init (the runtime's rank, as the user knows it), or -1 before. */
+int hvdc__log_rank(void);
 void hvdc__log(hvdc_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define HVDC_LOG(level, ...)                                                                 \

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
+
 struct hvdc_name_node {
     const char *key;
     void *value;
@@ -16,14 +18,7 @@ struct hvdc_name_node {
     hvdc_name_node *next;
 };
 
-static uint64_t hash_name(const char *key) {
-    uint64_t h = 1469598103934665603ull;
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
-        h ^= *p;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
+static uint64_t hash_name(const char *key) { return hvdc__fnv1a_string(HVDC_FNV_OFFSET, key, 0); }
 
 void hvdc__name_table_init(hvdc_name_table *table) {
     table->buckets = NULL;

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/log.h"
+
 static _Thread_local char last_error[HVDC_ERROR_MAX];
 
 const char *hvd_status_string(hvd_status status) {
@@ -40,13 +42,19 @@ hvd_status hvdc__fail(hvd_status status, const char *fmt, ...) {
 }
 
 hvd_status hvdc__fail_mpi(int mpi_err, const char *what, const char *file, int line) {
-    char text[MPI_MAX_ERROR_STRING] = "";
-    int len = 0, rank = -1, initialized = 0, finalized = 0;
-    if (MPI_Initialized(&initialized) == MPI_SUCCESS && initialized &&
-        MPI_Finalized(&finalized) == MPI_SUCCESS && !finalized) {
-        MPI_Error_string(mpi_err, text, &len);
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    char text[MPI_MAX_ERROR_STRING] = "", where[64] = "";
+    int len = 0, world_rank = -1, initialized = 0, finalized = 0;
+    int mpi_usable = MPI_Initialized(&initialized) == MPI_SUCCESS && initialized &&
+                     MPI_Finalized(&finalized) == MPI_SUCCESS && !finalized;
+    if (mpi_usable) MPI_Error_string(mpi_err, text, &len);
+    /* the runtime's rank (in the communicator given to hvd_init_comm); before it is known,
+     * the rank in MPI_COMM_WORLD, said so */
+    if (hvdc__log_rank() >= 0) {
+        snprintf(where, sizeof where, "rank %d", hvdc__log_rank());
+    } else if (mpi_usable && MPI_Comm_rank(MPI_COMM_WORLD, &world_rank) == MPI_SUCCESS) {
+        snprintf(where, sizeof where, "rank %d of MPI_COMM_WORLD", world_rank);
+    } else {
+        snprintf(where, sizeof where, "a rank not yet known");
     }
-    return hvdc__fail(HVD_ERR_MPI, "%s failed at %s:%d on rank %d: %s", what, file, line, rank,
-                      text);
+    return hvdc__fail(HVD_ERR_MPI, "%s failed at %s:%d on %s: %s", what, file, line, where, text);
 }

@@ -13,10 +13,10 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "base/tags.h"
 #include "collectives/reduce.h"
 #include "collectives/ring.h"
 
-enum { TAG_DOUBLING = 4 };
 
 /* Sends count elements of out to peer while receiving as many from it into in. */
 static hvd_status exchange(MPI_Comm comm, int peer, const void *out, void *in, size_t nbytes,
@@ -24,8 +24,8 @@ static hvd_status exchange(MPI_Comm comm, int peer, const void *out, void *in, s
     hvd_status st = HVD_OK;
     MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     int n = 0;
-    if (in) CHECK_MPI(MPI_Irecv(in, (int)nbytes, MPI_BYTE, peer, TAG_DOUBLING, comm, &requests[n++]));
-    if (out) CHECK_MPI(MPI_Isend(out, (int)nbytes, MPI_BYTE, peer, TAG_DOUBLING, comm, &requests[n++]));
+    if (in) CHECK_MPI(MPI_Irecv(in, (int)nbytes, MPI_BYTE, peer, HVDC_TAG_DOUBLING, comm, &requests[n++]));
+    if (out) CHECK_MPI(MPI_Isend(out, (int)nbytes, MPI_BYTE, peer, HVDC_TAG_DOUBLING, comm, &requests[n++]));
     CHECK(hvdc__wait_requests(n, requests, watch));
 fail:
     return st;

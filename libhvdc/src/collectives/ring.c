@@ -15,14 +15,13 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "base/tags.h"
 #include "collectives/reduce.h"
 
 enum {
     SEGMENT_BYTES = 512 * 1024, /* 64 KiB..1 MiB measured within noise of each other (np = 2) */
     WINDOW = 4,                 /* segments in flight each way while one is reduced */
     MAX_SEGMENTS = 1 << 20,     /* per block: keeps segment counts within int */
-    TAG_REDUCE_SCATTER = 1,
-    TAG_ALLGATHER = 2,
 };
 
 typedef struct ring {
@@ -115,7 +114,7 @@ static hvd_status reduce_scatter_phase(const ring *g, const char *src, char *dst
     for (int s = 0; s < g->size - 1; s++) {
         int send_b = mod(g->rank - s + shift, g->size), recv_b = mod(g->rank - s - 1 + shift, g->size);
         CHECK(ring_step(g, s == 0 ? src : dst, send_b, recv_b, src, dst, dtype, op, scratch->data,
-                        TAG_REDUCE_SCATTER));
+                        HVDC_TAG_REDUCE_SCATTER));
     }
 fail:
     return st;
@@ -126,9 +125,19 @@ static hvd_status allgather_phase(const ring *g, char *dst, int shift) {
     hvd_status st = HVD_OK;
     for (int t = 0; t < g->size - 1; t++) {
         int recv_b = mod(g->rank - t + shift, g->size), send_b = mod(g->rank + 1 - t + shift, g->size);
-        CHECK(ring_step(g, dst, send_b, recv_b, NULL, dst, HVD_UINT8, HVD_SUM, NULL, TAG_ALLGATHER));
+        CHECK(ring_step(g, dst, send_b, recv_b, NULL, dst, HVD_UINT8, HVD_SUM, NULL, HVDC_TAG_ALLGATHER));
     }
 fail:
+    return st;
+}
+
+/* Sets g up; with one rank or no data there is nothing to exchange: copies src to dst and sets
+ * *trivial. */
+static hvd_status ring_begin(ring *g, MPI_Comm comm, const void *src, void *dst, size_t count,
+                             hvd_dtype dtype, hvdc_liveness *watch, int *trivial) {
+    hvd_status st = ring_setup(g, comm, count, dtype, watch);
+    *trivial = st == HVD_OK && (g->size == 1 || count == 0);
+    if (*trivial && src != dst && count) memmove(dst, src, count * g->elem);
     return st;
 }
 
@@ -137,11 +146,9 @@ hvd_status hvdc__ring_allreduce(MPI_Comm comm, const void *src, void *dst, size_
                                 hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
     ring g;
-    CHECK(ring_setup(&g, comm, count, dtype, watch));
-    if (g.size == 1 || count == 0) {
-        if (src != dst && count) memmove(dst, src, count * g.elem);
-        return HVD_OK;
-    }
+    int trivial = 0;
+    CHECK(ring_begin(&g, comm, src, dst, count, dtype, watch, &trivial));
+    if (trivial) return HVD_OK;
     CHECK(reduce_scatter_phase(&g, src, dst, 0, dtype, op, scratch));
     CHECK(allgather_phase(&g, dst, 0));
 fail:
@@ -153,11 +160,9 @@ hvd_status hvdc__ring_reduce_scatter(MPI_Comm comm, const void *src, void *work,
                                      hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
     ring g;
-    CHECK(ring_setup(&g, comm, count, dtype, watch));
-    if (g.size == 1 || count == 0) {
-        if (src != work && count) memmove(work, src, count * g.elem);
-        return HVD_OK;
-    }
+    int trivial = 0;
+    CHECK(ring_begin(&g, comm, src, work, count, dtype, watch, &trivial));
+    if (trivial) return HVD_OK;
     CHECK(reduce_scatter_phase(&g, src, work, -1, dtype, op, scratch));
 fail:
     return st;

@@ -20,8 +20,10 @@
 #include <string.h>
 
 #include "base/dtype.h"
+#include "base/nodes.h"
 #include "base/status.h"
 #include "collectives/block.h"
+#include "gpu/cuda_check.h"
 #include "gpu/kernels.h"
 
 #if NCCL_VERSION_CODE < 21300
@@ -48,25 +50,14 @@ struct hvdc_gpu_pending {
     cudaEvent_t done;
 };
 
-/* Translate a foreign error, record file:line and rank, jump to the function's fail:. Each
- * function using them has `hvd_status st` and `int rank` in scope. */
-#define CHECK_CUDA(call)                                                                     \
-    do {                                                                                     \
-        cudaError_t cuda_err_ = (call);                                                      \
-        if (cuda_err_ != cudaSuccess) {                                                      \
-            st = hvdc__fail(HVD_ERR_CUDA, "%s failed at %s:%d on rank %d: %s (%s)", #call,   \
-                            __FILE__, __LINE__, rank, cudaGetErrorString(cuda_err_),         \
-                            cudaGetErrorName(cuda_err_));                                    \
-            goto fail;                                                                       \
-        }                                                                                    \
-    } while (0)
-
+/* CHECK_CUDA is in gpu/cuda_check.h. NCCL's errors likewise: record file:line and rank, jump to
+ * the function's fail:; needs `hvd_status st` in scope. */
 #define CHECK_NCCL(comm, call)                                                               \
     do {                                                                                     \
         ncclResult_t nccl_err_ = (call);                                                     \
         if (nccl_err_ != ncclSuccess) {                                                      \
             st = hvdc__fail(HVD_ERR_NCCL, "%s failed at %s:%d on rank %d: %s (%s)", #call,   \
-                            __FILE__, __LINE__, rank, ncclGetErrorString(nccl_err_),         \
+                            __FILE__, __LINE__, hvdc__log_rank(), ncclGetErrorString(nccl_err_),         \
                             ncclGetLastError(comm));                                         \
             goto fail;                                                                       \
         }                                                                                    \
@@ -215,8 +206,8 @@ static hvd_status setup_hierarchical(hvdc_gpu *gpu, const hvdc_gpu_config *cfg) 
     int minmax[2] = {-cfg->local_size, cfg->local_size}, agreed[2] = {0, 0};
     CHECK_MPI(MPI_Allreduce(minmax, agreed, 2, MPI_INT, MPI_MAX, cfg->comm));
     if (-agreed[0] != agreed[1]) goto fail; /* uneven nodes: stay flat (st is HVD_OK) */
-    CHECK_MPI(MPI_Comm_split(cfg->comm, cfg->cross_rank, cfg->local_rank, &local));
-    CHECK_MPI(MPI_Comm_split(cfg->comm, cfg->local_rank, cfg->cross_rank, &cross));
+    CHECK(hvdc__split_node(cfg->comm, &local));
+    CHECK(hvdc__split_cross(cfg->comm, cfg->local_rank, &cross));
     CHECK(comm_init(local, cfg->rank, &gpu->local_comm));
     CHECK(comm_init(cross, cfg->rank, &gpu->cross_comm));
 fail:
@@ -289,7 +280,6 @@ void hvdc__gpu_destroy(hvdc_gpu *gpu) {
 static hvd_status op_wait_ready(void *self, void *event) {
     hvdc_gpu *gpu = self;
     hvd_status st = HVD_OK;
-    int rank = gpu->rank;
     cudaEvent_t ev = (cudaEvent_t)event;
     if (!ev) { /* order after everything already queued on the legacy default stream */
         CHECK_CUDA(cudaEventRecord(gpu->legacy_mark, cudaStreamLegacy));
@@ -302,7 +292,6 @@ fail:
 
 hvd_status hvdc__gpu_stream_wait(hvdc_gpu *gpu, void *event) {
     hvd_status st = HVD_OK;
-    int rank = gpu->rank;
     CHECK_CUDA(cudaSetDevice(gpu->device));
     return op_wait_ready(gpu, event);
 fail:
@@ -312,7 +301,6 @@ fail:
 static hvd_status op_fusion_buffer(void *self, size_t nbytes, void **buf) {
     hvdc_gpu *gpu = self;
     hvd_status st = HVD_OK;
-    int rank = gpu->rank;
     if (nbytes > gpu->fusion_bytes) {
         size_t grown = gpu->fusion_bytes * 2 > nbytes ? gpu->fusion_bytes * 2 : nbytes;
         grown = (grown + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1); /* whole MiB */
@@ -341,7 +329,6 @@ fail:
 static hvd_status op_copy_scale(void *self, const hvdc_gpu_batch *batch) {
     hvdc_gpu *gpu = self;
     hvd_status st = HVD_OK;
-    int rank = gpu->rank;
     CHECK_CUDA((cudaError_t)hvdc__gpu_launch_copy_scale(batch, gpu->max_blocks, gpu->stream));
 fail:
     return st;
@@ -351,7 +338,6 @@ static hvd_status op_allreduce(void *self, const void *src, void *dst, size_t co
                                hvd_dtype dtype, hvd_reduce_op op) {
     hvdc_gpu *gpu = self;
     hvd_status st = HVD_OK;
-    int rank = gpu->rank;
     CHECK_NCCL(gpu->comm, ncclAllReduce(src, dst, count, nccl_dtype(dtype), nccl_op(op),
                                         gpu->comm, gpu->stream));
 fail:
@@ -367,7 +353,6 @@ static hvd_status op_hierarchical(void *self, void *buf, size_t shard, hvd_dtype
                                   hvd_reduce_op op) {
     hvdc_gpu *gpu = self;
     hvd_status st = HVD_OK;
-    int rank = gpu->rank;
     ncclDataType_t dt = nccl_dtype(dtype);
     char *mine = (char *)buf + (size_t)gpu->local_rank * shard * hvd_dtype_size(dtype);
     CHECK_NCCL(gpu->local_comm, ncclReduceScatter(buf, mine, shard, dt, nccl_op(op),
@@ -403,7 +388,6 @@ static hvd_status enter(hvdc_gpu *gpu, hvdc_gpu_pending **out) {
 /* Common exit: an event after the queued work. */
 static hvd_status record(hvdc_gpu *gpu, hvdc_gpu_pending **out) {
     hvd_status st = HVD_OK;
-    int rank = gpu->rank;
     hvdc_gpu_pending *p = calloc(1, sizeof *p);
     if (!p) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory recording a GPU collective");
     p->gpu = gpu;
@@ -425,12 +409,18 @@ static hvd_status check_reduction(hvd_dtype dtype, hvd_reduce_op op, int *native
     return HVD_OK;
 }
 
+/* enter() for a collective that reduces: also checks NCCL can reduce dtype with op. */
+static hvd_status enter_reduction(hvdc_gpu *gpu, hvdc_gpu_pending **out, hvd_dtype dtype,
+                                  hvd_reduce_op op, int *native_avg) {
+    hvd_status st = enter(gpu, out);
+    return st == HVD_OK ? check_reduction(dtype, op, native_avg) : st;
+}
+
 hvd_status hvdc__gpu_allreduce(hvdc_gpu *gpu, const hvdc_gpu_tensor *tensors, size_t n,
                                hvd_dtype dtype, hvd_reduce_op op, double prescale,
                                double postscale, void *ready_event, hvdc_gpu_pending **out) {
     int native_avg = 0;
-    hvd_status st = enter(gpu, out);
-    if (st == HVD_OK) st = check_reduction(dtype, op, &native_avg);
+    hvd_status st = enter_reduction(gpu, out, dtype, op, &native_avg);
     if (st != HVD_OK) return st;
     hvdc_gpu_ops ops = ops_of(gpu);
     st = hvdc__gpu_allreduce_sequence(&ops, tensors, n, dtype, op, prescale, postscale,
@@ -442,7 +432,6 @@ hvd_status hvdc__gpu_allreduce(hvdc_gpu *gpu, const hvdc_gpu_tensor *tensors, si
 hvd_status hvdc__gpu_broadcast(hvdc_gpu *gpu, void *buf, size_t count, hvd_dtype dtype, int root,
                                void *ready_event, hvdc_gpu_pending **out) {
     hvd_status st = enter(gpu, out);
-    int rank = gpu ? gpu->rank : -1;
     if (st != HVD_OK) return st;
     CHECK(op_wait_ready(gpu, ready_event));
     if (count > 0)
@@ -457,7 +446,6 @@ hvd_status hvdc__gpu_allgather(hvdc_gpu *gpu, const void *send, void *recv,
                                const size_t *rank_counts, hvd_dtype dtype, void *ready_event,
                                hvdc_gpu_pending **out) {
     hvd_status st = enter(gpu, out);
-    int rank = gpu ? gpu->rank : -1;
     if (st != HVD_OK) return st;
     ncclDataType_t dt = nccl_dtype(dtype);
     size_t elem = hvd_dtype_size(dtype);
@@ -495,9 +483,7 @@ hvd_status hvdc__gpu_reducescatter(hvdc_gpu *gpu, const void *send, void *recv, 
                                    hvd_dtype dtype, hvd_reduce_op op, double prescale,
                                    double postscale, void *ready_event, hvdc_gpu_pending **out) {
     int native_avg = 0;
-    hvd_status st = enter(gpu, out);
-    int rank = gpu ? gpu->rank : -1;
-    if (st == HVD_OK) st = check_reduction(dtype, op, &native_avg);
+    hvd_status st = enter_reduction(gpu, out, dtype, op, &native_avg);
     if (st != HVD_OK) return st;
     hvdc_gpu_segment *segs = NULL;
     size_t elem = hvd_dtype_size(dtype), size = (size_t)gpu->size;
@@ -558,7 +544,6 @@ hvd_status hvdc__gpu_alltoall(hvdc_gpu *gpu, const void *send, const size_t *sen
                               void *recv, const size_t *recv_counts, hvd_dtype dtype,
                               void *ready_event, hvdc_gpu_pending **out) {
     hvd_status st = enter(gpu, out);
-    int rank = gpu ? gpu->rank : -1;
     if (st != HVD_OK) return st;
     ncclDataType_t dt = nccl_dtype(dtype);
     size_t elem = hvd_dtype_size(dtype), soff = 0, roff = 0;

@@ -16,8 +16,8 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "base/tags.h"
 
-enum { TAG_ANNOUNCE = 1, TAG_ANSWER = 2 };
 
 /* Makes b hold n bytes from its start (a message being received replaces the last). */
 static int reserve_message(hvdc_bytes *b, size_t n) {
@@ -74,14 +74,14 @@ static hvd_status gather_announcements(hvdc_exchange *x) {
     while (missing > 0) {
         int flag = 0, len = 0;
         MPI_Status status;
-        CHECK_MPI(MPI_Iprobe(MPI_ANY_SOURCE, TAG_ANNOUNCE, x->comm, &flag, &status));
+        CHECK_MPI(MPI_Iprobe(MPI_ANY_SOURCE, HVDC_TAG_ANNOUNCE, x->comm, &flag, &status));
         if (flag) {
             CHECK_MPI(MPI_Get_count(&status, MPI_BYTE, &len));
             if (reserve_message(&x->gathered, (size_t)len)) {
                 st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for %d bytes of requests", len);
                 goto fail;
             }
-            CHECK_MPI(MPI_Recv(x->gathered.data, len, MPI_BYTE, status.MPI_SOURCE, TAG_ANNOUNCE,
+            CHECK_MPI(MPI_Recv(x->gathered.data, len, MPI_BYTE, status.MPI_SOURCE, HVDC_TAG_ANNOUNCE,
                                x->comm, MPI_STATUS_IGNORE));
             CHECK(take_announcement(x, status.MPI_SOURCE, x->gathered.data, (size_t)len));
             missing--;
@@ -105,7 +105,7 @@ fail:
 static hvd_status send_answer(hvdc_exchange *x) {
     hvd_status st = HVD_OK;
     for (int r = 1; r < x->size; r++)
-        CHECK_MPI(MPI_Isend(x->answer.data, (int)x->answer.len, MPI_BYTE, r, TAG_ANSWER,
+        CHECK_MPI(MPI_Isend(x->answer.data, (int)x->answer.len, MPI_BYTE, r, HVDC_TAG_ANSWER,
                             x->comm, &x->requests[r - 1]));
     CHECK(hvdc__wait_requests(x->size - 1, x->requests, x->liveness));
 fail:
@@ -131,7 +131,7 @@ static hvd_status coordinate(hvdc_exchange *x) {
         if (hvdc__wire_encode_responses(&x->answer, &responses) == 0) {
             /* small enough to go eagerly, also to ranks that have not joined this round */
             for (int r = 1; r < x->size; r++)
-                MPI_Send(x->answer.data, (int)x->answer.len, MPI_BYTE, r, TAG_ANSWER, x->comm);
+                MPI_Send(x->answer.data, (int)x->answer.len, MPI_BYTE, r, HVDC_TAG_ANSWER, x->comm);
         }
         st = hvdc__fail(HVD_ERR_STALLED, "%s", responses.reason ? responses.reason : "stall");
         goto fail;
@@ -153,20 +153,20 @@ fail:
 static hvd_status ask_coordinator(hvdc_exchange *x) {
     hvd_status st = HVD_OK;
     MPI_Request sent = MPI_REQUEST_NULL;
-    CHECK_MPI(MPI_Isend(x->message.data, (int)x->message.len, MPI_BYTE, 0, TAG_ANNOUNCE,
+    CHECK_MPI(MPI_Isend(x->message.data, (int)x->message.len, MPI_BYTE, 0, HVDC_TAG_ANNOUNCE,
                         x->comm, &sent));
     double started = hvdc__now_seconds(), next_report = started + x->stall_check_s;
     for (;;) {
         int flag = 0, len = 0;
         MPI_Status status;
-        CHECK_MPI(MPI_Iprobe(0, TAG_ANSWER, x->comm, &flag, &status));
+        CHECK_MPI(MPI_Iprobe(0, HVDC_TAG_ANSWER, x->comm, &flag, &status));
         if (flag) {
             CHECK_MPI(MPI_Get_count(&status, MPI_BYTE, &len));
             if (reserve_message(&x->answer, (size_t)len)) {
                 st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for %d bytes of responses", len);
                 goto fail;
             }
-            CHECK_MPI(MPI_Recv(x->answer.data, len, MPI_BYTE, 0, TAG_ANSWER, x->comm,
+            CHECK_MPI(MPI_Recv(x->answer.data, len, MPI_BYTE, 0, HVDC_TAG_ANSWER, x->comm,
                                MPI_STATUS_IGNORE));
             x->answer.len = (size_t)len;
             break;

@@ -182,7 +182,8 @@ static int get_header(reader *r, uint32_t *flags, uint32_t *n) {
     return 0;
 }
 
-static int get_request(reader *r, hvdc_wire_request *q) {
+static int get_request(reader *r, void *item) {
+    hvdc_wire_request *q = item;
     uint32_t device, root;
     if (get_name(r, q->name) || get_u8(r, &q->kind) || get_u8(r, &q->dtype) ||
         get_u8(r, &q->op) || get_u32(r, &device) || get_u32(r, &root) ||
@@ -196,36 +197,23 @@ static int get_request(reader *r, hvdc_wire_request *q) {
     return 0;
 }
 
-int hvdc__wire_decode_requests(const uint8_t *data, size_t len, hvdc_request_list *out,
-                               const char **why) {
-    reader r = {data, len, NULL};
-    memset(out, 0, sizeof *out);
-    uint32_t n;
-    if (get_header(&r, &out->flags, &n)) goto fail;
-    /* each request takes at least 47 bytes: refuse counts the message cannot hold */
-    if (n > r.left / 47) {
-        fail_read(&r, "more requests announced than the message holds");
-        goto fail;
-    }
-    out->items = calloc(n ? n : 1, sizeof *out->items);
-    if (!out->items) {
-        fail_read(&r, "out of memory");
-        goto fail;
-    }
-    for (; out->n < n; out->n++)
-        if (get_request(&r, &out->items[out->n])) {
-            out->n++; /* free the partly read one too */
-            goto fail;
+/* Reads n items of item_size bytes with get() into a new array. Each item takes at least
+ * min_bytes on the wire, so a count the message cannot hold is refused before allocating.
+ * *got counts the items the caller must free, a partly read one included. */
+static int get_items(reader *r, uint32_t n, size_t min_bytes, size_t item_size,
+                     int (*get)(reader *, void *), void **items, uint32_t *got, const char *what) {
+    *items = NULL;
+    *got = 0;
+    if (n > r->left / min_bytes) return fail_read(r, what);
+    *items = calloc(n ? n : 1, item_size);
+    if (!*items) return fail_read(r, "out of memory");
+    for (; *got < n; (*got)++) {
+        if (get(r, (char *)*items + (size_t)*got * item_size)) {
+            (*got)++;
+            return -1;
         }
-    if (r.left != 0) {
-        fail_read(&r, "trailing bytes after the last request");
-        goto fail;
     }
     return 0;
-fail:
-    hvdc__request_list_free(out);
-    *why = r.why;
-    return -1;
 }
 
 /* Reads an optional string into a new allocation (NULL when empty unless required). */
@@ -245,7 +233,8 @@ static int get_text(reader *r, int required, char **out) {
     return 0;
 }
 
-static int get_response(reader *r, hvdc_wire_response *s) {
+static int get_response(reader *r, void *item) {
+    hvdc_wire_response *s = item;
     if (get_u8(r, &s->type) || get_u8(r, &s->kind) || get_u32(r, &s->n_names)) return -1;
     if (s->type > HVDC_RESPONSE_ERROR) return fail_read(r, "unknown response type");
     if (s->kind >= HVDC_KIND_COUNT) return fail_read(r, "unknown operation kind");
@@ -273,36 +262,53 @@ static int get_response(reader *r, hvdc_wire_response *s) {
     return 0;
 }
 
-int hvdc__wire_decode_responses(const uint8_t *data, size_t len, hvdc_response_list *out,
-                                const char **why) {
+/* A list message: header, n items read with get(), then, for responses (reason != NULL), the
+ * abort reason; nothing may follow. too_many and trailing are the (static) reasons for those
+ * two faults. *items and *n are set even on failure, for freeing. */
+static int decode_list(const uint8_t *data, size_t len, size_t min_bytes, size_t item_size,
+                       int (*get)(reader *, void *), const char *too_many, const char *trailing,
+                       uint32_t *flags, void **items, uint32_t *n, char **reason,
+                       const char **why) {
     reader r = {data, len, NULL};
-    memset(out, 0, sizeof *out);
-    uint32_t n;
-    if (get_header(&r, &out->flags, &n)) goto fail;
-    if (n > r.left / 18) {
-        fail_read(&r, "more responses announced than the message holds");
-        goto fail;
-    }
-    out->items = calloc(n ? n : 1, sizeof *out->items);
-    if (!out->items) {
-        fail_read(&r, "out of memory");
-        goto fail;
-    }
-    for (; out->n < n; out->n++)
-        if (get_response(&r, &out->items[out->n])) {
-            out->n++;
-            goto fail;
-        }
-    if (get_text(&r, (out->flags & HVDC_FLAG_ABORT) != 0, &out->reason)) goto fail;
-    if (r.left != 0) {
-        fail_read(&r, "trailing bytes after the last response");
-        goto fail;
+    uint32_t announced = 0;
+    *items = NULL;
+    *n = 0;
+    if (get_header(&r, flags, &announced) ||
+        get_items(&r, announced, min_bytes, item_size, get, items, n, too_many) ||
+        (reason && get_text(&r, (*flags & HVDC_FLAG_ABORT) != 0, reason)) ||
+        (r.left != 0 && fail_read(&r, trailing))) {
+        *why = r.why;
+        return -1;
     }
     return 0;
-fail:
-    hvdc__response_list_free(out);
-    *why = r.why;
-    return -1;
+}
+
+int hvdc__wire_decode_requests(const uint8_t *data, size_t len, hvdc_request_list *out,
+                               const char **why) {
+    memset(out, 0, sizeof *out);
+    void *items = NULL;
+    /* each request takes at least 47 bytes on the wire */
+    int bad = decode_list(data, len, 47, sizeof *out->items, get_request,
+                          "more requests announced than the message holds",
+                          "trailing bytes after the last request", &out->flags, &items, &out->n,
+                          NULL, why);
+    out->items = items;
+    if (bad) hvdc__request_list_free(out);
+    return bad;
+}
+
+int hvdc__wire_decode_responses(const uint8_t *data, size_t len, hvdc_response_list *out,
+                                const char **why) {
+    memset(out, 0, sizeof *out);
+    void *items = NULL;
+    /* each response takes at least 18 bytes on the wire */
+    int bad = decode_list(data, len, 18, sizeof *out->items, get_response,
+                          "more responses announced than the message holds",
+                          "trailing bytes after the last response", &out->flags, &items, &out->n,
+                          &out->reason, why);
+    out->items = items;
+    if (bad) hvdc__response_list_free(out);
+    return bad;
 }
 
 /* ---- freeing ---- */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/dtype.h"
+#include "base/hash.h"
 #include "base/status.h"
 #include "gpu/gpu.h"
 #include "runtime/runtime.h"
@@ -188,7 +189,32 @@ static hvd_status wait_for(hvd_status submitted, hvd_handle *handle) {
     return hvd_wait(handle);
 }
 
-/* ---- allreduce ---- */
+/* ---- reductions: allreduce, reducescatter ---- */
+
+/* What every reducing submission checks: name, handle, dtype, op, send buffer, options. */
+static hvd_status check_reduction(const char *fn, const char *name, const hvd_handle *handle,
+                                  hvd_dtype dtype, hvd_reduce_op op, const void *sendbuf,
+                                  size_t count, const hvd_options *o) {
+    hvd_status st;
+    CHECK(check_name(fn, name));
+    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
+    CHECK(check_dtype(fn, name, (int)dtype));
+    CHECK(check_op(fn, name, (int)op));
+    CHECK(check_buffer(fn, name, "sendbuf", sendbuf, count, dtype));
+    CHECK(check_options(fn, name, o, dtype));
+fail:
+    return st;
+}
+
+/* The reduction's fields of what req announces; device_buf tells host from device memory. */
+static void set_reduction(hvdc_op *req, hvd_reduce_op op, const hvd_options *o,
+                          const void *device_buf) {
+    req->desc.op = (uint8_t)op;
+    req->desc.prescale = o->prescale;
+    req->desc.postscale = o->postscale;
+    req->desc.device = tensor_device(o, device_buf);
+    req->ready_event = o->ready_event;
+}
 
 static hvd_status hvd_allreduce_async_entered(const char *name, const void *sendbuf, void *recvbuf, size_t count,
                                hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
@@ -197,19 +223,10 @@ static hvd_status hvd_allreduce_async_entered(const char *name, const void *send
     const hvd_options *o = options ? options : &default_options;
     hvd_status st;
     hvdc_op *req = NULL;
-    CHECK(check_name(fn, name));
-    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
-    CHECK(check_dtype(fn, name, (int)dtype));
-    CHECK(check_op(fn, name, (int)op));
-    CHECK(check_buffer(fn, name, "sendbuf", sendbuf, count, dtype));
+    CHECK(check_reduction(fn, name, handle, dtype, op, sendbuf, count, o));
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, count, dtype));
-    CHECK(check_options(fn, name, o, dtype));
     CHECK(single_op(fn, HVDC_KIND_ALLREDUCE, name, sendbuf, recvbuf, count, dtype, &req));
-    req->desc.op = (uint8_t)op;
-    req->desc.prescale = o->prescale;
-    req->desc.postscale = o->postscale;
-    req->desc.device = tensor_device(o, recvbuf);
-    req->ready_event = o->ready_event;
+    set_reduction(req, op, o, recvbuf);
     return submit(fn, req, handle);
 fail:
     return st;
@@ -222,12 +239,8 @@ hvd_status hvd_allreduce(const char *name, const void *sendbuf, void *recvbuf, s
 }
 
 static uint64_t hash_names(int n, const char *const names[]) {
-    uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < n; i++)
-        for (const unsigned char *p = (const unsigned char *)names[i];; p++) {
-            h = (h ^ *p) * 1099511628211ull; /* the NUL separates names */
-            if (!*p) break;
-        }
+    uint64_t h = HVDC_FNV_OFFSET;
+    for (int i = 0; i < n; i++) h = hvdc__fnv1a_string(h, names[i], 1); /* the NUL separates names */
     return h;
 }
 
@@ -347,21 +360,12 @@ static hvd_status hvd_reducescatter_async_entered(const char *name, const void *
     const hvd_options *o = options ? options : &default_options;
     hvd_status st;
     hvdc_op *req = NULL;
-    CHECK(check_name(fn, name));
-    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
-    CHECK(check_dtype(fn, name, (int)dtype));
-    CHECK(check_op(fn, name, (int)op));
-    CHECK(check_buffer(fn, name, "sendbuf", sendbuf, count, dtype));
+    CHECK(check_reduction(fn, name, handle, dtype, op, sendbuf, count, o));
     int size = hvdc__runtime->topo.size, rank = hvdc__runtime->topo.rank;
     size_t block = count / (size_t)size + ((size_t)rank < count % (size_t)size ? 1 : 0);
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, block, dtype));
-    CHECK(check_options(fn, name, o, dtype));
     CHECK(single_op(fn, HVDC_KIND_REDUCESCATTER, name, sendbuf, recvbuf, count, dtype, &req));
-    req->desc.op = (uint8_t)op;
-    req->desc.prescale = o->prescale;
-    req->desc.postscale = o->postscale;
-    req->desc.device = tensor_device(o, sendbuf);
-    req->ready_event = o->ready_event;
+    set_reduction(req, op, o, sendbuf);
     req->recv_count_out = recv_count;
     return submit(fn, req, handle);
 fail:
@@ -446,95 +450,52 @@ static hvd_status hvd_join_entered(int *last_joined_rank) {
 /* ---- public entry points: enter, run, leave ---- */
 
 hvd_status hvd_join(int *last_joined_rank) {
-    hvd_status st = hvdc__enter("hvd_join");
-    if (st != HVD_OK) return st;
-    st = hvd_join_entered(last_joined_rank);
-    hvdc__leave();
-    return st;
+    HVDC_GATED("hvd_join", hvd_join_entered(last_joined_rank));
 }
 
 hvd_status hvd_poll(hvd_handle handle, int *done) {
-    hvd_status st = hvdc__enter("hvd_poll");
-    if (st != HVD_OK) return st;
-    st = hvd_poll_entered(handle, done);
-    hvdc__leave();
-    return st;
+    HVDC_GATED("hvd_poll", hvd_poll_entered(handle, done));
 }
 
 hvd_status hvd_wait(hvd_handle *handle) {
-    hvd_status st = hvdc__enter("hvd_wait");
-    if (st != HVD_OK) return st;
-    st = hvd_wait_entered(handle);
-    hvdc__leave();
-    return st;
+    HVDC_GATED("hvd_wait", hvd_wait_entered(handle));
 }
 
 hvd_status hvd_allreduce_async(const char *name, const void *sendbuf, void *recvbuf, size_t count,
                                hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
                                hvd_handle *handle) {
-    hvd_status st = hvdc__enter("hvd_allreduce");
-    if (st != HVD_OK) return st;
-    st = hvd_allreduce_async_entered(name, sendbuf, recvbuf, count, dtype, op, options, handle);
-    hvdc__leave();
-    return st;
+    HVDC_GATED("hvd_allreduce", hvd_allreduce_async_entered(name, sendbuf, recvbuf, count, dtype, op, options, handle));
 }
 
 hvd_status hvd_grouped_allreduce_async(int n, const char *const names[], const void *const sendbufs[],
                                        void *const recvbufs[], const size_t counts[], hvd_dtype dtype,
                                        hvd_reduce_op op, const hvd_options *options, hvd_handle *handle) {
-    hvd_status st = hvdc__enter("hvd_grouped_allreduce");
-    if (st != HVD_OK) return st;
-    st = hvd_grouped_allreduce_async_entered(n, names, sendbufs, recvbufs, counts, dtype, op, options, handle);
-    hvdc__leave();
-    return st;
+    HVDC_GATED("hvd_grouped_allreduce", hvd_grouped_allreduce_async_entered(n, names, sendbufs, recvbufs, counts, dtype, op, options, handle));
 }
 
 hvd_status hvd_broadcast_async(const char *name, void *buf, size_t count, hvd_dtype dtype, int root,
                                hvd_handle *handle) {
-    hvd_status st = hvdc__enter("hvd_broadcast");
-    if (st != HVD_OK) return st;
-    st = hvd_broadcast_async_entered(name, buf, count, dtype, root, handle);
-    hvdc__leave();
-    return st;
+    HVDC_GATED("hvd_broadcast", hvd_broadcast_async_entered(name, buf, count, dtype, root, handle));
 }
 
 hvd_status hvd_allgather_async(const char *name, const void *sendbuf, size_t count, void *recvbuf,
                                size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
                                size_t *rank_counts, hvd_handle *handle) {
-    hvd_status st = hvdc__enter("hvd_allgather");
-    if (st != HVD_OK) return st;
-    st = hvd_allgather_async_entered(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count,
-                                     rank_counts, handle);
-    hvdc__leave();
-    return st;
+    HVDC_GATED("hvd_allgather", hvd_allgather_async_entered(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count, rank_counts, handle));
 }
 
 hvd_status hvd_reducescatter_async(const char *name, const void *sendbuf, void *recvbuf, size_t count,
                                    hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
                                    size_t *recv_count, hvd_handle *handle) {
-    hvd_status st = hvdc__enter("hvd_reducescatter");
-    if (st != HVD_OK) return st;
-    st = hvd_reducescatter_async_entered(name, sendbuf, recvbuf, count, dtype, op, options, recv_count,
-                                         handle);
-    hvdc__leave();
-    return st;
+    HVDC_GATED("hvd_reducescatter", hvd_reducescatter_async_entered(name, sendbuf, recvbuf, count, dtype, op, options, recv_count, handle));
 }
 
 hvd_status hvd_alltoall_async(const char *name, const void *sendbuf, const size_t sendcounts[],
                               void *recvbuf, size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
                               size_t recvcounts[], hvd_handle *handle) {
-    hvd_status st = hvdc__enter("hvd_alltoall");
-    if (st != HVD_OK) return st;
-    st = hvd_alltoall_async_entered(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count,
-                                    recvcounts, handle);
-    hvdc__leave();
-    return st;
+    HVDC_GATED("hvd_alltoall", hvd_alltoall_async_entered(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count, recvcounts, handle));
 }
 
 hvd_status hvd_barrier(void) {
-    hvd_status st = hvdc__enter("hvd_barrier");
-    if (st != HVD_OK) return st;
-    st = hvd_barrier_entered();
-    hvdc__leave();
-    return st;
+    HVDC_GATED("hvd_barrier", hvd_barrier_entered());
 }

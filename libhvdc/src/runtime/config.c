@@ -1,8 +1,8 @@
 /*
- * config.c - parses HVD_* environment variables (and the HOROVOD_* aliases, so existing job
- * scripts keep working; the HVD_ name wins when both are set). A malformed value fails hvd_init
- * with a message that names the variable, shows the value and says what is accepted: a typo in a
- * job script must not silently run with defaults.
+ * config.c - the settings table and its parser. HVD_* environment variables, with Horovod's
+ * HOROVOD_* names as aliases so existing job scripts keep working (the HVD_ name wins when both
+ * are set). A malformed value fails hvd_init with a message that names the variable, shows the
+ * value and says what is accepted: a typo in a job script must not silently run with defaults.
  * Runs on the thread that calls hvd_init.
  */
 #include "runtime/config.h"
@@ -11,47 +11,85 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/status.h"
 
 /* Host: chosen with benchmarks/fusion_bench (README, Performance): 16 MiB was best or within
  * noise of best for resnet50, bert-base and tiny at np = 2. Device: Horovod's 128 MiB, which
- * suits NCCL's large-message bandwidth (not measured here: no GPU). */
+ * suits NCCL's large-message bandwidth. */
 #define DEFAULT_FUSION_THRESHOLD ((size_t)16 << 20)
 #define DEFAULT_GPU_FUSION_THRESHOLD ((size_t)128 << 20)
-#define DEFAULT_CYCLE_TIME_MS 1.0
-#define MAX_CYCLE_TIME_MS 10000.0
-#define DEFAULT_STALL_CHECK_S 60.0
-#define MAX_SECONDS (7 * 24 * 3600.0)
+#define MAX_BYTES ((double)((size_t)1 << 40))
+#define WEEK_S (7 * 24 * 3600.0)
+
+#define FIELD(f) offsetof(hvdc_config, f)
+
+static const char *const cpu_allreduce_choices[] = {"ring", "mpi", NULL};
+static const char *const flag_choices[] = {"0", "1", NULL};
+static const char *const level_choices[] = {"trace", "debug", "info", "warning", "error", "warn", NULL};
+static const int level_values[] = {HVDC_LOG_TRACE, HVDC_LOG_DEBUG, HVDC_LOG_INFO,
+                                   HVDC_LOG_WARNING, HVDC_LOG_ERROR, HVDC_LOG_WARNING};
+
+/* name, alias, type, field, min, max, choices, values, default, help, must agree */
+const hvdc_setting hvdc__settings[] = {
+    {"HVD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD", HVDC_SETTING_BYTES,
+     FIELD(fusion_threshold_bytes), 0, MAX_BYTES, NULL, NULL, "16M host, 128M device",
+     "most bytes of all-reduces fused into one response; `0` turns fusion off; accepts `K`, "
+     "`M`, `G` suffixes; when set, it applies to host and device tensors alike. The host "
+     "default comes from `benchmarks/fusion_bench` (see [Performance](#performance)); the "
+     "device default is Horovod's", 1},
+    {"HVD_CYCLE_TIME", "HOROVOD_CYCLE_TIME", HVDC_SETTING_MS, FIELD(cycle_time_ms), 0, 10000,
+     NULL, NULL, "1", "ms to wait for new submissions after a round that made no progress", 0},
+    {"HVD_CPU_ALLREDUCE", "HOROVOD_CPU_ALLREDUCE", HVDC_SETTING_CHOICE, FIELD(cpu_allreduce), 0,
+     0, cpu_allreduce_choices, NULL, "`ring`",
+     "`ring` (libhvdc's ring) or `mpi` (`MPI_Allreduce`; float16/bfloat16 always use the ring)",
+     1},
+    {"HVD_LOG_LEVEL", "HOROVOD_LOG_LEVEL", HVDC_SETTING_CHOICE, FIELD(log_level), 0, 0,
+     level_choices, level_values, "`warning`", "`trace`, `debug`, `info`, `warning`, `error`",
+     0},
+    {"HVD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE", HVDC_SETTING_CHOICE,
+     FIELD(hierarchical_allreduce), 0, 0, flag_choices, NULL, "`0`",
+     "`1`: two-level all-reduce (inside each node, then across nodes; see [Running on several "
+     "nodes](#running-on-several-nodes))", 1},
+    {"HVD_STALL_CHECK_TIME", "HOROVOD_STALL_CHECK_TIME_SECONDS", HVDC_SETTING_SECONDS,
+     FIELD(stall_check_s), 0, WEEK_S, NULL, NULL, "60",
+     "seconds a name may wait for other ranks before rank 0 logs it; `0` turns the check off",
+     1},
+    {"HVD_STALL_SHUTDOWN_TIME", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", HVDC_SETTING_SECONDS,
+     FIELD(stall_shutdown_s), 0, WEEK_S, NULL, NULL, "0",
+     "seconds of stall after which every rank's operations fail with `HVD_ERR_STALLED`; `0` "
+     "waits forever", 1},
+    {"HVD_TIMELINE", "HOROVOD_TIMELINE", HVDC_SETTING_PATH, FIELD(timeline_path), 0, 0, NULL,
+     NULL, "unset", "path of a Chrome-trace JSON timeline written by rank 0", 0},
+    {"HVD_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES", HVDC_SETTING_CHOICE,
+     FIELD(timeline_mark_cycles), 0, 0, flag_choices, NULL, "`0`",
+     "`1`: mark every negotiation round in the timeline", 0},
+    {"HVD_SIGUSR1_DUMP", NULL, HVDC_SETTING_CHOICE, FIELD(sigusr1_dump), 0, 0, flag_choices,
+     NULL, "`1`",
+     "`0`: do not install the SIGUSR1 state dump (it is never installed over an "
+     "application's own handler)", 0},
+};
+const size_t hvdc__n_settings = sizeof hvdc__settings / sizeof hvdc__settings[0];
 
 void hvdc__config_default(hvdc_config *config) {
-    config->fusion_threshold_bytes = DEFAULT_FUSION_THRESHOLD;
-    config->gpu_fusion_threshold_bytes = DEFAULT_GPU_FUSION_THRESHOLD;
-    config->cycle_time_ms = DEFAULT_CYCLE_TIME_MS;
-    config->cpu_allreduce = HVDC_CPU_ALLREDUCE_RING;
-    config->log_level = HVDC_LOG_WARNING;
-    config->stall_check_s = DEFAULT_STALL_CHECK_S;
-    config->stall_shutdown_s = 0.0;
+    *config = (hvdc_config){
+        .fusion_threshold_bytes = DEFAULT_FUSION_THRESHOLD,
+        .gpu_fusion_threshold_bytes = DEFAULT_GPU_FUSION_THRESHOLD,
+        .cycle_time_ms = 1.0,
+        .cpu_allreduce = HVDC_CPU_ALLREDUCE_RING,
+        .log_level = HVDC_LOG_WARNING,
+        .stall_check_s = 60.0,
+        .stall_shutdown_s = 0.0,
+        .sigusr1_dump = 1,
+    };
 }
 
-/* The value of the first of names[] that is set, and which name that was. */
-static const char *lookup_first(const char *const names[2], hvdc_env_lookup lookup, void *ctx,
-                                const char **found_name) {
-    for (int i = 0; i < 2; i++) {
-        const char *value = lookup(names[i], ctx);
-        if (value != NULL) {
-            *found_name = names[i];
-            return value;
-        }
-    }
-    return NULL;
-}
-
-/* Bytes with an optional binary suffix: 1048576, 1024K, 64M, 1G. */
-static int parse_bytes(const char *text, size_t *out) {
+/* Bytes with an optional binary suffix: 1048576, 1024K, 64M, 1G (a trailing B is allowed). */
+static int parse_bytes(const char *text, double max, size_t *out) {
     errno = 0;
     char *end = NULL;
     if (!isdigit((unsigned char)text[0])) return 0;
@@ -66,130 +104,116 @@ static int parse_bytes(const char *text, size_t *out) {
     }
     if (toupper((unsigned char)*end) == 'B') end++;
     if (*end != '\0') return 0;
-    if (value > (SIZE_MAX >> shift) || (value << shift) > ((size_t)1 << 40)) return 0;
+    if (value > (SIZE_MAX >> shift) || (double)(value << shift) > max) return 0;
     *out = (size_t)(value << shift);
     return 1;
 }
 
-static int parse_milliseconds(const char *text, double *out) {
+/* A finite number; min is exclusive when open_min. */
+static int parse_number(const char *text, double min, double max, int open_min, double *out) {
     errno = 0;
     char *end = NULL;
     double value = strtod(text, &end);
     if (end == text || *end != '\0' || errno != 0 || !isfinite(value)) return 0;
-    if (value <= 0.0 || value > MAX_CYCLE_TIME_MS) return 0;
+    if (value < min || (open_min && value == min) || value > max) return 0;
     *out = value;
     return 1;
 }
 
-/* Seconds: a number from 0 (off) to a week. */
-static int parse_seconds(const char *text, double *out) {
-    errno = 0;
-    char *end = NULL;
-    double value = strtod(text, &end);
-    if (end == text || *end != '\0' || errno != 0 || !isfinite(value)) return 0;
-    if (value < 0.0 || value > MAX_SECONDS) return 0;
-    *out = value;
-    return 1;
-}
-
-static int parse_choice(const char *text, const char *const choices[], int n, int *out) {
-    for (int i = 0; i < n; i++) {
-        if (strcasecmp(text, choices[i]) == 0) {
-            *out = i;
+static int parse_choice(const hvdc_setting *s, const char *text, int *out) {
+    for (int i = 0; s->choices[i]; i++) {
+        if (strcasecmp(text, s->choices[i]) == 0) {
+            *out = s->values ? s->values[i] : i;
             return 1;
         }
     }
     return 0;
 }
 
+/* What a setting accepts, for the error message. */
+static void describe_expected(const hvdc_setting *s, char *out, size_t len) {
+    switch (s->type) {
+    case HVDC_SETTING_BYTES:
+        snprintf(out, len, "a size in bytes: a whole number with an optional K, M or G suffix, "
+                 "at most 1T (e.g. 67108864 or 64M)");
+        return;
+    case HVDC_SETTING_MS:
+        snprintf(out, len, "milliseconds, a number greater than %g and at most %g (e.g. 1 or 0.5)",
+                 s->min, s->max);
+        return;
+    case HVDC_SETTING_SECONDS:
+        snprintf(out, len, "seconds, a number from %g to %g", s->min, s->max);
+        return;
+    case HVDC_SETTING_CHOICE: {
+        size_t k = (size_t)snprintf(out, len, "one of");
+        for (int i = 0; s->choices[i] && k < len; i++)
+            k += (size_t)snprintf(out + k, len - k, "%s '%s'", i ? "," : "", s->choices[i]);
+        return;
+    }
+    case HVDC_SETTING_PATH:
+        snprintf(out, len, "a path shorter than %d bytes", HVDC_PATH_MAX);
+        return;
+    }
+}
+
+/* Parses text into s's field of config. @return 1 if it was valid. */
+static int parse_setting(const hvdc_setting *s, const char *text, hvdc_config *config) {
+    char *field = (char *)config + s->offset;
+    switch (s->type) {
+    case HVDC_SETTING_BYTES: return parse_bytes(text, s->max, (size_t *)(void *)field);
+    case HVDC_SETTING_MS: return parse_number(text, s->min, s->max, 1, (double *)(void *)field);
+    case HVDC_SETTING_SECONDS: return parse_number(text, s->min, s->max, 0, (double *)(void *)field);
+    case HVDC_SETTING_CHOICE: return parse_choice(s, text, (int *)(void *)field);
+    case HVDC_SETTING_PATH:
+        if (strlen(text) >= HVDC_PATH_MAX) return 0;
+        snprintf(field, HVDC_PATH_MAX, "%s", text);
+        return 1;
+    }
+    return 0;
+}
+
 hvd_status hvdc__config_from_env(hvdc_config *config, hvdc_env_lookup lookup, void *ctx) {
     hvdc__config_default(config);
-    const char *name = NULL, *value = NULL;
-
-    static const char *const fusion_names[2] = {"HVD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD"};
-    if ((value = lookup_first(fusion_names, lookup, ctx, &name)) != NULL &&
-        !parse_bytes(value, &config->fusion_threshold_bytes)) {
-        return hvdc__fail(HVD_ERR_CONFIG,
-                          "%s='%s' is not a valid size: expected bytes as a non-negative integer "
-                          "with an optional K, M or G suffix, at most 1T (e.g. 67108864 or 64M; 0 "
-                          "turns fusion off)",
-                          name, value);
-    }
-    if (value) config->gpu_fusion_threshold_bytes = config->fusion_threshold_bytes;
-
-    static const char *const cycle_names[2] = {"HVD_CYCLE_TIME", "HOROVOD_CYCLE_TIME"};
-    if ((value = lookup_first(cycle_names, lookup, ctx, &name)) != NULL &&
-        !parse_milliseconds(value, &config->cycle_time_ms)) {
-        return hvdc__fail(HVD_ERR_CONFIG,
-                          "%s='%s' is not a valid cycle time: expected milliseconds, a number "
-                          "greater than 0 and at most %.0f (e.g. 1 or 0.5)",
-                          name, value, MAX_CYCLE_TIME_MS);
-    }
-
-    static const char *const allreduce_names[2] = {"HVD_CPU_ALLREDUCE", "HOROVOD_CPU_ALLREDUCE"};
-    static const char *const allreduce_choices[] = {"ring", "mpi"};
-    int choice = 0;
-    if ((value = lookup_first(allreduce_names, lookup, ctx, &name)) != NULL) {
-        if (!parse_choice(value, allreduce_choices, 2, &choice)) {
-            return hvdc__fail(HVD_ERR_CONFIG,
-                              "%s='%s' is not a CPU all-reduce: expected 'ring' (libhvdc's ring) "
-                              "or 'mpi' (MPI_Allreduce)",
-                              name, value);
+    for (size_t i = 0; i < hvdc__n_settings; i++) {
+        const hvdc_setting *s = &hvdc__settings[i];
+        const char *name = s->name, *value = lookup(s->name, ctx);
+        if (!value && s->alias) value = lookup(name = s->alias, ctx);
+        if (!value) continue;
+        if (!parse_setting(s, value, config)) {
+            char expected[256];
+            describe_expected(s, expected, sizeof expected);
+            int long_path = s->type == HVDC_SETTING_PATH;
+            return hvdc__fail(HVD_ERR_CONFIG, "%s='%.*s%s' is not valid: expected %s (%s: %s)",
+                              name, long_path ? 64 : 512, value,
+                              long_path && strlen(value) > 64 ? "..." : "", expected, s->name,
+                              s->help);
         }
-        config->cpu_allreduce = (hvdc_cpu_allreduce)choice;
-    }
-
-    static const char *const stall_names[2] = {"HVD_STALL_CHECK_TIME", "HOROVOD_STALL_CHECK_TIME_SECONDS"};
-    if ((value = lookup_first(stall_names, lookup, ctx, &name)) != NULL &&
-        !parse_seconds(value, &config->stall_check_s)) {
-        return hvdc__fail(HVD_ERR_CONFIG,
-                          "%s='%s' is not a valid stall check time: expected seconds from 0 (off) "
-                          "to %.0f (e.g. 60)",
-                          name, value, MAX_SECONDS);
-    }
-    static const char *const stop_names[2] = {"HVD_STALL_SHUTDOWN_TIME", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"};
-    if ((value = lookup_first(stop_names, lookup, ctx, &name)) != NULL &&
-        !parse_seconds(value, &config->stall_shutdown_s)) {
-        return hvdc__fail(HVD_ERR_CONFIG,
-                          "%s='%s' is not a valid stall shutdown time: expected seconds from 0 "
-                          "(never) to %.0f (e.g. 600)",
-                          name, value, MAX_SECONDS);
-    }
-
-    static const char *const timeline_names[2] = {"HVD_TIMELINE", "HOROVOD_TIMELINE"};
-    if ((value = lookup_first(timeline_names, lookup, ctx, &name)) != NULL) {
-        if (strlen(value) >= sizeof config->timeline_path)
-            return hvdc__fail(HVD_ERR_CONFIG, "%s is %zu bytes long; expected a path shorter than %zu bytes",
-                              name, strlen(value), sizeof config->timeline_path);
-        snprintf(config->timeline_path, sizeof config->timeline_path, "%s", value);
-    }
-    static const char *const mark_names[2] = {"HVD_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES"};
-    static const char *const flag_choices[] = {"0", "1"};
-    if ((value = lookup_first(mark_names, lookup, ctx, &name)) != NULL &&
-        !parse_choice(value, flag_choices, 2, &config->timeline_mark_cycles)) {
-        return hvdc__fail(HVD_ERR_CONFIG, "%s='%s' is not a flag: expected 0 or 1", name, value);
-    }
-
-    static const char *const hier_names[2] = {"HVD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE"};
-    if ((value = lookup_first(hier_names, lookup, ctx, &name)) != NULL &&
-        !parse_choice(value, flag_choices, 2, &config->hierarchical_allreduce)) {
-        return hvdc__fail(HVD_ERR_CONFIG, "%s='%s' is not a flag: expected 0 or 1", name, value);
-    }
-
-    static const char *const level_names[2] = {"HVD_LOG_LEVEL", "HOROVOD_LOG_LEVEL"};
-    static const char *const level_choices[] = {"trace", "debug", "info", "warning", "error"};
-    if ((value = lookup_first(level_names, lookup, ctx, &name)) != NULL) {
-        if (!parse_choice(value, level_choices, 5, &choice)) {
-            if (strcasecmp(value, "warn") == 0) {
-                choice = HVDC_LOG_WARNING;
-            } else {
-                return hvdc__fail(HVD_ERR_CONFIG,
-                                  "%s='%s' is not a log level: expected one of trace, debug, "
-                                  "info, warning, error",
-                                  name, value);
-            }
-        }
-        config->log_level = (hvdc_log_level)choice;
+        /* one threshold for both kinds of memory once the user has chosen one */
+        if (s->offset == FIELD(fusion_threshold_bytes))
+            config->gpu_fusion_threshold_bytes = config->fusion_threshold_bytes;
     }
     return HVD_OK;
+}
+
+int hvdc__setting_format(const hvdc_setting *s, const hvdc_config *config, char *out, size_t len) {
+    const char *field = (const char *)config + s->offset;
+    switch (s->type) {
+    case HVDC_SETTING_BYTES: return snprintf(out, len, "%zu", *(const size_t *)(const void *)field);
+    case HVDC_SETTING_MS:
+    case HVDC_SETTING_SECONDS: return snprintf(out, len, "%.17g", *(const double *)(const void *)field);
+    case HVDC_SETTING_CHOICE: {
+        int value = *(const int *)(const void *)field;
+        for (int i = 0; s->choices[i]; i++)
+            if ((s->values ? s->values[i] : i) == value) return snprintf(out, len, "%s", s->choices[i]);
+        return snprintf(out, len, "%d", value);
+    }
+    case HVDC_SETTING_PATH: return snprintf(out, len, "%s", field);
+    }
+    return snprintf(out, len, "?");
+}
+
+int hvdc__setting_doc_row(const hvdc_setting *s, char *out, size_t len) {
+    char alias[96] = "";
+    if (s->alias) snprintf(alias, sizeof alias, " (`%s`)", s->alias);
+    return snprintf(out, len, "| `%s`%s | %s | %s |", s->name, alias, s->default_text, s->help);
 }

@@ -1,7 +1,17 @@
 /*
- * config.h - the runtime's knobs, read from the environment once by hvd_init.
- * defines: hvdc_config, hvdc_cpu_allreduce, hvdc__config_default, hvdc__config_from_env
- * Runs on the thread that calls hvd_init.
+ * config.h - the runtime's settings, read from the environment once by hvd_init.
+ *
+ * One table (hvdc__settings, config.c) says everything about each setting: its HVD_ name and
+ * Horovod alias, how it is parsed, where it goes in hvdc_config, its range, its default as the
+ * README shows it, a one-line help and whether every rank must use the same value. The parser,
+ * the error messages, the list in hvdc.h's hvd_init comment and the README's table all come
+ * from it (tests/unit/test_settings_doc.c checks the last two against it), so a new setting is
+ * one line of the table plus its field.
+ *
+ * defines: hvdc_config, hvdc_cpu_allreduce, hvdc_setting, hvdc_setting_type, hvdc__settings,
+ *          hvdc__n_settings, hvdc__config_default, hvdc__config_from_env,
+ *          hvdc__setting_format, hvdc__setting_doc_row
+ * Runs on the thread that calls hvd_init (the table: any thread, read-only).
  */
 #ifndef HVDC_CONFIG_H
 #define HVDC_CONFIG_H
@@ -16,18 +26,45 @@ typedef enum hvdc_cpu_allreduce {
     HVDC_CPU_ALLREDUCE_MPI = 1,  /* MPI_Allreduce (the baseline) */
 } hvdc_cpu_allreduce;
 
+#define HVDC_PATH_MAX 1024
+
 typedef struct hvdc_config {
     size_t fusion_threshold_bytes;     /* HVD_FUSION_THRESHOLD for host tensors; 0 = off */
     size_t gpu_fusion_threshold_bytes; /* the same for device tensors (HVD_FUSION_THRESHOLD if set) */
-    double cycle_time_ms;          /* HVD_CYCLE_TIME: pacing of rounds that made no progress */
-    hvdc_cpu_allreduce cpu_allreduce; /* HVD_CPU_ALLREDUCE */
-    hvdc_log_level log_level;         /* HVD_LOG_LEVEL */
+    double cycle_time_ms;              /* HVD_CYCLE_TIME: pacing of rounds that made no progress */
+    int cpu_allreduce;                 /* HVD_CPU_ALLREDUCE: an hvdc_cpu_allreduce */
+    int log_level;                     /* HVD_LOG_LEVEL: an hvdc_log_level */
     double stall_check_s;    /* HVD_STALL_CHECK_TIME: report names waiting this long; 0 = off */
     double stall_shutdown_s; /* HVD_STALL_SHUTDOWN_TIME: stop the job after this long; 0 = never */
-    char timeline_path[1024]; /* HVD_TIMELINE: Chrome-trace file written by rank 0; "" = off */
-    int timeline_mark_cycles; /* HVD_TIMELINE_MARK_CYCLES: 1 = an instant event per round */
+    char timeline_path[HVDC_PATH_MAX]; /* HVD_TIMELINE: Chrome-trace file written by rank 0 */
+    int timeline_mark_cycles;   /* HVD_TIMELINE_MARK_CYCLES: 1 = an instant event per round */
     int hierarchical_allreduce; /* HVD_HIERARCHICAL_ALLREDUCE: 1 = two-level CPU all-reduce */
+    int sigusr1_dump;           /* HVD_SIGUSR1_DUMP: 1 = install the SIGUSR1 state dump */
 } hvdc_config;
+
+typedef enum hvdc_setting_type {
+    HVDC_SETTING_BYTES,   /* size_t: a whole number with an optional K, M or G suffix */
+    HVDC_SETTING_MS,      /* double: milliseconds, min < value <= max */
+    HVDC_SETTING_SECONDS, /* double: seconds, min <= value <= max */
+    HVDC_SETTING_CHOICE,  /* int: the index of one of choices[] (case-insensitive) */
+    HVDC_SETTING_PATH,    /* char[HVDC_PATH_MAX] */
+} hvdc_setting_type;
+
+typedef struct hvdc_setting {
+    const char *name;        /* HVD_... */
+    const char *alias;       /* Horovod's name, or NULL */
+    hvdc_setting_type type;
+    size_t offset;           /* of the field in hvdc_config */
+    double min, max;         /* BYTES, MS, SECONDS */
+    const char *const *choices; /* CHOICE: NULL-terminated; "warn"-style synonyms via values */
+    const int *values;       /* CHOICE: the field's value for each choice (NULL: its index) */
+    const char *default_text; /* the default as users write it */
+    const char *help;        /* one line: what it does */
+    int must_agree;          /* 1: it changes what a rank sends, so every rank must agree */
+} hvdc_setting;
+
+extern const hvdc_setting hvdc__settings[];
+extern const size_t hvdc__n_settings;
 
 /* Looks a variable up; getenv in the library, a table in the tests. */
 typedef const char *(*hvdc_env_lookup)(const char *name, void *ctx);
@@ -37,5 +74,12 @@ void hvdc__config_default(hvdc_config *config);
 /* Fills config from the environment (HVD_ names, else their HOROVOD_ aliases, else defaults).
  * @return HVD_OK, or HVD_ERR_CONFIG naming the variable, its value and what is accepted. */
 hvd_status hvdc__config_from_env(hvdc_config *config, hvdc_env_lookup lookup, void *ctx);
+
+/* Writes setting s's value in config as users write it (e.g. "16777216", "ring", "0.5").
+ * @return the length written (snprintf's). */
+int hvdc__setting_format(const hvdc_setting *s, const hvdc_config *config, char *out, size_t len);
+
+/* Writes the README's table row for s ("| `NAME` (`ALIAS`) | default | help |"). */
+int hvdc__setting_doc_row(const hvdc_setting *s, char *out, size_t len);
 
 #endif

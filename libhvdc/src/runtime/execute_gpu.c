@@ -57,6 +57,39 @@ static hvd_status gpu_allreduce(hvdc_executor *ex, const hvdc_wire_response *r, 
     return st;
 }
 
+/* Every rank's receive counts are the matching column of the send counts: one MPI all-to-all
+ * of the counts, then the device all-to-all. */
+static hvd_status gpu_alltoall(hvdc_executor *ex, hvdc_op *op, void *ready,
+                               hvdc_gpu_pending **pending) {
+    hvd_status st = HVD_OK;
+    const hvdc_tensor *t = &op->tensors[0];
+    size_t n = (size_t)ex->size;
+    uint64_t *recv64 = malloc(n * sizeof *recv64);
+    size_t *send = malloc(n * sizeof *send), *recv = malloc(n * sizeof *recv);
+    if (!recv64 || !send || !recv) {
+        st = hvdc__fail(HVD_ERR_NO_MEMORY, "alltoall '%s': out of memory for the counts", op->desc.name);
+        goto fail;
+    }
+    MPI_Request request;
+    CHECK_MPI(MPI_Ialltoall(op->desc.counts, 1, MPI_UINT64_T, recv64, 1, MPI_UINT64_T, ex->comm, &request));
+    CHECK(hvdc__wait_requests(1, &request, ex->liveness));
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        send[i] = (size_t)op->desc.counts[i];
+        total += recv[i] = (size_t)recv64[i];
+    }
+    CHECK(hvdc__gpu_alltoall(ex->gpu, t->send, send, t->recv, recv, (hvd_dtype)op->desc.dtype,
+                             ready, pending));
+    if (op->recv_count_out) *op->recv_count_out = total;
+    if (op->rank_counts_out)
+        for (size_t i = 0; i < n; i++) op->rank_counts_out[i] = recv[i];
+fail:
+    free(recv64);
+    free(send);
+    free(recv);
+    return st;
+}
+
 hvd_status hvdc__execute_gpu(hvdc_executor *ex, const hvdc_wire_response *r, hvdc_op **ops,
                              size_t n_ops, hvdc_gpu_pending **pending) {
     hvd_status st = HVD_OK;
@@ -95,32 +128,8 @@ hvd_status hvdc__execute_gpu(hvdc_executor *ex, const hvdc_wire_response *r, hvd
             *op->recv_count_out = t->count / (size_t)ex->size +
                                   ((size_t)ex->rank < t->count % (size_t)ex->size ? 1 : 0);
         return st;
-    case HVDC_KIND_ALLTOALL: {
-        /* every rank's receive counts: the matching column of the send counts */
-        size_t n = (size_t)ex->size;
-        uint64_t *recv64 = malloc(n * sizeof *recv64);
-        size_t *send = malloc(n * sizeof *send), *recv = malloc(n * sizeof *recv);
-        if (!recv64 || !send || !recv) {
-            st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for alltoall counts");
-        } else {
-            MPI_Request request;
-            CHECK_MPI(MPI_Ialltoall(op->desc.counts, 1, MPI_UINT64_T, recv64, 1, MPI_UINT64_T, ex->comm, &request));
-            CHECK(hvdc__wait_requests(1, &request, ex->liveness));
-            size_t total = 0;
-            for (size_t i = 0; i < n; i++) {
-                send[i] = (size_t)op->desc.counts[i];
-                total += recv[i] = (size_t)recv64[i];
-            }
-            st = hvdc__gpu_alltoall(ex->gpu, t->send, send, t->recv, recv, dtype, ready, pending);
-            if (st == HVD_OK && op->recv_count_out) *op->recv_count_out = total;
-            if (st == HVD_OK && op->rank_counts_out)
-                for (size_t i = 0; i < n; i++) op->rank_counts_out[i] = recv[i];
-        }
-        free(recv64);
-        free(send);
-        free(recv);
-        return st;
-    }
+    case HVDC_KIND_ALLTOALL:
+        return gpu_alltoall(ex, op, ready, pending);
     case HVDC_KIND_BARRIER:
     case HVDC_KIND_JOIN:
     case HVDC_KIND_COUNT:

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fault.h"
 #include "base/log.h"
+#include "base/nodes.h"
 #include "base/status.h"
 #include "runtime/dump.h"
 #include "runtime/runtime.h"
@@ -124,10 +126,8 @@ static hvd_status setup_hierarchical(hvdc_runtime *rt) {
                      sizes[0], -sizes[1]);
         return HVD_OK;
     }
-    CHECK_MPI(MPI_Comm_split_type(ex->comm, MPI_COMM_TYPE_SHARED, rt->topo.rank, MPI_INFO_NULL, &ex->local_comm));
-    CHECK_MPI(MPI_Comm_split(ex->comm, rt->topo.local_rank, rt->topo.rank, &ex->cross_comm));
-    CHECK_MPI(MPI_Comm_set_errhandler(ex->local_comm, MPI_ERRORS_RETURN));
-    CHECK_MPI(MPI_Comm_set_errhandler(ex->cross_comm, MPI_ERRORS_RETURN));
+    CHECK(hvdc__split_node(ex->comm, &ex->local_comm));
+    CHECK(hvdc__split_cross(ex->comm, rt->topo.local_rank, &ex->cross_comm));
     ex->hierarchical = 1;
 fail:
     return st;
@@ -181,7 +181,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     CHECK(private_comm(comm, &rt->control_comm));
     CHECK(private_comm(comm, &rt->executor.comm));
     CHECK(hvdc__topology_detect(rt->control_comm, &rt->topo));
-    hvdc__log_init(rt->config.log_level, rt->topo.rank);
+    hvdc__log_init((hvdc_log_level)rt->config.log_level, rt->topo.rank);
 
     rt->executor.rank = rt->topo.rank;
     rt->executor.size = rt->topo.size;
@@ -201,7 +201,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     if (rt->config.timeline_path[0] && rt->topo.rank == 0)
         CHECK(hvdc__timeline_open(rt->config.timeline_path, rt->topo.rank,
                                   rt->config.timeline_mark_cycles, &rt->executor.timeline));
-    if (pthread_create(&rt->thread, NULL, hvdc__background_main, rt) != 0) {
+    if (hvdc__fault("background_thread") || pthread_create(&rt->thread, NULL, hvdc__background_main, rt) != 0) {
         st = hvdc__fail(HVD_ERR_INTERNAL, "could not start the background thread");
         goto fail;
     }
@@ -210,8 +210,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
              rt->topo.cross_size, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms,
              rt->config.cpu_allreduce == HVDC_CPU_ALLREDUCE_RING ? "ring" : "mpi",
              rt->executor.hierarchical ? " (hierarchical)" : "");
-    const char *dump_env = getenv("HVD_SIGUSR1_DUMP");
-    if (!dump_env || strcmp(dump_env, "0") != 0) hvdc__dump_install(&rt->dump_requested, wake_background, rt);
+    if (rt->config.sigusr1_dump) hvdc__dump_install(&rt->dump_requested, wake_background, rt);
     pthread_mutex_lock(&gate_mutex);
     hvdc__runtime = rt;
     pthread_mutex_unlock(&gate_mutex);
@@ -281,4 +280,9 @@ hvd_status hvd_local_size(int *v) { return topology_value("hvd_local_size", v, o
 hvd_status hvd_cross_rank(int *v) { return topology_value("hvd_cross_rank", v, offsetof(hvdc_topology, cross_rank)); }
 hvd_status hvd_cross_size(int *v) { return topology_value("hvd_cross_size", v, offsetof(hvdc_topology, cross_size)); }
 
-const char *hvd_version(void) { return "0.1.0"; }
+#define HVDC_STRINGIFY_(x) #x
+#define HVDC_STRINGIFY(x) HVDC_STRINGIFY_(x)
+const char *hvd_version(void) {
+    return HVDC_STRINGIFY(HVD_VERSION_MAJOR) "." HVDC_STRINGIFY(HVD_VERSION_MINOR) "."
+        HVDC_STRINGIFY(HVD_VERSION_PATCH);
+}

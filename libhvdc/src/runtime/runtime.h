@@ -4,7 +4,7 @@
  *   user threads ──submit──> queue (queue_mutex, queue_cond) ──> background thread
  *   user threads <──hvd_wait── handles, op completion (completion_mutex, completion_cond)
  *
- * defines: hvdc_runtime, hvdc__runtime (the live instance), hvdc__enter, hvdc__leave,
+ * defines: hvdc_runtime, hvdc__runtime (the live instance), hvdc__enter, hvdc__leave, HVDC_GATED,
  *          hvdc__background_main,
  *          hvdc__topology_detect
  */
@@ -61,6 +61,17 @@ extern hvdc_runtime *hvdc__runtime;
  * (message naming fn) when there is no live runtime; after HVD_OK, call hvdc__leave once. */
 hvd_status hvdc__enter(const char *fn);
 void hvdc__leave(void);
+
+/* The body of a public call: returns call's status, run between hvdc__enter(fn) and
+ * hvdc__leave(), or enter's error. */
+#define HVDC_GATED(fn, call)                                                                 \
+    do {                                                                                     \
+        hvd_status gated_ = hvdc__enter(fn);                                                 \
+        if (gated_ != HVD_OK) return gated_;                                                 \
+        gated_ = (call);                                                                     \
+        hvdc__leave();                                                                       \
+        return gated_;                                                                       \
+    } while (0)
 
 void *hvdc__background_main(void *runtime);
 

@@ -20,6 +20,7 @@
 #include "base/bytes.h"
 #include "base/clock.h"
 #include "base/name_table.h"
+#include "base/fault.h"
 #include "base/status.h"
 
 #define FLUSH_BYTES (64 * 1024)
@@ -40,6 +41,7 @@ struct hvdc_timeline {
     hvdc_bytes pending;  /* formatted, not yet written */
     int stopping;
     pthread_t writer;
+    int has_writer;
     hvdc_name_table rows; /* tensor name -> row; touched by the background thread only */
     int n_rows;
 };
@@ -130,11 +132,11 @@ hvd_status hvdc__timeline_open(const char *path, int rank, int mark_cycles, hvdc
                      ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"libhvdc rank %d\"}}",
                      rank, rank);
     record(tl, meta, (size_t)n);
-    if (pthread_create(&tl->writer, NULL, writer_main, tl) != 0) {
-        close(fd);
-        free(tl);
+    if (hvdc__fault("timeline_writer") || pthread_create(&tl->writer, NULL, writer_main, tl) != 0) {
+        hvdc__timeline_close(tl); /* no writer yet: only the buffers, the table and the file */
         return hvdc__fail(HVD_ERR_INTERNAL, "could not start the timeline writer thread");
     }
+    tl->has_writer = 1;
     *out = tl;
     return HVD_OK;
 }
@@ -150,7 +152,7 @@ void hvdc__timeline_close(hvdc_timeline *tl) {
     tl->stopping = 1;
     pthread_cond_signal(&tl->wake);
     pthread_mutex_unlock(&tl->mutex);
-    if (tl->writer) pthread_join(tl->writer, NULL);
+    if (tl->has_writer) pthread_join(tl->writer, NULL);
     close(tl->fd);
     hvdc__name_table_each(&tl->rows, free_row, NULL);
     hvdc__name_table_free(&tl->rows);

@@ -1,9 +1,10 @@
 /*
  * topology.c - who is where: rank and size, local rank/size among processes that share a node
- * (MPI_Comm_split_type with MPI_COMM_TYPE_SHARED), and cross rank/size among processes with the
+ * (base/nodes.h), and cross rank/size among processes with the
  * same local rank (one per node when every node runs the same number of ranks).
  * Thread that calls hvd_init.
  */
+#include "base/nodes.h"
 #include "base/status.h"
 #include "runtime/runtime.h"
 
@@ -12,10 +13,10 @@ hvd_status hvdc__topology_detect(MPI_Comm comm, hvdc_topology *topo) {
     MPI_Comm local = MPI_COMM_NULL, cross = MPI_COMM_NULL;
     CHECK_MPI(MPI_Comm_rank(comm, &topo->rank));
     CHECK_MPI(MPI_Comm_size(comm, &topo->size));
-    CHECK_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, topo->rank, MPI_INFO_NULL, &local));
+    CHECK(hvdc__split_node(comm, &local));
     CHECK_MPI(MPI_Comm_rank(local, &topo->local_rank));
     CHECK_MPI(MPI_Comm_size(local, &topo->local_size));
-    CHECK_MPI(MPI_Comm_split(comm, topo->local_rank, topo->rank, &cross));
+    CHECK(hvdc__split_cross(comm, topo->local_rank, &cross));
     CHECK_MPI(MPI_Comm_rank(cross, &topo->cross_rank));
     CHECK_MPI(MPI_Comm_size(cross, &topo->cross_size));
 fail:

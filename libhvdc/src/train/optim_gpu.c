@@ -12,19 +12,8 @@
 #include <stdio.h>
 
 #include "base/status.h"
+#include "gpu/cuda_check.h"
 #include "train/optim_kernels.h"
-
-/* Translate a CUDA error, record file:line, jump to fail:. Needs `hvd_status st` in scope. */
-#define CHECK_CUDA(call)                                                                     \
-    do {                                                                                     \
-        cudaError_t cuda_err_ = (call);                                                      \
-        if (cuda_err_ != cudaSuccess) {                                                      \
-            st = hvdc__fail(HVD_ERR_CUDA, "%s failed at %s:%d: %s (%s)", #call, __FILE__,     \
-                            __LINE__, cudaGetErrorString(cuda_err_),                         \
-                            cudaGetErrorName(cuda_err_));                                    \
-            goto fail;                                                                       \
-        }                                                                                    \
-    } while (0)
 
 hvd_status hvdc__gpu_optim_check(const char *fn, int device) {
     int n = 0;

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "base/dtype.h"
+#include "base/hash.h"
 #include "base/half.h"
 #include "base/status.h"
 #include "train/optim_gpu.h"
@@ -41,31 +42,25 @@ static int op_name(char *out, const char *prefix, const char *what, const char *
     return len < 0 || len > HVD_MAX_NAME_LEN ? -1 : 0;
 }
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t nbytes) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < nbytes; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
-
 /* A hash of everything the ranks must agree on: the parameter table and the configuration. */
 static int64_t signature(const hvd_optimizer *opt) {
     const hvd_optimizer_config *c = &opt->cfg;
-    uint64_t h = 1469598103934665603ull;
-    h = fnv1a(h, &opt->n, sizeof opt->n);
+    uint64_t h = HVDC_FNV_OFFSET;
+    h = hvdc__fnv1a(h, &opt->n, sizeof opt->n);
     for (int i = 0; i < opt->n; i++) {
         const hvd_param *p = &opt->params[i].p;
         uint64_t count = p->count;
         int32_t dtype = (int32_t)p->dtype;
-        h = fnv1a(h, p->name, strlen(p->name) + 1);
-        h = fnv1a(h, &count, sizeof count);
-        h = fnv1a(h, &dtype, sizeof dtype);
+        h = hvdc__fnv1a(h, p->name, strlen(p->name) + 1);
+        h = hvdc__fnv1a(h, &count, sizeof count);
+        h = hvdc__fnv1a(h, &dtype, sizeof dtype);
     }
     int32_t ints[5] = {(int32_t)c->kind, c->nesterov, c->backward_passes_per_step,
                        (int32_t)c->compression, c->root};
     double reals[7] = {c->lr, c->momentum, c->weight_decay, c->beta1, c->beta2, c->eps, 0.0};
-    h = fnv1a(h, ints, sizeof ints);
-    h = fnv1a(h, reals, sizeof reals);
-    h = fnv1a(h, opt->prefix, strlen(opt->prefix));
+    h = hvdc__fnv1a(h, ints, sizeof ints);
+    h = hvdc__fnv1a(h, reals, sizeof reals);
+    h = hvdc__fnv1a(h, opt->prefix, strlen(opt->prefix));
     return (int64_t)(h >> 1);
 }
 

@@ -1,0 +1,21 @@
+/*
+ * fault.c - the test-only failure switches of fault.h. The variable is read on every call: the
+ * switched sites are error paths taken at most a few times per run, never hot loops.
+ * Any thread.
+ */
+#include "base/fault.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int hvdc__fault(const char *site) {
+    const char *list = getenv("HVDC_TEST_FAULTS");
+    if (!list || !*list) return 0;
+    size_t n = strlen(site);
+    for (const char *p = list; (p = strstr(p, site)) != NULL; p += n) {
+        int starts = p == list || p[-1] == ',';
+        int ends = p[n] == '\0' || p[n] == ',';
+        if (starts && ends) return 1;
+    }
+    return 0;
+}

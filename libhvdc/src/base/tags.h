@@ -1,0 +1,23 @@
+/*
+ * tags.h - every MPI tag libhvdc sends with, in one table, so two subsystems can never reuse
+ * one. Each communicator libhvdc creates is private to it (MPI_Comm_dup), so these never meet
+ * the application's own messages; the values are still distinct across communicators, so a tag
+ * alone says which subsystem a message belongs to when debugging.
+ * defines: hvdc_tag
+ * Pure.
+ */
+#ifndef HVDC_TAGS_H
+#define HVDC_TAGS_H
+
+typedef enum hvdc_tag {
+    /* control communicator */
+    HVDC_TAG_ANNOUNCE = 1,        /* negotiation: a rank's announcements to rank 0 */
+    HVDC_TAG_ANSWER = 2,          /* negotiation: rank 0's response list */
+    HVDC_TAG_FAILURE = 3,         /* liveness: "rank r died" notices */
+    /* executor communicators (and the hierarchical node / cross-node ones) */
+    HVDC_TAG_REDUCE_SCATTER = 10, /* the ring's reduce-scatter phase */
+    HVDC_TAG_ALLGATHER = 11,      /* the ring's all-gather phase */
+    HVDC_TAG_DOUBLING = 12,       /* recursive doubling */
+} hvdc_tag;
+
+#endif

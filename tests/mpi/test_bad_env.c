@@ -8,6 +8,13 @@
  *                                 the process to end normally (exit status 0);
  *   test_bad_env ok [VAR VALUE]   expects hvd_init to succeed, an allreduce to work, and
  *                                 hvd_shutdown to succeed.
+ *   test_bad_env fail-somewhere VAR   VAR may be set differently per rank (mpirun's MPMD form:
+ *                                 -x VAR=a prog : -x VAR=b prog); some rank's start fails
+ *                                 because of it: hvd_init must fail on EVERY rank with
+ *                                 HVD_ERR_CONFIG naming VAR, and nobody may hang;
+ *   test_bad_env disagree VAR     VAR is valid on every rank but differs: every rank fails with
+ *                                 HVD_ERR_CONFIG naming VAR and saying it differs;
+ *   test_bad_env ok-differ VAR    VAR differs harmlessly: hvd_init and an allreduce work.
  * VAR VALUE are also checked against the environment, so a wrong meson entry cannot pass.
  * Runs on the main thread only.
  */
@@ -54,7 +61,29 @@ int main(int argc, char **argv) {
         mt_end(&t);
         return mt_exit_code(&t);
     }
-    if ((argc == 2 || argc == 4) && strcmp(argv[1], "ok") == 0) {
+    if (argc == 3 && (strcmp(argv[1], "fail-somewhere") == 0 || strcmp(argv[1], "disagree") == 0)) {
+        const char *var = argv[2];
+        int disagree = strcmp(argv[1], "disagree") == 0;
+        mt_begin(&t, "%s=%s on this rank: hvd_init fails on every rank, naming %s", var,
+                 getenv(var) ? getenv(var) : "(unset)", var);
+        hvd_status s = hvd_init();
+        if (MT_EXPECT(&t, s, HVD_ERR_CONFIG)) {
+            const char *e = hvd_last_error();
+            MT_CHECK(&t, strstr(e, var) != NULL, "message \"%s\" does not name %s", e, var);
+            if (disagree)
+                MT_CHECK(&t, strstr(e, "differs across ranks") != NULL,
+                         "message \"%s\" does not say the ranks differ", e);
+            if (rank == 0) printf("#   message: %s\n", e);
+        }
+        if (s == HVD_OK) hvd_shutdown();
+        MT_CHECK(&t, hvd_is_initialized() == 0, "initialized after a failed hvd_init");
+        mt_end(&t);
+        return mt_exit_code(&t);
+    }
+    if (argc == 3 && strcmp(argv[1], "ok-differ") == 0) {
+        argc = 2; /* the same checks as "ok" */
+    }
+    if ((argc == 2 || argc == 4) && (strcmp(argv[1], "ok") == 0 || strcmp(argv[1], "ok-differ") == 0)) {
         if (argc == 4 && !env_is(argv[2], argv[3])) return 1;
         mt_begin(&t, "hvd_init with %s%s%s -> OK", argc == 4 ? argv[2] : "default environment",
                  argc == 4 ? "=" : "", argc == 4 ? argv[3] : "");
@@ -71,6 +100,7 @@ int main(int argc, char **argv) {
         mt_end(&t);
         return mt_exit_code(&t);
     }
-    fprintf(stderr, "usage: test_bad_env fail VAR VALUE | test_bad_env ok [VAR VALUE]\n");
+    fprintf(stderr, "usage: test_bad_env fail VAR VALUE | ok [VAR VALUE] | fail-somewhere VAR | "
+                    "disagree VAR | ok-differ VAR\n");
     return 2;
 }

@@ -6,7 +6,9 @@
  * sanitizer stage's ASan build, LeakSanitizer checks at exit that the failed start freed
  * everything it had allocated.
  *
- * Usage: test_faults SITE     (sites: timeline_writer, background_thread)
+ * Under mpirun the switch is set on one rank only (ONLY_RANK, default every rank): the start
+ * must still fail on every rank, none may hang.
+ * Usage: test_faults SITE [ONLY_RANK]     (sites: timeline_writer, background_thread)
  * Main thread only.
  */
 #include <mpi.h>
@@ -18,11 +20,12 @@
 #include "mpitest.h"
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_faults SITE\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: test_faults SITE [ONLY_RANK]\n");
         return 2;
     }
     const char *site = argv[1];
+    int only_rank = argc == 3 ? atoi(argv[2]) : -1;
     int provided = 0, rank = 0, size = 1;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -33,8 +36,9 @@ int main(int argc, char **argv) {
     char timeline[64];
     snprintf(timeline, sizeof timeline, "/tmp/hvdc-faults-%d.json", (int)getpid());
     setenv("HVD_TIMELINE", timeline, 1); /* rank 0 opens it: the writer thread's site */
-    setenv("HVDC_TEST_FAULTS", site, 1);
-    mt_begin(&t, "hvd_init with the '%s' fault fails cleanly", site);
+    if (only_rank < 0 || only_rank == rank) setenv("HVDC_TEST_FAULTS", site, 1);
+    mt_begin(&t, "hvd_init with the '%s' fault (on %s) fails cleanly on every rank", site,
+             only_rank < 0 ? "every rank" : argc == 3 ? argv[2] : "?");
     hvd_status s = hvd_init();
     MT_CHECK(&t, s != HVD_OK, "hvd_init succeeded although '%s' was switched to fail", site);
     MT_CHECK(&t, strlen(hvd_last_error()) > 0, "no message for the failed hvd_init");

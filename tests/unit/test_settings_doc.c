@@ -44,7 +44,7 @@ static void append(char **buf, size_t *len, const char *s) {
 static char *readme_block(void) {
     char *out = NULL, line[2048];
     size_t len = 0;
-    append(&out, &len, "| variable (alias) | default | meaning |\n|---|---|---|\n");
+    append(&out, &len, "| variable (alias) | default | across ranks | meaning |\n|---|---|---|---|\n");
     for (size_t i = 0; i < hvdc__n_settings; i++) {
         hvdc__setting_doc_row(&hvdc__settings[i], line, sizeof line);
         append(&out, &len, line);

@@ -250,9 +250,19 @@ static void fail_everything(hvdc_runtime *rt, hvd_status status, const char *mes
     free(ops);
 }
 
+/* Holds the thread until hvd_init has agreed with every rank. @return 1 to run. */
+static int wait_for_start(hvdc_runtime *rt) {
+    pthread_mutex_lock(&rt->queue_mutex);
+    while (rt->start_decision == 0) pthread_cond_wait(&rt->queue_cond, &rt->queue_mutex);
+    int run = rt->start_decision > 0;
+    pthread_mutex_unlock(&rt->queue_mutex);
+    return run;
+}
+
 void *hvdc__background_main(void *arg) {
     round_state s = {.rt = arg};
     hvdc_runtime *rt = s.rt;
+    if (!wait_for_start(rt)) return NULL;
     hvd_status st = HVD_OK;
     const hvdc_wire_request **fresh_descs = NULL;
     size_t fresh_cap = 0;

@@ -215,5 +215,6 @@ int hvdc__setting_format(const hvdc_setting *s, const hvdc_config *config, char 
 int hvdc__setting_doc_row(const hvdc_setting *s, char *out, size_t len) {
     char alias[96] = "";
     if (s->alias) snprintf(alias, sizeof alias, " (`%s`)", s->alias);
-    return snprintf(out, len, "| `%s`%s | %s | %s |", s->name, alias, s->default_text, s->help);
+    return snprintf(out, len, "| `%s`%s | %s | %s | %s |", s->name, alias, s->default_text,
+                    s->must_agree ? "must agree" : "may differ", s->help);
 }

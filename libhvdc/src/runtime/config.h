@@ -79,7 +79,7 @@ hvd_status hvdc__config_from_env(hvdc_config *config, hvdc_env_lookup lookup, vo
  * @return the length written (snprintf's). */
 int hvdc__setting_format(const hvdc_setting *s, const hvdc_config *config, char *out, size_t len);
 
-/* Writes the README's table row for s ("| `NAME` (`ALIAS`) | default | help |"). */
+/* Writes the README's table row for s ("| `NAME` (`ALIAS`) | default | must agree | help |"). */
 int hvdc__setting_doc_row(const hvdc_setting *s, char *out, size_t len);
 
 #endif

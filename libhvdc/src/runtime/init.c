@@ -6,6 +6,7 @@
  */
 /* mpi.h before hvdc.h, so hvdc.h declares (and exports) hvd_init_comm */
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@
 #include "base/log.h"
 #include "base/nodes.h"
 #include "base/status.h"
+#include "runtime/agree.h"
 #include "runtime/dump.h"
 #include "runtime/runtime.h"
 
@@ -95,13 +97,38 @@ fail:
     return st;
 }
 
+/* A communicator of libhvdc's own over the same ranks as base. MPI errors on it come back as
+ * codes we turn into statuses instead of aborting the job. */
 static hvd_status private_comm(MPI_Comm base, MPI_Comm *out) {
     hvd_status st = HVD_OK;
     CHECK_MPI(MPI_Comm_dup(base, out));
-    /* errors come back as codes we turn into statuses, instead of aborting the job */
     CHECK_MPI(MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN));
 fail:
     return st;
+}
+
+/* hvd_init_comm's communicator: refused if it cannot carry a job. An invalid handle raises its
+ * error on MPI_COMM_WORLD's handler, fatal by default: while checking, errors return instead. */
+static hvd_status check_user_comm(MPI_Comm comm) {
+    if (comm == MPI_COMM_NULL)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_init_comm: the communicator is MPI_COMM_NULL; "
+                          "pass the (intra)communicator of the ranks that train together");
+    MPI_Errhandler previous;
+    if (MPI_Comm_get_errhandler(MPI_COMM_WORLD, &previous) != MPI_SUCCESS)
+        return hvdc__fail(HVD_ERR_MPI, "hvd_init_comm: MPI_Comm_get_errhandler failed");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int inter = 0, size = 0;
+    int err = MPI_Comm_test_inter(comm, &inter);
+    if (err == MPI_SUCCESS) err = MPI_Comm_size(comm, &size);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, previous);
+    MPI_Errhandler_free(&previous);
+    if (err != MPI_SUCCESS)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_init_comm: the communicator is not a valid "
+                          "MPI communicator (MPI_Comm_test_inter failed)");
+    if (inter)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_init_comm: the communicator is an "
+                          "intercommunicator; pass an intracommunicator");
+    return HVD_OK;
 }
 
 /* Wakes the background thread from the SIGUSR1 watcher. */
@@ -153,6 +180,44 @@ static void runtime_free(hvdc_runtime *rt) {
     free(rt);
 }
 
+/* Starts the background thread held at its gate (it touches no MPI until released), so a
+ * start that fails on another rank can still be abandoned everywhere. */
+static hvd_status start_thread(hvdc_runtime *rt) {
+    if (hvdc__fault("background_thread") ||
+        pthread_create(&rt->thread, NULL, hvdc__background_main, rt) != 0)
+        return hvdc__fail(HVD_ERR_INTERNAL, "could not start the background thread");
+    rt->thread_started = 1;
+    return HVD_OK;
+}
+
+/* Opens the thread's gate: run (1) or abandon the start (-1). */
+static void release_thread(hvdc_runtime *rt, int decision) {
+    pthread_mutex_lock(&rt->queue_mutex);
+    rt->start_decision = decision;
+    pthread_cond_broadcast(&rt->queue_cond);
+    pthread_mutex_unlock(&rt->queue_mutex);
+}
+
+static void set_up_executor(hvdc_runtime *rt) {
+    hvdc_executor *ex = &rt->executor;
+    ex->rank = rt->topo.rank;
+    ex->size = rt->topo.size;
+    ex->cpu_allreduce = (hvdc_cpu_allreduce)rt->config.cpu_allreduce;
+    ex->pack_piece_bytes = rt->config.fusion_threshold_bytes < PACK_PIECE_BYTES
+                               ? rt->config.fusion_threshold_bytes : PACK_PIECE_BYTES;
+    ex->large_tensor_bytes = LARGE_TENSOR_BYTES;
+    ex->small_bytes = SMALL_BUFFER_BYTES;
+    ex->local_rank = rt->topo.local_rank;
+    ex->local_size = rt->topo.local_size;
+    ex->cross_rank = rt->topo.cross_rank;
+    ex->cross_size = rt->topo.cross_size;
+    ex->hierarchical_requested = rt->config.hierarchical_allreduce;
+    ex->gpu_fusion_bytes = rt->config.gpu_fusion_threshold_bytes;
+}
+
+/* Every step that can fail on one rank alone is followed by hvdc__agree, so hvd_init fails on
+ * every rank together, with the first failing rank's message, instead of leaving the others
+ * waiting in their first collective. */
 static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     hvd_status st = HVD_OK;
     hvdc__clear_error();
@@ -168,7 +233,10 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     hvdc__name_table_init(&rt->in_flight);
     hvdc__handles_init(&rt->handles);
 
-    CHECK(hvdc__config_from_env(&rt->config, env_lookup, NULL));
+    /* a malformed setting is reported once every rank can hear about it */
+    char parse_message[HVDC_ERROR_MAX] = "";
+    hvd_status parsed = hvdc__config_from_env(&rt->config, env_lookup, NULL);
+    if (parsed != HVD_OK) snprintf(parse_message, sizeof parse_message, "%s", hvd_last_error());
     if (adopt_mpi_only) {
         int initialized = 0;
         MPI_Initialized(&initialized);
@@ -176,35 +244,28 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
             st = hvdc__fail(HVD_ERR_MPI, "hvd_init_comm needs MPI initialized; call MPI_Init_thread first or use hvd_init");
             goto fail;
         }
+        CHECK(check_user_comm(comm));
     }
     CHECK(start_mpi(&rt->we_initialized_mpi));
     CHECK(private_comm(comm, &rt->control_comm));
     CHECK(private_comm(comm, &rt->executor.comm));
+
+    if (parsed != HVD_OK) hvdc__fail(parsed, "%s", parse_message);
+    CHECK(hvdc__agree(rt->control_comm, parsed));
+    CHECK(hvdc__agree_settings(rt->control_comm, &rt->config));
     CHECK(hvdc__topology_detect(rt->control_comm, &rt->topo));
     hvdc__log_init((hvdc_log_level)rt->config.log_level, rt->topo.rank);
-
-    rt->executor.rank = rt->topo.rank;
-    rt->executor.size = rt->topo.size;
-    rt->executor.cpu_allreduce = rt->config.cpu_allreduce;
-    rt->executor.pack_piece_bytes = rt->config.fusion_threshold_bytes < PACK_PIECE_BYTES
-                                        ? rt->config.fusion_threshold_bytes : PACK_PIECE_BYTES;
-    rt->executor.large_tensor_bytes = LARGE_TENSOR_BYTES;
-    rt->executor.small_bytes = SMALL_BUFFER_BYTES;
-    rt->executor.local_rank = rt->topo.local_rank;
-    rt->executor.local_size = rt->topo.local_size;
-    rt->executor.cross_rank = rt->topo.cross_rank;
-    rt->executor.cross_size = rt->topo.cross_size;
-    rt->executor.hierarchical_requested = rt->config.hierarchical_allreduce;
-    rt->executor.gpu_fusion_bytes = rt->config.gpu_fusion_threshold_bytes;
-    if (rt->config.hierarchical_allreduce) CHECK(setup_hierarchical(rt));
-    CHECK(hvdc__liveness_create(rt->control_comm, &rt->executor.liveness));
+    set_up_executor(rt);
+    if (rt->config.hierarchical_allreduce) CHECK(hvdc__agree(rt->control_comm, setup_hierarchical(rt)));
+    CHECK(hvdc__agree(rt->control_comm,
+                      hvdc__liveness_create(rt->control_comm, &rt->executor.liveness)));
+    st = HVD_OK;
     if (rt->config.timeline_path[0] && rt->topo.rank == 0)
-        CHECK(hvdc__timeline_open(rt->config.timeline_path, rt->topo.rank,
-                                  rt->config.timeline_mark_cycles, &rt->executor.timeline));
-    if (hvdc__fault("background_thread") || pthread_create(&rt->thread, NULL, hvdc__background_main, rt) != 0) {
-        st = hvdc__fail(HVD_ERR_INTERNAL, "could not start the background thread");
-        goto fail;
-    }
+        st = hvdc__timeline_open(rt->config.timeline_path, rt->topo.rank,
+                                 rt->config.timeline_mark_cycles, &rt->executor.timeline);
+    CHECK(hvdc__agree(rt->control_comm, st));
+    CHECK(hvdc__agree(rt->control_comm, start_thread(rt)));
+    release_thread(rt, 1);
     HVDC_LOG(HVDC_LOG_INFO, "started: size %d, local %d/%d, cross %d/%d, fusion threshold %zu bytes, cycle %.3g ms, cpu allreduce %s%s",
              rt->topo.size, rt->topo.local_rank, rt->topo.local_size, rt->topo.cross_rank,
              rt->topo.cross_size, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms,
@@ -216,10 +277,18 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     pthread_mutex_unlock(&gate_mutex);
     return HVD_OK;
 fail: {
+    /* every rank agreed to fail (or MPI itself failed): abandon the held thread, free, and
+     * finalize MPI if we started it, which is collective but reached by every rank alike */
+    if (rt->thread_started) {
+        release_thread(rt, -1);
+        pthread_join(rt->thread, NULL);
+    }
     int we_initialized = rt->we_initialized_mpi;
+    char message[HVDC_ERROR_MAX];
+    snprintf(message, sizeof message, "%s", hvd_last_error());
     runtime_free(rt);
     if (we_initialized) MPI_Finalize();
-    return st;
+    return hvdc__fail(st, "%s", message);
 }
 }
 

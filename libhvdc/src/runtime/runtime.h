@@ -50,6 +50,11 @@ typedef struct hvdc_runtime {
     pthread_cond_t completion_cond;
     hvdc_handles handles;
 
+    /* the background thread waits here until every rank's hvd_init has succeeded (1) or one
+     * has failed (-1: it exits touching nothing); under queue_mutex, signalled on queue_cond */
+    int start_decision;
+    int thread_started;
+
     /* owned by the background thread */
     pthread_t thread;
     hvdc_executor executor;

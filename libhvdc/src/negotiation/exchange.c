@@ -37,10 +37,21 @@ static hvd_status take_announcement(hvdc_exchange *x, int rank, const uint8_t *d
     return HVD_OK;
 }
 
-/* Rank 0, every HVD_STALL_CHECK_TIME: log the names some ranks wait for, and the ranks that
- * have not joined the current round; past HVD_STALL_SHUTDOWN_TIME, stop the job. */
+/* How often rank 0 inspects stalls: every HVD_STALL_CHECK_TIME; with reports off
+ * (HVD_STALL_CHECK_TIME=0) but HVD_STALL_SHUTDOWN_TIME set, often enough to enforce it;
+ * else never (0). */
+static double inspect_period(const hvdc_exchange *x) {
+    if (x->stall_check_s > 0) return x->stall_check_s;
+    if (x->stall_shutdown_s > 0) return x->stall_shutdown_s < 1.0 ? x->stall_shutdown_s : 1.0;
+    return 0;
+}
+
+/* Rank 0, every inspect_period: log the names some ranks wait for, and the ranks that have not
+ * joined the current round (unless reports are off); past HVD_STALL_SHUTDOWN_TIME, stop the
+ * job. */
 static hvd_status inspect_stalls(hvdc_exchange *x, double now, double round_started) {
-    double limit = x->stall_check_s, oldest = 0, absent_for = now - round_started;
+    double limit = x->stall_check_s > 0 ? x->stall_check_s : x->stall_shutdown_s;
+    double oldest = 0, absent_for = now - round_started;
     char report[1200];
     size_t n = hvdc__negotiator_report_stalls(x->negotiator, now, limit, report, sizeof report, &oldest);
     size_t len = strlen(report), n_absent = 0;
@@ -55,8 +66,9 @@ static hvd_status inspect_stalls(hvdc_exchange *x, double now, double round_star
         if (absent_for > oldest) oldest = absent_for;
     }
     if (n == 0 && n_absent == 0) return HVD_OK;
-    HVDC_LOG(HVDC_LOG_WARNING, "stall: operations submitted on some ranks but not on others "
-             "(HVD_STALL_CHECK_TIME=%g s):\n%s", limit, report);
+    if (x->stall_check_s > 0)
+        HVDC_LOG(HVDC_LOG_WARNING, "stall: operations submitted on some ranks but not on others "
+                 "(HVD_STALL_CHECK_TIME=%g s):\n%s", limit, report);
     if (x->stall_shutdown_s > 0 && oldest >= x->stall_shutdown_s)
         return hvdc__fail(HVD_ERR_STALLED, "stopped after HVD_STALL_SHUTDOWN_TIME=%g s of stall: %s",
                           x->stall_shutdown_s, report);
@@ -87,11 +99,11 @@ static hvd_status gather_announcements(hvdc_exchange *x) {
             missing--;
             continue;
         }
-        if (x->stall_check_s > 0) {
+        if (inspect_period(x) > 0) {
             double now = hvdc__now_seconds();
             if (now >= x->next_stall_check) {
                 CHECK(inspect_stalls(x, now, started));
-                x->next_stall_check = now + x->stall_check_s;
+                x->next_stall_check = now + inspect_period(x);
             }
         }
         CHECK(x->between_steps(x->ctx, "waiting for other ranks to join the negotiation round"));
@@ -112,26 +124,37 @@ fail:
     return st;
 }
 
+/* The bytes of a stall abort, sent without waiting: they must outlive this runtime (a rank that
+ * has not read them yet may read them after rank 0's runtime is gone), so they are kept for the
+ * life of the process and reused by a later abort. */
+static hvdc_bytes abort_answer;
+
 /* Rank 0's round: gather, negotiate, answer. A stall past HVD_STALL_SHUTDOWN_TIME answers
  * with an abort instead, so every rank stops with the same message. */
 static hvd_status coordinate(hvdc_exchange *x) {
     hvd_status st = HVD_OK;
     hvdc_response_list responses = {0};
     hvd_status gathered = gather_announcements(x);
-    if (gathered == HVD_OK && x->stall_check_s > 0) {
+    if (gathered == HVD_OK && inspect_period(x) > 0) {
         double now = hvdc__now_seconds();
         if (now >= x->next_stall_check) {
             gathered = inspect_stalls(x, now, now);
-            x->next_stall_check = now + x->stall_check_s;
+            x->next_stall_check = now + inspect_period(x);
         }
     }
     if (gathered == HVD_ERR_STALLED) {
         responses.flags = HVDC_ABORT_FLAGS(HVD_ERR_STALLED);
         responses.reason = strdup(hvd_last_error());
-        if (hvdc__wire_encode_responses(&x->answer, &responses) == 0) {
-            /* small enough to go eagerly, also to ranks that have not joined this round */
-            for (int r = 1; r < x->size; r++)
-                MPI_Send(x->answer.data, (int)x->answer.len, MPI_BYTE, r, HVDC_TAG_ANSWER, x->comm);
+        if (hvdc__wire_encode_responses(&abort_answer, &responses) == 0) {
+            /* never wait for these: a rank with nothing in flight makes no MPI progress until
+             * it next submits, and a blocking send to it would hold rank 0 (and its own
+             * waiting operations) until then. It reads the abort when it next negotiates. */
+            for (int r = 1; r < x->size; r++) {
+                MPI_Request request;
+                if (MPI_Isend(abort_answer.data, (int)abort_answer.len, MPI_BYTE, r, HVDC_TAG_ANSWER,
+                              x->comm, &request) == MPI_SUCCESS)
+                    MPI_Request_free(&request);
+            }
         }
         st = hvdc__fail(HVD_ERR_STALLED, "%s", responses.reason ? responses.reason : "stall");
         goto fail;
@@ -198,7 +221,7 @@ hvd_status hvdc__exchange_init(hvdc_exchange *x) {
     x->negotiator = hvdc__negotiator_create(x->size);
     x->arrived = calloc((size_t)x->size, 1);
     x->requests = calloc((size_t)x->size, sizeof *x->requests);
-    x->next_stall_check = hvdc__now_seconds() + x->stall_check_s;
+    x->next_stall_check = hvdc__now_seconds() + inspect_period(x);
     if (!x->negotiator || !x->arrived || !x->requests) {
         hvdc__exchange_free(x);
         return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory starting the coordinator");
@@ -216,6 +239,14 @@ void hvdc__exchange_free(hvdc_exchange *x) {
     x->arrived = NULL;
     free(x->requests);
     x->requests = NULL;
+}
+
+int hvdc__exchange_awaited(hvdc_exchange *x) {
+    int flag = 0;
+    if (x->rank != 0 || x->size == 1) return 0;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, HVDC_TAG_ANNOUNCE, x->comm, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        return 0; /* the round itself will meet the error */
+    return flag;
 }
 
 hvd_status hvdc__exchange_round(hvdc_exchange *x, hvdc_response_list *responses) {

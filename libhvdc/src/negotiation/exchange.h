@@ -13,7 +13,8 @@
  * wait here calls the owner's between_steps hook, so the owner keeps serving its own work (a
  * state dump, finished device work) and a dead rank ends the wait (liveness).
  *
- * defines: hvdc_exchange, hvdc__exchange_init, hvdc__exchange_free, hvdc__exchange_round
+ * defines: hvdc_exchange, hvdc__exchange_init, hvdc__exchange_free, hvdc__exchange_round,
+ *          hvdc__exchange_awaited
  * Background thread.
  */
 #ifndef HVDC_EXCHANGE_H
@@ -54,6 +55,12 @@ typedef struct hvdc_exchange {
  * HVD_ERR_NO_MEMORY. */
 hvd_status hvdc__exchange_init(hvdc_exchange *x);
 void hvdc__exchange_free(hvdc_exchange *x);
+
+/* Rank 0: has another rank started a round (its announcement is waiting)? Then rank 0 must
+ * join it even with nothing of its own in flight: it coordinates every round, and only it can
+ * see that it is itself the rank the others wait for (stall reports, HVD_STALL_SHUTDOWN_TIME).
+ * Other ranks: 0. Never blocks. */
+int hvdc__exchange_awaited(hvdc_exchange *x);
 
 /* One round: x->message in, the response list every rank gets out (the caller frees it).
  * @return HVD_OK; HVD_ERR_STALLED on rank 0 when the stall limit passed (the other ranks get

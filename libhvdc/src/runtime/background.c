@@ -106,6 +106,10 @@ static hvd_status between_steps(void *ctx, const char *doing) {
     return hvdc__liveness_check(s->rt->executor.liveness);
 }
 
+/* How often an idle rank 0 looks for rounds other ranks have started: rare enough to cost
+ * nothing, often enough for stall checks counted in seconds. */
+#define IDLE_PROBE_NS 50000000LL
+
 /* Waits until there is a reason to run a round; returns the ops submitted meanwhile. */
 static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
     hvdc_runtime *rt = s->rt;
@@ -124,6 +128,20 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
             continue;
         }
         if (rt->queue_head || rt->shutdown_requested) break;
+        if (s->n_in_flight == 0 && rt->topo.rank == 0 && rt->topo.size > 1) {
+            /* idle rank 0 still coordinates the rounds others start (exchange.h) */
+            struct timespec soon;
+            clock_gettime(CLOCK_REALTIME, &soon);
+            long long at = soon.tv_nsec + IDLE_PROBE_NS;
+            soon.tv_sec += (time_t)(at / 1000000000);
+            soon.tv_nsec = (long)(at % 1000000000);
+            if (pthread_cond_timedwait(&rt->queue_cond, &rt->queue_mutex, &soon) != ETIMEDOUT) continue;
+            pthread_mutex_unlock(&rt->queue_mutex);
+            int awaited = hvdc__exchange_awaited(&s->exchange);
+            pthread_mutex_lock(&rt->queue_mutex);
+            if (awaited) break;
+            continue;
+        }
         if (s->n_in_flight == 0) {
             pthread_cond_wait(&rt->queue_cond, &rt->queue_mutex);
             continue;

@@ -94,8 +94,11 @@ typedef enum hvd_dtype {
 } hvd_dtype;
 #define HVD_DTYPE_COUNT 8
 
-/* Reductions. HVD_AVERAGE is the sum divided by the number of ranks; on integer dtypes the
- * division truncates toward zero. */
+/* Reductions. HVD_AVERAGE is the sum divided by the number of ranks, summed in a type wide
+ * enough not to overflow: int8, uint8 and int32 in int64 (the division then truncates toward
+ * zero; int64 sums in int64), float16 and bfloat16 in float32 (each value divided first, the
+ * result rounded once to nearest-even). HVD_MIN and HVD_MAX on floating dtypes propagate NaN
+ * (a NaN on any rank gives NaN, as torch.minimum/maximum do). Every rank gets the same bits. */
 typedef enum hvd_reduce_op {
     HVD_SUM = 0,
     HVD_AVERAGE = 1,
@@ -190,10 +193,14 @@ HVD_API hvd_status hvd_cross_size(int *cross_size); /* processes with this local
  * Argument errors found on this rank alone (NULL buffer, unknown dtype or op, bad name, root out
  * of range, a duplicate in-flight name) are returned at once and nothing is sent.
  * Errors that need every rank's view come from the operation: HVD_ERR_MISMATCH when ranks
- * disagree (the message names the tensor, what differed and on which ranks), HVD_ERR_SHUTDOWN. */
+ * disagree (the message names the tensor, what differed and on which ranks), HVD_ERR_SHUTDOWN,
+ * HVD_ERR_NO_MEMORY when some rank cannot allocate the working memory (the operation fails on
+ * every rank before any data moves; later operations are not affected).
+ * Overlapping buffers: an output may overlap its input only where the call says so (in place);
+ * any other overlap is refused with HVD_ERR_INVALID_ARG, never reduced into wrong numbers. */
 
 /* Reduces count elements across ranks; every rank gets the result in recvbuf.
- * sendbuf == recvbuf reduces in place. */
+ * sendbuf == recvbuf reduces in place; buffers that overlap otherwise are refused. */
 HVD_API hvd_status hvd_allreduce(const char *name, const void *sendbuf, void *recvbuf,
                                  size_t count, hvd_dtype dtype, hvd_reduce_op op);
 HVD_API hvd_status hvd_allreduce_async(const char *name, const void *sendbuf, void *recvbuf,
@@ -201,7 +208,8 @@ HVD_API hvd_status hvd_allreduce_async(const char *name, const void *sendbuf, vo
                                        const hvd_options *options, hvd_handle *handle);
 
 /* Reduces n tensors as one unit: they are negotiated together, fused together and complete
- * together (one handle). All share dtype and op; names[i] must be distinct. */
+ * together (one handle). All share dtype and op; names[i] must be distinct. Each tensor may be
+ * in place (recvbufs[i] == sendbufs[i]); no output may overlap another tensor's buffers. */
 HVD_API hvd_status hvd_grouped_allreduce(int n, const char *const names[],
                                          const void *const sendbufs[], void *const recvbufs[],
                                          const size_t counts[], hvd_dtype dtype,
@@ -222,7 +230,7 @@ HVD_API hvd_status hvd_broadcast_async(const char *name, void *buf, size_t count
  * ranks (like the first dimension in Horovod). recv_capacity is recvbuf's size in elements;
  * if the total exceeds any rank's capacity, every rank fails with HVD_ERR_MISMATCH and nothing
  * moves. On completion *recv_count (if not NULL) holds the total and rank_counts (if not NULL,
- * size entries) each rank's count. */
+ * size entries) each rank's count. recvbuf must not overlap sendbuf (never in place). */
 HVD_API hvd_status hvd_allgather(const char *name, const void *sendbuf, size_t count,
                                  void *recvbuf, size_t recv_capacity, hvd_dtype dtype,
                                  size_t *recv_count, size_t *rank_counts);
@@ -233,7 +241,8 @@ HVD_API hvd_status hvd_allgather_async(const char *name, const void *sendbuf, si
 
 /* Reduces count elements across ranks and leaves rank r with its block of the result:
  * block r starts at r*(count/size) + min(r, count%size) and holds count/size elements, plus one
- * if r < count%size. recvbuf must hold that many; *recv_count (if not NULL) gets it. */
+ * if r < count%size. recvbuf must hold that many; *recv_count (if not NULL) gets it.
+ * recvbuf == sendbuf is allowed (the block lands at the start of it); other overlaps are not. */
 HVD_API hvd_status hvd_reducescatter(const char *name, const void *sendbuf, void *recvbuf,
                                      size_t count, hvd_dtype dtype, hvd_reduce_op op,
                                      size_t *recv_count);
@@ -246,7 +255,8 @@ HVD_API hvd_status hvd_reducescatter_async(const char *name, const void *sendbuf
  * receives every rank's block for this rank, in rank order, into recvbuf (recv_capacity
  * elements). On completion *recv_count (if not NULL) holds the total received and recvcounts
  * (if not NULL, size entries) the count from each rank. A capacity too small on any rank fails
- * every rank with HVD_ERR_MISMATCH before data moves. sendcounts must stay valid until completion. */
+ * every rank with HVD_ERR_MISMATCH before data moves. sendcounts must stay valid until completion.
+ * recvbuf must not overlap sendbuf (never in place). */
 HVD_API hvd_status hvd_alltoall(const char *name, const void *sendbuf, const size_t sendcounts[],
                                 void *recvbuf, size_t recv_capacity, hvd_dtype dtype,
                                 size_t *recv_count, size_t recvcounts[]);
@@ -498,9 +508,11 @@ HVD_API hvd_status hvd_sampler_indices(const hvd_sampler *sampler, size_t first,
  * (op = HVD_AVERAGE) or, with HVD_SUM, the sum. With weight >= 0 (HVD_AVERAGE only) it becomes
  * the weighted mean sum_r(w_r*v_r)/sum_r(w_r), e.g. w = this rank's number of examples, so
  * unequal shards give the exact global mean (all weights 0: values become 0).
- * Collective. @return HVD_OK; HVD_ERR_INVALID_ARG (NULL, count 0, op not SUM/AVERAGE, a weight
- * with SUM); the all-reduce's status (HVD_ERR_MISMATCH if ranks pass different counts).
- * Blocks. */
+ * Every rank must pass the same op, and a weight on every rank or on none.
+ * Collective. @return HVD_OK; HVD_ERR_INVALID_ARG for NULL, count 0 or an op other than
+ * SUM/AVERAGE (this rank alone, at once), and on every rank when any rank passed an invalid
+ * weight (NaN, infinite, or a weight with HVD_SUM); HVD_ERR_MISMATCH on every rank when ranks
+ * mix ops or weighted and unweighted calls, or pass different counts. Blocks. */
 HVD_API hvd_status hvd_metrics_reduce(const char *name, double *values, size_t count,
                                       hvd_reduce_op op, double weight);
 

@@ -3,6 +3,7 @@
 
   check_timeline.py MPIRUN WORKLOAD complete   # 3 steps: every tensor shows its phases
   check_timeline.py MPIRUN WORKLOAD sigterm    # killed mid-run: the file still parses
+  check_timeline.py MPIRUN WORKLOAD names      # names with quotes, controls, non-UTF-8 bytes
 
 The file must load with a JSON parser; a known run must show, per tensor, QUEUED, NEGOTIATE
 and ALLREDUCE; the small tensors must be packed (PACK/UNPACK) and share a fusion group; the
@@ -23,8 +24,8 @@ env = dict(os.environ, HVD_TIMELINE=path, HVD_TIMELINE_MARK_CYCLES="1")
 cmd = [mpirun, "--oversubscribe", "--bind-to", "none", "-np", "2", workload]
 failures = []
 
-if mode == "complete":
-    run = subprocess.run(cmd + ["3"], env=env, timeout=60)
+if mode in ("complete", "names"):
+    run = subprocess.run(cmd + ["3" if mode == "complete" else "names"], env=env, timeout=60)
     if run.returncode != 0:
         failures.append(f"workload exited {run.returncode}")
 else:
@@ -74,6 +75,27 @@ if mode == "complete":
         failures.append("no fusion group holds more than one small tensor")
     if not any(e.get("ph") == "i" for e in events):
         failures.append("HVD_TIMELINE_MARK_CYCLES=1 but no round markers")
+elif mode == "names":
+    # valid UTF-8 comes back as written; every other byte b as the character U+00b
+    odd = [b'quote"in.name', b"back\\slash", b"tab\tand\nnewline\x01", b"latin1 \xe9t\xe9",
+           b"stray \x80\xff bytes", b"utf8 gr\xc3\xbc\xc3\x9fe \xe2\x82\xac", b"truncated \xe2\x82"]
+    def expected(raw):
+        out, i = "", 0
+        while i < len(raw):
+            for n in (4, 3, 2, 1):
+                try:
+                    ch = raw[i:i + n].decode("utf-8")
+                    if len(ch) == 1:
+                        out, i = out + ch, i + n
+                        break
+                except UnicodeDecodeError:
+                    pass
+            else:
+                out, i = out + chr(raw[i]), i + 1
+        return out
+    for raw in odd:
+        if expected(raw) not in rows.values():
+            failures.append(f"no timeline row named {expected(raw)!r} (rows: {sorted(rows.values())})")
 elif not any(e.get("ph") == "X" for e in events):
     failures.append("no phase events were written before SIGTERM")
 

@@ -58,6 +58,8 @@ int main(int argc, char **argv) {
     int v = 0;
     hvd_status later = hvd_allreduce("after", &v, &v, 1, HVD_INT32, HVD_SUM);
     MT_CHECK(&t, later == HVD_ERR_STALLED, "a later op got %s", hvd_status_string(later));
+    MT_CHECK(&t, strstr(hvd_last_error(), "stopped") && strstr(hvd_last_error(), "HVD_STALL_SHUTDOWN_TIME"),
+             "a later op's message says the runtime stopped and why: %s", hvd_last_error());
     mt_end(&t);
     hvd_shutdown();
     /* the job is stopped, so verdicts cannot be combined through libhvdc: each rank's own */

@@ -79,5 +79,27 @@ int main(void) {
     int32_t v[3] = {7, -7, 8};
     hvdc__divide_integers(v, 3, HVD_INT32, 2);
     CHECK_TRUE(v[0] == 3 && v[1] == -3 && v[2] == 4, "integer average truncates toward zero");
+    /* floating MIN/MAX propagate NaN whichever side it is on, and keep a's payload when both
+     * are NaN; every other input behaves as before (fmin/fmax would drop the NaN) */
+    uint32_t bits_a = 0x7fc00001u, bits_b = 0x7fc00002u;
+    float nan_a, nan_b, one = 1.0f, got;
+    memcpy(&nan_a, &bits_a, 4);
+    memcpy(&nan_b, &bits_b, 4);
+    for (int op = HVD_MIN; op <= HVD_MAX; op++) {
+        hvdc__reduce(&got, &one, &nan_b, 1, HVD_FLOAT32, (hvd_reduce_op)op);
+        CHECK_TRUE(isnan(got), "op %d: 1 vs NaN gives NaN, got %g", op, got);
+        hvdc__reduce(&got, &nan_a, &one, 1, HVD_FLOAT32, (hvd_reduce_op)op);
+        CHECK_TRUE(isnan(got), "op %d: NaN vs 1 gives NaN, got %g", op, got);
+        hvdc__reduce(&got, &nan_a, &nan_b, 1, HVD_FLOAT32, (hvd_reduce_op)op);
+        uint32_t bits;
+        memcpy(&bits, &got, 4);
+        CHECK_TRUE(bits == bits_a, "op %d: two NaNs give the first one's bits, got 0x%08x", op, bits);
+        double dn = NAN, d1 = 2.0, dg;
+        hvdc__reduce(&dg, &d1, &dn, 1, HVD_FLOAT64, (hvd_reduce_op)op);
+        CHECK_TRUE(isnan(dg), "float64 op %d: 2 vs NaN gives NaN", op);
+        uint16_t hn = hvdc__float_to_half(NAN), h3 = hvdc__float_to_half(3.0f), hg;
+        hvdc__reduce(&hg, &h3, &hn, 1, HVD_FLOAT16, (hvd_reduce_op)op);
+        CHECK_TRUE(isnan(hvdc__half_to_float(hg)), "float16 op %d: 3 vs NaN gives NaN", op);
+    }
     return check_verdict("reduction kernels");
 }

@@ -51,11 +51,14 @@ static void reduce_i64(int64_t *d, const int64_t *a, const int64_t *b, size_t n,
     }
 }
 
+/* MIN/MAX of floats propagate NaN, as torch.minimum and NumPy do: a NaN on any rank makes the
+ * result NaN (a before b: with NaNs on both sides, a's payload), so no rank can end with a
+ * number where another ends with NaN. (a < b ? a : b alone returns b when either is NaN.) */
 static void reduce_f32(float *d, const float *a, const float *b, size_t n, hvd_reduce_op op) {
     switch (op) {
     case HVD_SUM: case HVD_AVERAGE: for (size_t i = 0; i < n; i++) d[i] = a[i] + b[i]; break;
-    case HVD_MIN: for (size_t i = 0; i < n; i++) d[i] = a[i] < b[i] ? a[i] : b[i]; break;
-    case HVD_MAX: for (size_t i = 0; i < n; i++) d[i] = a[i] > b[i] ? a[i] : b[i]; break;
+    case HVD_MIN: for (size_t i = 0; i < n; i++) d[i] = a[i] != a[i] || a[i] < b[i] ? a[i] : b[i]; break;
+    case HVD_MAX: for (size_t i = 0; i < n; i++) d[i] = a[i] != a[i] || a[i] > b[i] ? a[i] : b[i]; break;
     case HVD_PRODUCT: for (size_t i = 0; i < n; i++) d[i] = a[i] * b[i]; break;
     }
 }
@@ -63,8 +66,8 @@ static void reduce_f32(float *d, const float *a, const float *b, size_t n, hvd_r
 static void reduce_f64(double *d, const double *a, const double *b, size_t n, hvd_reduce_op op) {
     switch (op) {
     case HVD_SUM: case HVD_AVERAGE: for (size_t i = 0; i < n; i++) d[i] = a[i] + b[i]; break;
-    case HVD_MIN: for (size_t i = 0; i < n; i++) d[i] = a[i] < b[i] ? a[i] : b[i]; break;
-    case HVD_MAX: for (size_t i = 0; i < n; i++) d[i] = a[i] > b[i] ? a[i] : b[i]; break;
+    case HVD_MIN: for (size_t i = 0; i < n; i++) d[i] = a[i] != a[i] || a[i] < b[i] ? a[i] : b[i]; break;
+    case HVD_MAX: for (size_t i = 0; i < n; i++) d[i] = a[i] != a[i] || a[i] > b[i] ? a[i] : b[i]; break;
     case HVD_PRODUCT: for (size_t i = 0; i < n; i++) d[i] = a[i] * b[i]; break;
     }
 }

@@ -11,7 +11,8 @@
 #include "hvdc.h"
 
 /* dst[i] = a[i] op b[i]. HVD_AVERAGE combines like HVD_SUM (the division happens once, at the
- * end). float16/bfloat16 combine in float32 and round back to nearest-even. */
+ * end). float16/bfloat16 combine in float32 and round back to nearest-even. Floating MIN and
+ * MAX propagate NaN (NaN if either input is NaN; with two NaNs, a's). */
 void hvdc__reduce(void *dst, const void *a, const void *b, size_t count, hvd_dtype dtype,
                   hvd_reduce_op op);
 

@@ -107,6 +107,14 @@ fail:
     return st;
 }
 
+size_t hvdc__ring_scratch_bytes(size_t count, hvd_dtype dtype, int size) {
+    ring g = {.size = size, .count = count, .elem = hvd_dtype_size(dtype)};
+    size_t largest_block = count / (size_t)size + 1;
+    g.segment_count = SEGMENT_BYTES / g.elem;
+    if (largest_block / g.segment_count >= MAX_SEGMENTS) g.segment_count = largest_block / MAX_SEGMENTS + 1;
+    return size > 1 ? (size_t)WINDOW * g.segment_count * g.elem : 0;
+}
+
 static hvd_status reduce_scatter_phase(const ring *g, const char *src, char *dst, int shift,
                                        hvd_dtype dtype, hvd_reduce_op op, hvdc_buffer *scratch) {
     hvd_status st = HVD_OK;

@@ -13,7 +13,7 @@
  * segment j is reduced, so transfer and reduction overlap. Every wait checks `watch`, so a
  * dead neighbour fails the collective (HVD_ERR_RANK_FAILED) instead of hanging it.
  *
- * defines: hvdc__ring_allreduce, hvdc__ring_reduce_scatter,
+ * defines: hvdc__ring_allreduce, hvdc__ring_reduce_scatter, hvdc__ring_scratch_bytes,
  *          hvdc__ring_allgather_blocks, hvdc__hierarchical_allreduce (hierarchical.c),
  *          hvdc__doubling_allreduce (doubling.c)
  * Background thread (the only MPI caller).
@@ -35,6 +35,10 @@
 hvd_status hvdc__ring_allreduce(MPI_Comm comm, const void *src, void *dst, size_t count,
                                 hvd_dtype dtype, hvd_reduce_op op, hvdc_buffer *scratch,
                                 hvdc_liveness *watch);
+
+/* The scratch the ring functions above reserve for count elements over size ranks, so a caller
+ * can reserve it (and agree that every rank could) before any data moves. */
+size_t hvdc__ring_scratch_bytes(size_t count, hvd_dtype dtype, int size);
 
 /* Leaves block `rank` of work holding the reduction of every rank's block `rank` of src
  * (work must hold count elements; its other blocks end up holding partial sums). */

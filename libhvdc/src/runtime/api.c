@@ -14,6 +14,7 @@
 #include "base/hash.h"
 #include "base/status.h"
 #include "gpu/gpu.h"
+#include "runtime/aliasing.h"
 #include "runtime/runtime.h"
 
 static const hvd_options default_options = HVD_OPTIONS_DEFAULT;
@@ -117,7 +118,9 @@ static hvd_status submit(const char *fn, hvdc_op *op, hvd_handle *handle) {
     pthread_mutex_lock(&rt->queue_mutex);
     size_t added = 0;
     if (rt->stopped) {
-        st = hvdc__fail(rt->stop_status, "%s '%s': %s", fn, op->desc.name, rt->stop_message);
+        st = hvdc__fail(rt->stop_status, "%s '%s': libhvdc's background thread has stopped and "
+                        "runs nothing more (call hvd_shutdown), because: %s", fn, op->desc.name,
+                        rt->stop_message);
     } else {
         for (; added < op->n_tensors; added++) {
             int put = hvdc__name_table_put(&rt->in_flight, op->tensors[added].name, op);
@@ -225,6 +228,8 @@ static hvd_status hvd_allreduce_async_entered(const char *name, const void *send
     hvdc_op *req = NULL;
     CHECK(check_reduction(fn, name, handle, dtype, op, sendbuf, count, o));
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, count, dtype));
+    size_t nbytes = count * hvd_dtype_size(dtype);
+    CHECK(hvdc__check_overlap(fn, name, sendbuf, nbytes, recvbuf, nbytes, 1));
     CHECK(single_op(fn, HVDC_KIND_ALLREDUCE, name, sendbuf, recvbuf, count, dtype, &req));
     set_reduction(req, op, o, recvbuf);
     return submit(fn, req, handle);
@@ -263,6 +268,7 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
         CHECK(check_buffer(fn, names[i], "sendbufs[i]", sendbufs[i], counts[i], dtype));
         CHECK(check_buffer(fn, names[i], "recvbufs[i]", recvbufs[i], counts[i], dtype));
     }
+    CHECK(hvdc__check_group(fn, n, names, sendbufs, recvbufs, counts, hvd_dtype_size(dtype)));
     CHECK(check_options(fn, names[0], o, dtype));
     hvdc_op *req = hvdc__op_create((size_t)n);
     if (req) req->member_names = malloc(names_bytes);
@@ -337,6 +343,8 @@ static hvd_status hvd_allgather_async_entered(const char *name, const void *send
     CHECK(check_dtype(fn, name, (int)dtype));
     CHECK(check_buffer(fn, name, "sendbuf", sendbuf, count, dtype));
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
+    CHECK(hvdc__check_overlap(fn, name, sendbuf, count * hvd_dtype_size(dtype), recvbuf,
+                              recv_capacity * hvd_dtype_size(dtype), 0));
     CHECK(single_op(fn, HVDC_KIND_ALLGATHER, name, sendbuf, recvbuf, count, dtype, &req));
     req->desc.capacity = recv_capacity;
     req->recv_count_out = recv_count;
@@ -364,6 +372,8 @@ static hvd_status hvd_reducescatter_async_entered(const char *name, const void *
     int size = hvdc__runtime->topo.size, rank = hvdc__runtime->topo.rank;
     size_t block = count / (size_t)size + ((size_t)rank < count % (size_t)size ? 1 : 0);
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, block, dtype));
+    CHECK(hvdc__check_overlap(fn, name, sendbuf, count * hvd_dtype_size(dtype), recvbuf,
+                              block * hvd_dtype_size(dtype), 1));
     CHECK(single_op(fn, HVDC_KIND_REDUCESCATTER, name, sendbuf, recvbuf, count, dtype, &req));
     set_reduction(req, op, o, sendbuf);
     req->recv_count_out = recv_count;
@@ -396,6 +406,8 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
     }
     CHECK(check_buffer(fn, name, "sendbuf", sendbuf, total, dtype));
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
+    CHECK(hvdc__check_overlap(fn, name, sendbuf, total * hvd_dtype_size(dtype), recvbuf,
+                              recv_capacity * hvd_dtype_size(dtype), 0));
     CHECK(single_op(fn, HVDC_KIND_ALLTOALL, name, sendbuf, recvbuf, total, dtype, &req));
     free(req->desc.counts);
     req->desc.counts = copy_counts(sendcounts, size);

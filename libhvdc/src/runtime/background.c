@@ -204,6 +204,7 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
             st = stand_in_ops(r, ops, &s->identity, &s->discard);
             hvdc_gpu_pending *none = NULL;
             if (st == HVD_OK) st = hvdc__execute(&rt->executor, r, ops, r->n_names, &none);
+            if (st != HVD_OK && rt->executor.failed_before_data) st = HVD_OK; /* in step */
         }
         for (uint32_t i = 0; i < r->n_names; i++) hvdc__op_free(ops[i]);
         free(ops);
@@ -242,8 +243,9 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
     }
     s->n_in_flight -= n;
     free(ops);
-    /* a failed collective leaves the ranks out of step: only mismatches are survivable */
-    return st;
+    /* a collective that failed midway leaves the ranks out of step; one that every rank
+     * refused before moving data (mismatches, memory it could not get) does not */
+    return st != HVD_OK && rt->executor.failed_before_data ? HVD_OK : st;
 }
 
 /* Fails every op not yet completed: in the queue or announced. */

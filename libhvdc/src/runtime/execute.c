@@ -10,6 +10,7 @@
 #include "runtime/execute.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,10 @@
 #include "collectives/fusion.h"
 #include "collectives/reduce.h"
 #include "collectives/ring.h"
+#include "collectives/widen.h"
+
+/* A widened tensor (widen.h) too big to pack goes through the fusion buffer in chunks this big. */
+#define WIDE_CHUNK_BYTES ((size_t)4 << 20)
 
 /* MPI can move at most INT_MAX of a datatype per call; larger buffers go in pieces. */
 #define MPI_PIECE_BYTES ((size_t)1 << 30)
@@ -43,12 +48,64 @@ static MPI_Op mpi_op(hvd_reduce_op op) {
     }
 }
 
+/* HVD_CPU_ALLREDUCE=mpi hands this reduction to MPI_Allreduce: only where MPI has the type, and
+ * not floating MIN/MAX, whose NaN handling is MPI's (Open MPI's drops NaN, and a NaN on one rank
+ * could then give ranks different answers); ours propagate NaN. */
+static int uses_mpi(const hvdc_executor *ex, hvd_dtype dtype, hvd_reduce_op op) {
+    if (ex->cpu_allreduce != HVDC_CPU_ALLREDUCE_MPI || mpi_native_type(dtype) == MPI_DATATYPE_NULL)
+        return 0;
+    return !(hvdc__dtype_is_float(dtype) && (op == HVD_MIN || op == HVD_MAX));
+}
+
+/* Working memory is reserved before any data moves, and every rank learns whether every rank
+ * got it: a request too big for one rank's memory then fails on every rank, alone, and the
+ * runtime goes on (a rank failing mid-collective would leave the others waiting for it).
+ * fusion_agreed/scratch_agreed grow identically on every rank, so the agreement (one small
+ * all-reduce) runs on every rank or on none: only when a response needs more than before. */
+static hvd_status reserve_agreed(hvdc_executor *ex, const char *kind, const char *name,
+                                 size_t fusion_bytes, size_t scratch_bytes) {
+    hvd_status st = HVD_OK;
+    if (fusion_bytes <= ex->fusion_agreed && scratch_bytes <= ex->scratch_agreed) return HVD_OK;
+    char why[HVDC_ERROR_MAX] = "";
+    hvd_status mine = hvdc__buffer_reserve(&ex->fusion, fusion_bytes);
+    if (mine == HVD_OK) mine = hvdc__buffer_reserve(&ex->scratch, scratch_bytes);
+    if (mine != HVD_OK) snprintf(why, sizeof why, "%s", hvd_last_error());
+    int first_failed = mine == HVD_OK ? INT_MAX : ex->rank;
+    MPI_Request request;
+    CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, ex->comm, &request));
+    CHECK(hvdc__wait_requests(1, &request, ex->liveness));
+    if (first_failed == INT_MAX) {
+        if (fusion_bytes > ex->fusion_agreed) ex->fusion_agreed = fusion_bytes;
+        if (scratch_bytes > ex->scratch_agreed) ex->scratch_agreed = scratch_bytes;
+        return HVD_OK;
+    }
+    ex->failed_before_data = 1;
+    return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': rank %d could not allocate its working memory "
+                      "(%zu + %zu bytes%s%s); no rank ran it, later operations are not affected",
+                      kind, name, first_failed, fusion_bytes, scratch_bytes, why[0] ? ": " : "", why);
+fail:
+    return st;
+}
+
+/* The scratch allreduce_buffer's algorithm needs for count elements. */
+static size_t scratch_for(const hvdc_executor *ex, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
+    size_t nbytes = count * hvd_dtype_size(dtype);
+    if (uses_mpi(ex, dtype, op)) return 0;
+    if (nbytes <= ex->small_bytes) return nbytes;
+    if (ex->hierarchical) {
+        size_t local = hvdc__ring_scratch_bytes(count, dtype, ex->local_size);
+        size_t cross = hvdc__ring_scratch_bytes(count / (size_t)ex->local_size + 1, dtype, ex->cross_size);
+        return local > cross ? local : cross;
+    }
+    return hvdc__ring_scratch_bytes(count, dtype, ex->size);
+}
+
 /* dst = all-reduce of src over count elements, with the configured CPU algorithm. */
 static hvd_status allreduce_buffer(hvdc_executor *ex, const void *src, void *dst, size_t count,
                                    hvd_dtype dtype, hvd_reduce_op op) {
     hvd_status st = HVD_OK;
     MPI_Datatype type = mpi_native_type(dtype);
-    if (ex->cpu_allreduce == HVDC_CPU_ALLREDUCE_MPI && type != MPI_DATATYPE_NULL) {
+    if (uses_mpi(ex, dtype, op)) {
         size_t elem = hvd_dtype_size(dtype), step = MPI_PIECE_BYTES / elem;
         for (size_t at = 0; at < count; at += step) {
             size_t n = count - at < step ? count - at : step;
@@ -94,13 +151,56 @@ static hvd_status allreduce_in_place(hvdc_executor *ex, const hvdc_tensor *t,
     return st;
 }
 
+/* A tensor in its accumulation type (widen.h), through the fusion buffer in chunks: HVD_AVERAGE
+ * of narrow integers and half types, which cannot be reduced where they lie. */
+static hvd_status allreduce_widened(hvdc_executor *ex, const hvdc_tensor *t,
+                                    const hvdc_wire_request *d, hvd_dtype acc, int contributors) {
+    hvd_status st = HVD_OK;
+    hvd_dtype dtype = (hvd_dtype)d->dtype;
+    size_t elem = hvd_dtype_size(dtype), acc_elem = hvd_dtype_size(acc);
+    size_t chunk = WIDE_CHUNK_BYTES / acc_elem;
+    for (size_t at = 0; at < t->count; at += chunk) {
+        size_t n = t->count - at < chunk ? t->count - at : chunk;
+        hvdc__widen(ex->fusion.data, acc, (const char *)t->send + at * elem, dtype, n, d->prescale,
+                    contributors);
+        CHECK(allreduce_buffer(ex, ex->fusion.data, ex->fusion.data, n, acc, (hvd_reduce_op)d->op));
+        hvdc__narrow_average((char *)t->recv + at * elem, dtype, ex->fusion.data, acc, n,
+                             contributors, d->postscale);
+    }
+fail:
+    return st;
+}
+
+/* Working memory of an all-reduce planned as plan: the largest packed piece in the fusion
+ * buffer (a widened in-place tensor goes through it in chunks) and the algorithm's scratch. */
+static void allreduce_memory(const hvdc_executor *ex, const hvdc_pack_plan *plan,
+                             const hvdc_tensor **tensors, hvd_dtype acc, hvd_reduce_op op,
+                             int widened, size_t *fusion_bytes, size_t *scratch_bytes) {
+    size_t acc_elem = hvd_dtype_size(acc);
+    *fusion_bytes = *scratch_bytes = 0;
+    for (size_t p = 0; p < plan->n_pieces; p++) {
+        const hvdc_pack_piece *piece = &plan->pieces[p];
+        size_t count = piece->in_place ? tensors[piece->first]->count : piece->count;
+        if (piece->in_place && widened && count > WIDE_CHUNK_BYTES / acc_elem)
+            count = WIDE_CHUNK_BYTES / acc_elem;
+        size_t fusion = piece->in_place && !widened ? 0 : count * acc_elem;
+        size_t scratch = scratch_for(ex, count, acc, op);
+        if (fusion > *fusion_bytes) *fusion_bytes = fusion;
+        if (scratch > *scratch_bytes) *scratch_bytes = scratch;
+    }
+}
+
 /* contributors: ranks whose values are in the sum (the average's divisor); ranks that have
- * joined contribute neutral values and are not counted. */
+ * joined contribute neutral values and are not counted. Pieces are laid out in the
+ * accumulation type (the element type, or a wider one for HVD_AVERAGE of narrow types). */
 static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_ops, int contributors) {
     hvd_status st = HVD_OK;
     const hvdc_wire_request *d = &ops[0]->desc;
     hvd_dtype dtype = (hvd_dtype)d->dtype;
-    size_t elem = hvd_dtype_size(dtype), n = 0;
+    hvd_reduce_op op = (hvd_reduce_op)d->op;
+    hvd_dtype acc = hvdc__accumulation_dtype(dtype, op);
+    int widened = acc != dtype;
+    size_t elem = hvd_dtype_size(dtype), acc_elem = hvd_dtype_size(acc), n = 0;
     for (size_t i = 0; i < n_ops; i++) n += ops[i]->n_tensors;
     hvdc_pack_plan plan = {0};
     const hvdc_tensor **tensors = malloc((n ? n : 1) * sizeof *tensors);
@@ -115,36 +215,50 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
             tensors[n] = &ops[i]->tensors[k];
             counts[n++] = ops[i]->tensors[k].count;
         }
-    if (hvdc__pack_plan_make(counts, n, elem, ex->pack_piece_bytes, ex->large_tensor_bytes, &plan)) {
+    if (hvdc__pack_plan_make(counts, n, acc_elem, ex->pack_piece_bytes, ex->large_tensor_bytes, &plan)) {
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory planning an all-reduce of %zu tensors", n);
         goto fail;
     }
+    size_t fusion_bytes, scratch_bytes;
+    allreduce_memory(ex, &plan, tensors, acc, op, widened, &fusion_bytes, &scratch_bytes);
+    CHECK(reserve_agreed(ex, "allreduce", tensors[0]->name, fusion_bytes, scratch_bytes));
     for (size_t p = 0; p < plan.n_pieces; p++) {
         const hvdc_pack_piece *piece = &plan.pieces[p];
         int64_t t0 = hvdc__timeline_now_us(ex->timeline);
         if (piece->in_place) {
-            CHECK(allreduce_in_place(ex, tensors[piece->first], d, contributors));
-            hvdc__timeline_span(ex->timeline, tensors[piece->first]->name, "ALLREDUCE", t0,
+            const hvdc_tensor *t = tensors[piece->first];
+            CHECK(widened ? allreduce_widened(ex, t, d, acc, contributors)
+                          : allreduce_in_place(ex, t, d, contributors));
+            hvdc__timeline_span(ex->timeline, t->name, "ALLREDUCE", t0,
                                 hvdc__timeline_now_us(ex->timeline), ex->group);
             continue;
         }
-        CHECK(hvdc__buffer_reserve(&ex->fusion, piece->count * elem));
         char *buf = ex->fusion.data;
         size_t end = 0;
         for (size_t i = piece->first; i < piece->first + piece->n; i++) {
             size_t at = plan.offsets[i];
-            if (at > end) memset(buf + end * elem, 0, (at - end) * elem); /* padding */
-            memcpy(buf + at * elem, tensors[i]->send, tensors[i]->count * elem);
-            hvdc__scale(buf + at * elem, tensors[i]->count, dtype, d->prescale);
+            if (at > end) memset(buf + end * acc_elem, 0, (at - end) * acc_elem); /* padding */
+            if (widened) {
+                hvdc__widen(buf + at * acc_elem, acc, tensors[i]->send, dtype, tensors[i]->count,
+                            d->prescale, contributors);
+            } else {
+                memcpy(buf + at * elem, tensors[i]->send, tensors[i]->count * elem);
+                hvdc__scale(buf + at * elem, tensors[i]->count, dtype, d->prescale);
+            }
             end = at + tensors[i]->count;
         }
         int64_t t1 = hvdc__timeline_now_us(ex->timeline);
-        CHECK(allreduce_buffer(ex, buf, buf, piece->count, dtype, (hvd_reduce_op)d->op));
+        CHECK(allreduce_buffer(ex, buf, buf, piece->count, acc, op));
         int64_t t2 = hvdc__timeline_now_us(ex->timeline);
         for (size_t i = piece->first; i < piece->first + piece->n; i++) {
-            char *from = buf + plan.offsets[i] * elem;
-            finish_reduction(from, tensors[i]->count, dtype, (hvd_reduce_op)d->op, d->postscale, contributors);
-            memcpy(tensors[i]->recv, from, tensors[i]->count * elem);
+            char *from = buf + plan.offsets[i] * acc_elem;
+            if (widened) {
+                hvdc__narrow_average(tensors[i]->recv, dtype, from, acc, tensors[i]->count,
+                                     contributors, d->postscale);
+            } else {
+                finish_reduction(from, tensors[i]->count, dtype, op, d->postscale, contributors);
+                memcpy(tensors[i]->recv, from, tensors[i]->count * elem);
+            }
         }
         if (ex->timeline) {
             int64_t t3 = hvdc__timeline_now_us(ex->timeline);
@@ -216,24 +330,36 @@ fail:
     return st;
 }
 
+/* The reduction runs in the accumulation type (widen.h) in the fusion buffer: widened (or
+ * prescaled) first when needed, so the caller's send buffer is never written. */
 static hvd_status execute_reducescatter(hvdc_executor *ex, hvdc_op *op) {
     hvd_status st = HVD_OK;
     const hvdc_tensor *t = &op->tensors[0];
     hvd_dtype dtype = (hvd_dtype)op->desc.dtype;
-    size_t elem = hvd_dtype_size(dtype), start, len;
-    CHECK(hvdc__buffer_reserve(&ex->fusion, t->count * elem));
+    hvd_reduce_op rop = (hvd_reduce_op)op->desc.op;
+    hvd_dtype acc = hvdc__accumulation_dtype(dtype, rop);
+    size_t elem = hvd_dtype_size(dtype), acc_elem = hvd_dtype_size(acc), start, len;
+    CHECK(reserve_agreed(ex, "reducescatter", op->desc.name, t->count * acc_elem,
+                         hvdc__ring_scratch_bytes(t->count, acc, ex->size)));
     const void *src = t->send;
-    if (op->desc.prescale != 1.0 && t->count > 0) {
+    if (acc != dtype && t->count > 0) {
+        hvdc__widen(ex->fusion.data, acc, t->send, dtype, t->count, op->desc.prescale, ex->size);
+        src = ex->fusion.data;
+    } else if (op->desc.prescale != 1.0 && t->count > 0) {
         memcpy(ex->fusion.data, t->send, t->count * elem);
         hvdc__scale(ex->fusion.data, t->count, dtype, op->desc.prescale);
         src = ex->fusion.data;
     }
-    CHECK(hvdc__ring_reduce_scatter(ex->comm, src, ex->fusion.data, t->count, dtype,
-                                    (hvd_reduce_op)op->desc.op, &ex->scratch, ex->liveness));
+    CHECK(hvdc__ring_reduce_scatter(ex->comm, src, ex->fusion.data, t->count, acc, rop,
+                                    &ex->scratch, ex->liveness));
     hvdc__block_range(t->count, ex->size, ex->rank, &start, &len);
-    char *block = (char *)ex->fusion.data + start * elem;
-    finish_reduction(block, len, dtype, (hvd_reduce_op)op->desc.op, op->desc.postscale, ex->size);
-    if (len > 0) memcpy(t->recv, block, len * elem); /* an empty block may have NULL buffers */
+    char *block = (char *)ex->fusion.data + start * acc_elem;
+    if (acc != dtype) {
+        hvdc__narrow_average(t->recv, dtype, block, acc, len, ex->size, op->desc.postscale);
+    } else {
+        finish_reduction(block, len, dtype, rop, op->desc.postscale, ex->size);
+        if (len > 0) memcpy(t->recv, block, len * elem); /* an empty block may have NULL buffers */
+    }
     if (op->recv_count_out) *op->recv_count_out = len;
 fail:
     return st;
@@ -279,6 +405,7 @@ fail:
 hvd_status hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
                          size_t n_ops, hvdc_gpu_pending **pending) {
     *pending = NULL;
+    ex->failed_before_data = 0;
     if (n_ops > 0 && ops[0]->desc.device >= 0) /* barrier and join are always host ops */
         return hvdc__execute_gpu(ex, response, ops, n_ops, pending);
     switch ((hvdc_kind)response->kind) {

@@ -30,6 +30,10 @@ typedef struct hvdc_executor {
     size_t small_bytes;        /* buffers up to this size use recursive doubling, not the ring */
     hvdc_buffer fusion;        /* packed pieces; also reducescatter's work area */
     hvdc_buffer scratch;       /* ring receive window */
+    size_t fusion_agreed, scratch_agreed; /* bytes every rank is known to hold (the same
+                                             number on every rank) */
+    int failed_before_data;    /* the last error came before any data moved, on every rank
+                                  alike: only that response fails, the runtime goes on */
     hvdc_timeline *timeline;   /* NULL unless HVD_TIMELINE is set (rank 0) */
     hvdc_liveness *liveness;   /* every wait checks it: a dead rank fails, never hangs */
     /* GPU backend, created by the first device response (every rank executes it together) */
@@ -42,7 +46,9 @@ typedef struct hvdc_executor {
 
 /* Executes response over ops (ops[i] is this rank's op for response->names[i]). Host memory
  * is done when it returns; device memory is queued, and *pending (else NULL) completes later.
- * @return HVD_OK, or an error with hvd_last_error() set; the error applies to all the ops. */
+ * @return HVD_OK, or an error with hvd_last_error() set; the error applies to all the ops.
+ * After an error ex->failed_before_data says whether every rank failed it before moving data
+ * (the ranks are still in step), or the job cannot go on. */
 hvd_status hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
                          size_t n_ops, hvdc_gpu_pending **pending);
 

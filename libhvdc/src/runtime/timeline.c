@@ -167,12 +167,39 @@ int64_t hvdc__timeline_now_us(const hvdc_timeline *tl) {
     return hvdc__now_us() - tl->origin_us;
 }
 
-/* Copies name into a JSON string body (quotes and backslashes escaped, controls dropped). */
+/* Length of the valid UTF-8 sequence at p (1-4), or 0 if the bytes there are not one (stray
+ * continuation bytes, overlong forms, surrogates, values past U+10FFFF). */
+static size_t utf8_length(const unsigned char *p) {
+    if (p[0] < 0x80) return 1;
+    size_t n = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
+    if (n == 0 || p[0] > 0xf4) return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    if (n == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0))) return 0;
+    if (n == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))) return 0;
+    return n;
+}
+
+/* Writes name as the body of a JSON string, valid whatever bytes the name holds: quotes and
+ * backslashes escaped, control bytes as \u00XX, valid UTF-8 kept, and any other byte b as
+ * \u00XX too (read as Latin-1), so the file always parses. out holds len >= 1 bytes. */
 static void json_escape(char *out, size_t len, const char *name) {
     size_t k = 0;
-    for (const char *p = name; *p && k + 2 < len; p++) {
-        if (*p == '"' || *p == '\\') out[k++] = '\\';
-        if ((unsigned char)*p >= 0x20) out[k++] = *p;
+    for (const unsigned char *p = (const unsigned char *)name; *p;) {
+        size_t n = utf8_length(p);
+        char piece[8];
+        size_t plen;
+        if (*p == '"' || *p == '\\') {
+            piece[0] = '\\', piece[1] = (char)*p, plen = 2, n = 1;
+        } else if (n == 0 || *p < 0x20 || *p == 0x7f) {
+            plen = (size_t)snprintf(piece, sizeof piece, "\\u%04x", *p), n = 1;
+        } else {
+            memcpy(piece, p, n), plen = n;
+        }
+        if (k + plen + 1 > len) break; /* never a cut escape or sequence */
+        memcpy(out + k, piece, plen);
+        k += plen;
+        p += n;
     }
     out[k] = '\0';
 }
@@ -189,7 +216,7 @@ int hvdc__timeline_row(hvdc_timeline *tl, const char *name) {
         free(r);
         return 0;
     }
-    char escaped[2 * HVD_MAX_NAME_LEN + 2], event[700];
+    char escaped[6 * HVD_MAX_NAME_LEN + 1], event[6 * HVD_MAX_NAME_LEN + 160];
     json_escape(escaped, sizeof escaped, name);
     int n = snprintf(event, sizeof event,
                      ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",

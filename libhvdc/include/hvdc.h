@@ -150,6 +150,7 @@ typedef uint64_t hvd_handle;
  *   HVD_STALL_SHUTDOWN_TIME (HOROVOD_STALL_SHUTDOWN_TIME_SECONDS)  default 0
  *   HVD_TIMELINE (HOROVOD_TIMELINE)                                default unset
  *   HVD_TIMELINE_MARK_CYCLES (HOROVOD_TIMELINE_MARK_CYCLES)        default 0
+ *   HVD_CACHE_CAPACITY (HOROVOD_CACHE_CAPACITY)                    default 1024
  *   HVD_SIGUSR1_DUMP                                               default 1
  *   (end settings)
  * @return HVD_OK; HVD_ERR_CONFIG for a malformed environment value (the message names the

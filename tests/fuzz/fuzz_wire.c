@@ -61,8 +61,9 @@ static int same_response(const hvdc_wire_response *a, const hvdc_wire_response *
         !same_text(a->error, b->error) ||
         !same_u64s(a->rank_counts, b->rank_counts, a->n_rank_counts))
         return 0;
+    if ((a->slots == NULL) != (b->slots == NULL)) return 0;
     for (uint32_t k = 0; k < a->n_names; k++)
-        if (strcmp(a->names[k], b->names[k]) != 0) return 0;
+        if (a->slots ? a->slots[k] != b->slots[k] : strcmp(a->names[k], b->names[k]) != 0) return 0;
     if (a->n_joined == 0) return 1; /* the layout travels only for joined ranks */
     return a->dtype == b->dtype && a->op == b->op && a->n_counts == b->n_counts &&
            memcmp(a->tensors_per_name, b->tensors_per_name,
@@ -92,8 +93,10 @@ static void check_response_invariants(const hvdc_response_list *l) {
         FUZZ_CHECK(s->n_names >= 1 && s->names, "response %u: no names", i);
         for (uint32_t k = 0; k < s->n_names; k++) {
             size_t len = strnlen(s->names[k], sizeof s->names[k]);
-            FUZZ_CHECK(len >= 1 && len <= HVD_MAX_NAME_LEN, "response %u name %u: length %zu",
-                       i, k, len);
+            /* a cached response carries slots; its names are left for the receiver to fill */
+            if (s->slots) FUZZ_CHECK(len == 0, "response %u name %u: cached but named", i, k);
+            else FUZZ_CHECK(len >= 1 && len <= HVD_MAX_NAME_LEN, "response %u name %u: length %zu",
+                            i, k, len);
         }
         FUZZ_CHECK((s->n_rank_counts == 0) == (s->rank_counts == NULL), "response %u: ranks", i);
         FUZZ_CHECK(s->type != HVDC_RESPONSE_ERROR || s->error, "response %u: error text", i);
@@ -116,7 +119,7 @@ static void encode_request_list(hvdc_bytes *out, const hvdc_request_list *l) {
     const hvdc_wire_request **ptrs = malloc((l->n ? l->n : 1) * sizeof *ptrs);
     FUZZ_CHECK(ptrs, "out of memory");
     for (uint32_t i = 0; i < l->n; i++) ptrs[i] = &l->items[i];
-    FUZZ_CHECK(hvdc__wire_encode_requests(out, l->flags, ptrs, l->n) == 0, "encode failed");
+    FUZZ_CHECK(hvdc__wire_encode_requests(out, l->flags, ptrs, l->n, l->slots, l->n_slots) == 0, "encode failed");
     free(ptrs);
 }
 
@@ -130,6 +133,9 @@ static void check_requests_decode_to(const hvdc_bytes *bytes, const hvdc_request
     FUZZ_CHECK(got.flags == want->flags && got.n == want->n, "header differs after round trip");
     for (uint32_t i = 0; i < got.n; i++)
         FUZZ_CHECK(same_request(&got.items[i], &want->items[i]), "request %u differs", i);
+    FUZZ_CHECK(got.n_slots == want->n_slots &&
+               (got.n_slots == 0 || memcmp(got.slots, want->slots, got.n_slots * sizeof *got.slots) == 0),
+               "cached slots differ after round trip");
     hvdc__request_list_free(&got);
 }
 
@@ -255,6 +261,10 @@ static void fuzz_build_requests(const uint8_t *data, size_t len) {
         q->n_counts = (uint32_t)(take(&s, 1) % 17);
         q->counts = take_u64s(&s, q->n_counts);
     }
+    list.n_slots = (uint32_t)(take(&s, 1) % 9);
+    list.slots = malloc((list.n_slots ? list.n_slots : 1) * sizeof *list.slots);
+    FUZZ_CHECK(list.slots, "out of memory");
+    for (uint32_t k = 0; k < list.n_slots; k++) list.slots[k] = (uint32_t)take(&s, 4);
     hvdc_bytes bytes = {0};
     encode_request_list(&bytes, &list);
     check_requests_decode_to(&bytes, &list);
@@ -274,7 +284,13 @@ static void fuzz_build_responses(const uint8_t *data, size_t len) {
         r->n_names = 1 + (uint32_t)(take(&s, 1) % 8);
         r->names = calloc(r->n_names, sizeof *r->names);
         FUZZ_CHECK(r->names, "out of memory");
-        for (uint32_t k = 0; k < r->n_names; k++) take_name(&s, r->names[k]);
+        if (take(&s, 1) % 2) { /* cached: slot numbers travel, names stay empty */
+            r->slots = malloc(r->n_names * sizeof *r->slots);
+            FUZZ_CHECK(r->slots, "out of memory");
+            for (uint32_t k = 0; k < r->n_names; k++) r->slots[k] = (uint32_t)take(&s, 4);
+        } else {
+            for (uint32_t k = 0; k < r->n_names; k++) take_name(&s, r->names[k]);
+        }
         r->n_rank_counts = (uint32_t)(take(&s, 1) % 9);
         r->rank_counts = take_u64s(&s, r->n_rank_counts);
         r->error = take_text(&s);

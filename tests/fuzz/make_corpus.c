@@ -3,7 +3,7 @@
  * made by the encoder, each prefixed by the mode byte fuzz_wire.c dispatches on (0 request
  * list, 1 response list, 2 and 3 builder payloads). Run by hand after a wire format change:
  *     cc -D_GNU_SOURCE -Ilibhvdc/include -Ilibhvdc/src tests/fuzz/make_corpus.c \
- *         libhvdc/src/wire.c -o mk
+ *         libhvdc/src/negotiation/wire.c libhvdc/src/base/bytes.c -o mk
  *     ./mk tests/fuzz/corpus
  * The files are committed; tests/fuzz.sh only reads them.
  *
@@ -32,9 +32,9 @@ static void write_seed(const char *name, uint8_t mode, const uint8_t *data, size
 }
 
 static void seed_requests(const char *name, uint32_t flags, const hvdc_wire_request *const *items,
-                          uint32_t n) {
+                          uint32_t n, const uint32_t *slots, uint32_t n_slots) {
     hvdc_bytes b = {0};
-    if (hvdc__wire_encode_requests(&b, flags, items, n) != 0) {
+    if (hvdc__wire_encode_requests(&b, flags, items, n, slots, n_slots) != 0) {
         fprintf(stderr, "%s: encode failed\n", name);
         failures++;
         return;
@@ -90,15 +90,17 @@ int main(int argc, char **argv) {
     memset(longest.name, 'x', HVD_MAX_NAME_LEN);
     longest.name[HVD_MAX_NAME_LEN] = '\0';
 
-    seed_requests("req-empty.bin", 0, NULL, 0);
-    seed_requests("req-shutdown.bin", HVDC_FLAG_SHUTDOWN, NULL, 0);
+    seed_requests("req-empty.bin", 0, NULL, 0, NULL, 0);
+    seed_requests("req-shutdown.bin", HVDC_FLAG_SHUTDOWN, NULL, 0, NULL, 0);
     const hvdc_wire_request *single[1] = {&allreduce};
-    seed_requests("req-allreduce.bin", 0, single, 1);
+    seed_requests("req-allreduce.bin", 0, single, 1, NULL, 0);
+    uint32_t slots[4] = {0, 1, 17, 1023};
+    seed_requests("req-cached.bin", 0, single, 1, slots, 4);
     const hvdc_wire_request *mixed[7] = {&allreduce, &grouped, &bcast, &gather, &a2a,
                                          &barrier, &join};
-    seed_requests("req-every-kind.bin", 0, mixed, 7);
+    seed_requests("req-every-kind.bin", 0, mixed, 7, NULL, 0);
     const hvdc_wire_request *longest_one[2] = {&longest, &a2a};
-    seed_requests("req-longest-name.bin", HVDC_FLAG_SHUTDOWN, longest_one, 2);
+    seed_requests("req-longest-name.bin", HVDC_FLAG_SHUTDOWN, longest_one, 2, NULL, 0);
 
     /* ---- response lists, as negotiate.c answers ---- */
     char names[3][HVD_MAX_NAME_LEN + 1] = {"layer1.grad", "layer2.grad", "b.c"};
@@ -126,6 +128,11 @@ int main(int argc, char **argv) {
     hvdc_wire_response several[4] = {fused, gathered, error, join_done};
     seed_responses("resp-several.bin", &(hvdc_response_list){HVDC_FLAG_SHUTDOWN, 4, several, NULL});
     seed_responses("resp-joined.bin", &(hvdc_response_list){0, 1, &joined, NULL});
+    uint32_t cached_slots[3] = {3, 0, 511};
+    hvdc_wire_response cached = fused;
+    cached.slots = cached_slots;
+    hvdc_wire_response cached_and_named[2] = {cached, gathered};
+    seed_responses("resp-cached.bin", &(hvdc_response_list){0, 2, cached_and_named, NULL});
     seed_responses("resp-abort.bin",
                    &(hvdc_response_list){HVDC_ABORT_FLAGS(HVD_ERR_STALLED), 1, &error,
                                          "stalled: rank 2 never submitted 'layer1.grad'"});

@@ -5,8 +5,9 @@
  * name the tensor and the rank that never submitted it, instead of the job hanging, whichever
  * rank withholds: rank 0 (the coordinator) included, and with HVD_STALL_CHECK_TIME=0 (no
  * reports) as well.
- *   usage: test_stall idle|busy [WITHHOLDER]   (the withholding rank sleeps, or keeps
- *                                               submitting others)
+ *   usage: test_stall idle|busy [WITHHOLDER [cached]]   (the withholding rank sleeps, or
+ *          keeps submitting others; "cached": every rank first all-reduces "withheld" once
+ *          together, so the others then announce it from the response cache, by slot)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +23,13 @@ int main(int argc, char **argv) {
     int rank = t.rank, size = t.size;
     int withholder = argc > 2 ? atoi(argv[2]) : size - 1;
     int reporter = withholder == 0 ? 1 : 0; /* a rank that checks the message */
+    if (argc > 3 && strcmp(argv[3], "cached") == 0) {
+        float once = 1;
+        MT_EXPECT(&t, hvd_allreduce("withheld", &once, &once, 1, HVD_FLOAT32, HVD_SUM), HVD_OK);
+    }
     double start = mt_now();
-    mt_begin(&t, "stall (%s withholder) fails every rank with HVD_ERR_STALLED", mode);
+    mt_begin(&t, "stall (%s withholder %d%s) fails every rank with HVD_ERR_STALLED", mode, withholder,
+             argc > 3 ? ", cached" : "");
     if (rank != withholder) {
         float x = 1;
         hvd_handle h;

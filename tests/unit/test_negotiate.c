@@ -17,14 +17,14 @@ static hvdc_wire_request req(const char *name, hvdc_kind kind, hvd_dtype dtype, 
 
 /* Announces names[0..n) for rank, each as a float32 allreduce of counts[i] elements. */
 static void announce(hvdc_negotiator *n, int rank, const char *const *names, const uint64_t *counts, int k) {
-    hvdc_request_list list = {0, (uint32_t)k, calloc((size_t)k + 1, sizeof(hvdc_wire_request))};
+    hvdc_request_list list = {.n = (uint32_t)k, .items = calloc((size_t)k + 1, sizeof(hvdc_wire_request))};
     for (int i = 0; i < k; i++) list.items[i] = req(names[i], HVDC_KIND_ALLREDUCE, HVD_FLOAT32, counts[i]);
     CHECK_TRUE(hvdc__negotiator_add(n, rank, &list) == HVD_OK, "add");
 }
 
 int main(void) {
     /* order: rank 0 submits a,b,c; rank 1 submits c,b,a in two rounds */
-    hvdc_negotiator *n = hvdc__negotiator_create(2);
+    hvdc_negotiator *n = hvdc__negotiator_create(2, NULL);
     const char *abc[3] = {"a", "b", "c"}, *c[1] = {"c"}, *ba[2] = {"b", "a"};
     uint64_t ones[3] = {1, 1, 1};
     announce(n, 0, abc, ones, 3);
@@ -65,8 +65,8 @@ int main(void) {
     hvdc__response_list_free(&out);
 
     /* dtype mismatch, and allgather capacity */
-    hvdc_request_list l0 = {0, 1, calloc(1, sizeof(hvdc_wire_request))};
-    hvdc_request_list l1 = {0, 1, calloc(1, sizeof(hvdc_wire_request))};
+    hvdc_request_list l0 = {.n = 1, .items = calloc(1, sizeof(hvdc_wire_request))};
+    hvdc_request_list l1 = {.n = 1, .items = calloc(1, sizeof(hvdc_wire_request))};
     l0.items[0] = req("t", HVDC_KIND_ALLREDUCE, HVD_FLOAT32, 4);
     l1.items[0] = req("t", HVDC_KIND_ALLREDUCE, HVD_FLOAT64, 4);
     hvdc__negotiator_add(n, 0, &l0);
@@ -75,8 +75,8 @@ int main(void) {
     CHECK_TRUE(out.n == 1 && out.items[0].error && strstr(out.items[0].error, "dtype") &&
                strstr(out.items[0].error, "float64"), "dtype message");
     hvdc__response_list_free(&out);
-    l0 = (hvdc_request_list){0, 1, calloc(1, sizeof(hvdc_wire_request))};
-    l1 = (hvdc_request_list){0, 1, calloc(1, sizeof(hvdc_wire_request))};
+    l0 = (hvdc_request_list){.n = 1, .items = calloc(1, sizeof(hvdc_wire_request))};
+    l1 = (hvdc_request_list){.n = 1, .items = calloc(1, sizeof(hvdc_wire_request))};
     l0.items[0] = req("g", HVDC_KIND_ALLGATHER, HVD_INT32, 3);
     l1.items[0] = req("g", HVDC_KIND_ALLGATHER, HVD_INT32, 4);
     l0.items[0].capacity = 7;
@@ -90,7 +90,7 @@ int main(void) {
 
     /* a rank announcing a pending name twice is a protocol error */
     announce(n, 0, x, c0, 1);
-    hvdc_request_list dup = {0, 1, calloc(1, sizeof(hvdc_wire_request))};
+    hvdc_request_list dup = {.n = 1, .items = calloc(1, sizeof(hvdc_wire_request))};
     dup.items[0] = req("layer1.grad", HVDC_KIND_ALLREDUCE, HVD_FLOAT32, 1000);
     CHECK_TRUE(hvdc__negotiator_add(n, 0, &dup) == HVD_ERR_INTERNAL, "duplicate announcement");
     hvdc__negotiator_destroy(n); /* frees the still-pending entry */

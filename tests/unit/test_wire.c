@@ -17,11 +17,13 @@ int main(void) {
                            .counts = counts_b};
     const hvdc_wire_request *items[2] = {&a, &b};
     hvdc_bytes bytes = {0};
-    CHECK_TRUE(hvdc__wire_encode_requests(&bytes, HVDC_FLAG_SHUTDOWN, items, 2) == 0, "encode");
+    uint32_t slots[3] = {0, 7, 1023};
+    CHECK_TRUE(hvdc__wire_encode_requests(&bytes, HVDC_FLAG_SHUTDOWN, items, 2, slots, 3) == 0, "encode");
     hvdc_request_list list;
     const char *why = NULL;
     CHECK_TRUE(hvdc__wire_decode_requests(bytes.data, bytes.len, &list, &why) == 0, "decode: %s", why);
     CHECK_TRUE(list.flags == HVDC_FLAG_SHUTDOWN && list.n == 2, "header");
+    CHECK_TRUE(list.n_slots == 3 && list.slots[1] == 7 && list.slots[2] == 1023, "cached slots");
     if (list.n == 2) {
         hvdc_wire_request *x = &list.items[0], *y = &list.items[1];
         CHECK_TRUE(strcmp(x->name, "layer1.grad") == 0 && x->op == HVD_AVERAGE && x->prescale == 0.5 &&
@@ -88,6 +90,21 @@ int main(void) {
                back.items[0].tensors_per_name[1] == 2 && back.items[0].counts[2] == 30 &&
                HVDC_ABORT_STATUS(back.flags) == HVD_ERR_STALLED && strcmp(back.reason, "why") == 0,
                "joined layout and abort reason round trip");
+    hvdc__response_list_free(&back);
+    /* a cached response carries slot numbers, not names: its size does not grow with them */
+    char long_names[2][HVD_MAX_NAME_LEN + 1];
+    memset(long_names, 'x', sizeof long_names);
+    long_names[0][200] = long_names[1][200] = '\0';
+    uint32_t cached_slots[2] = {4, 9};
+    hvdc_wire_response c = {.type = HVDC_RESPONSE_EXECUTE, .kind = HVDC_KIND_ALLREDUCE, .n_names = 2,
+                            .names = long_names, .slots = cached_slots};
+    hvdc_response_list cl = {0, 1, &c, NULL};
+    CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &cl) == 0, "encode cached");
+    size_t cached_len = bytes.len;
+    CHECK_TRUE(cached_len < 60, "a cached response of 2 names takes %zu bytes", cached_len);
+    CHECK_TRUE(hvdc__wire_decode_responses(bytes.data, bytes.len, &back, &why) == 0, "decode: %s", why);
+    CHECK_TRUE(back.n == 1 && back.items[0].slots && back.items[0].slots[1] == 9 &&
+               back.items[0].names[0][0] == '\0', "cached response round trip (names left empty)");
     hvdc__response_list_free(&back);
     hvdc__bytes_free(&bytes);
     return check_verdict("wire encoding");

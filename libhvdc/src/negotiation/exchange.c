@@ -95,6 +95,7 @@ static hvd_status gather_announcements(hvdc_exchange *x) {
             }
             CHECK_MPI(MPI_Recv(x->gathered.data, len, MPI_BYTE, status.MPI_SOURCE, HVDC_TAG_ANNOUNCE,
                                x->comm, MPI_STATUS_IGNORE));
+            x->bytes_received += (uint64_t)len;
             CHECK(take_announcement(x, status.MPI_SOURCE, x->gathered.data, (size_t)len));
             missing--;
             continue;
@@ -119,6 +120,7 @@ static hvd_status send_answer(hvdc_exchange *x) {
     for (int r = 1; r < x->size; r++)
         CHECK_MPI(MPI_Isend(x->answer.data, (int)x->answer.len, MPI_BYTE, r, HVDC_TAG_ANSWER,
                             x->comm, &x->requests[r - 1]));
+    x->bytes_sent += (uint64_t)x->answer.len * (uint64_t)(x->size - 1);
     CHECK(hvdc__wait_requests(x->size - 1, x->requests, x->liveness));
 fail:
     return st;
@@ -178,6 +180,7 @@ static hvd_status ask_coordinator(hvdc_exchange *x) {
     MPI_Request sent = MPI_REQUEST_NULL;
     CHECK_MPI(MPI_Isend(x->message.data, (int)x->message.len, MPI_BYTE, 0, HVDC_TAG_ANNOUNCE,
                         x->comm, &sent));
+    x->bytes_sent += x->message.len;
     double started = hvdc__now_seconds(), next_report = started + x->stall_check_s;
     for (;;) {
         int flag = 0, len = 0;
@@ -192,6 +195,7 @@ static hvd_status ask_coordinator(hvdc_exchange *x) {
             CHECK_MPI(MPI_Recv(x->answer.data, len, MPI_BYTE, 0, HVDC_TAG_ANSWER, x->comm,
                                MPI_STATUS_IGNORE));
             x->answer.len = (size_t)len;
+            x->bytes_received += (uint64_t)len;
             break;
         }
         if (x->stall_check_s > 0) {
@@ -218,7 +222,7 @@ fail:
 
 hvd_status hvdc__exchange_init(hvdc_exchange *x) {
     if (x->rank != 0) return HVD_OK;
-    x->negotiator = hvdc__negotiator_create(x->size);
+    x->negotiator = hvdc__negotiator_create(x->size, x->cache);
     x->arrived = calloc((size_t)x->size, 1);
     x->requests = calloc((size_t)x->size, sizeof *x->requests);
     x->next_stall_check = hvdc__now_seconds() + inspect_period(x);
@@ -251,11 +255,27 @@ int hvdc__exchange_awaited(hvdc_exchange *x) {
 
 hvd_status hvdc__exchange_round(hvdc_exchange *x, hvdc_response_list *responses) {
     hvd_status st = HVD_OK;
+    x->rounds++;
     if (x->rank == 0) CHECK(coordinate(x));
     else CHECK(ask_coordinator(x));
     const char *why = NULL;
-    if (hvdc__wire_decode_responses(x->answer.data, x->answer.len, responses, &why) != 0)
+    if (hvdc__wire_decode_responses(x->answer.data, x->answer.len, responses, &why) != 0) {
         st = hvdc__fail(HVD_ERR_INTERNAL, "damaged response list from rank 0: %s", why);
+        goto fail;
+    }
+    for (uint32_t i = 0; i < responses->n; i++) {
+        hvdc_wire_response *r = &responses->items[i];
+        for (uint32_t k = 0; r->slots && k < r->n_names; k++) {
+            const char *name = hvdc__cache_name(x->cache, r->slots[k]);
+            if (!name) {
+                st = hvdc__fail(HVD_ERR_INTERNAL, "rank 0 scheduled cache slot %u, which this "
+                                "rank's cache does not hold (caches out of step)", r->slots[k]);
+                hvdc__response_list_free(responses);
+                goto fail;
+            }
+            snprintf(r->names[k], sizeof r->names[k], "%s", name);
+        }
+    }
 fail:
     return st;
 }

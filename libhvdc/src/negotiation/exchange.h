@@ -38,6 +38,7 @@ typedef struct hvdc_exchange {
     size_t fusion_threshold;       /* bytes, host tensors */
     size_t gpu_fusion_threshold;   /* bytes, device tensors */
     hvdc_liveness *liveness;
+    hvdc_cache *cache;             /* the response cache (cache.h), or NULL */
     /* Called between two probes of every wait; a status other than HVD_OK ends the round. */
     hvd_status (*between_steps)(void *ctx, const char *doing);
     void *ctx;
@@ -49,6 +50,8 @@ typedef struct hvdc_exchange {
     unsigned char *arrived;      /* (size) rank 0: whose announcement this round has */
     MPI_Request *requests;       /* (size - 1) rank 0: answers in flight */
     double next_stall_check;     /* rank 0 */
+    /* what negotiation has cost this rank so far (benchmarks/negotiation_bench reads them) */
+    uint64_t rounds, bytes_sent, bytes_received;
 } hvdc_exchange;
 
 /* Allocates what rank 0 needs once the owner's fields are set. @return HVD_OK or
@@ -62,7 +65,8 @@ void hvdc__exchange_free(hvdc_exchange *x);
  * Other ranks: 0. Never blocks. */
 int hvdc__exchange_awaited(hvdc_exchange *x);
 
-/* One round: x->message in, the response list every rank gets out (the caller frees it).
+/* One round: x->message in, the response list every rank gets out (the caller frees it), with
+ * the names of cached responses filled in from x->cache.
  * @return HVD_OK; HVD_ERR_STALLED on rank 0 when the stall limit passed (the other ranks get
  * an abort list); HVD_ERR_RANK_FAILED, HVD_ERR_MPI, HVD_ERR_NO_MEMORY, HVD_ERR_INTERNAL. */
 hvd_status hvdc__exchange_round(hvdc_exchange *x, hvdc_response_list *responses);

@@ -17,8 +17,12 @@
 #include "base/dtype.h"
 #include "base/name_table.h"
 
+/* A name some ranks have announced. A named entry holds each rank's request; a slot entry
+ * (slot >= 0) is a cached all-reduce announced by slot number, whose request every announcing
+ * rank has exactly as rank 0's cache holds it, so it needs no copies and no validation. */
 typedef struct entry {
-    hvdc_wire_request *by_rank; /* (size) what each rank announced */
+    int64_t slot;               /* cache slot, or -1 for a named entry */
+    hvdc_wire_request *by_rank; /* (size) what each rank announced; NULL for a slot entry */
     unsigned char *announced;   /* (size) */
     int n_announced;
     int taken;  /* already put in a response this round */
@@ -29,7 +33,10 @@ typedef struct entry {
 
 struct hvdc_negotiator {
     int size;
-    hvdc_name_table table; /* name -> entry; keys live in by_rank[first announcer].name */
+    const hvdc_cache *cache;   /* rank 0's cache (the same slots as every rank's), or NULL */
+    hvdc_name_table table; /* name -> named entry; keys live in by_rank[first announcer].name */
+    entry **by_slot;       /* (cache capacity) slot -> slot entry, NULL when none pending */
+    size_t n_slot_entries; /* slot entries pending or ready */
     entry *ready_head, *ready_tail;
     int shutdown;
     double now;
@@ -39,12 +46,17 @@ struct hvdc_negotiator {
 
 void hvdc__negotiator_set_time(hvdc_negotiator *n, double now) { n->now = now; }
 
-hvdc_negotiator *hvdc__negotiator_create(int size) {
+hvdc_negotiator *hvdc__negotiator_create(int size, const hvdc_cache *cache) {
     hvdc_negotiator *n = calloc(1, sizeof *n);
     if (!n) return NULL;
     n->size = size;
+    n->cache = cache;
     n->joined = calloc((size_t)size, 1);
-    if (!n->joined) {
+    uint32_t capacity = hvdc__cache_capacity(cache);
+    n->by_slot = calloc(capacity ? capacity : 1, sizeof *n->by_slot);
+    if (!n->joined || !n->by_slot) {
+        free(n->joined);
+        free(n->by_slot);
         free(n);
         return NULL;
     }
@@ -54,7 +66,7 @@ hvdc_negotiator *hvdc__negotiator_create(int size) {
 
 static void entry_free(entry *e, int size) {
     if (!e) return;
-    for (int r = 0; r < size; r++) hvdc__wire_request_free(&e->by_rank[r]);
+    for (int r = 0; e->by_rank && r < size; r++) hvdc__wire_request_free(&e->by_rank[r]);
     free(e->by_rank);
     free(e->announced);
     free(e);
@@ -65,8 +77,15 @@ void hvdc__negotiator_destroy(hvdc_negotiator *n) {
     entry *e;
     while ((e = hvdc__name_table_pop(&n->table)) != NULL) entry_free(e, n->size);
     hvdc__name_table_free(&n->table);
+    for (uint32_t s = 0; s < hvdc__cache_capacity(n->cache); s++) entry_free(n->by_slot[s], n->size);
+    free(n->by_slot);
     free(n->joined);
     free(n);
+}
+
+/* The request rank announced for e (for a slot entry: the cached one). */
+static const hvdc_wire_request *entry_request(const hvdc_negotiator *n, const entry *e, int rank) {
+    return e->slot >= 0 ? hvdc__cache_request(n->cache, (uint32_t)e->slot) : &e->by_rank[rank];
 }
 
 /* Every rank has announced e, or has joined and so contributes nothing. */
@@ -89,57 +108,136 @@ static void enqueue_if_covered(void *value, void *ctx) {
     if (!e->queued && covered(n, e)) enqueue_ready(n, e);
 }
 
-/* Finds the entry's key: the name of any rank that announced it. */
-static const char *entry_name(const entry *e, int size) {
-    for (int r = 0; r < size; r++)
+/* Finds the entry's name: the cached one, or any announcing rank's. */
+static const char *entry_name(const hvdc_negotiator *n, const entry *e) {
+    if (e->slot >= 0) return hvdc__cache_name(n->cache, (uint32_t)e->slot);
+    for (int r = 0; r < n->size; r++)
         if (e->announced[r]) return e->by_rank[r].name;
     return "";
+}
+
+static entry *entry_new(int size, int64_t slot) {
+    entry *e = calloc(1, sizeof *e);
+    if (e && slot < 0) e->by_rank = calloc((size_t)size, sizeof *e->by_rank);
+    if (e) e->announced = calloc((size_t)size, 1);
+    if (!e || (slot < 0 && !e->by_rank) || !e->announced) {
+        entry_free(e, 0);
+        return NULL;
+    }
+    e->slot = slot;
+    return e;
+}
+
+/* rank's copy of a cached request, as a named entry holds it. */
+static int copy_cached(hvdc_wire_request *to, const hvdc_wire_request *cached) {
+    *to = *cached;
+    to->counts = NULL;
+    if (cached->n_counts == 0) return 0;
+    to->counts = malloc(cached->n_counts * sizeof *to->counts);
+    if (!to->counts) return -1;
+    memcpy(to->counts, cached->counts, cached->n_counts * sizeof *to->counts);
+    return 0;
+}
+
+/* Counts rank's announcement of e (join bookkeeping, readiness). */
+static void note_announced(hvdc_negotiator *n, entry *e, int rank) {
+    e->announced[rank] = 1;
+    e->n_announced++;
+    if (entry_request(n, e, rank)->kind == HVDC_KIND_JOIN && !n->joined[rank]) {
+        n->joined[rank] = 1;
+        n->n_joined++;
+        n->last_joined = rank;
+    }
+    if (!e->queued && covered(n, e)) enqueue_ready(n, e);
+}
+
+/* A slot entry becomes a named one (some rank sent the full request for its name): every rank
+ * that announced the slot announced exactly the cached request. @return the named entry, or
+ * NULL out of memory. */
+static entry *materialize(hvdc_negotiator *n, entry *slotted) {
+    entry *e = entry_new(n->size, -1);
+    if (!e) return NULL;
+    const hvdc_wire_request *cached = hvdc__cache_request(n->cache, (uint32_t)slotted->slot);
+    for (int r = 0; r < n->size; r++) {
+        if (!slotted->announced[r]) continue;
+        if (copy_cached(&e->by_rank[r], cached) != 0) {
+            entry_free(e, n->size);
+            return NULL;
+        }
+        e->announced[r] = 1;
+    }
+    e->n_announced = slotted->n_announced;
+    e->first_seen = slotted->first_seen;
+    if (hvdc__name_table_put(&n->table, cached->name, e) != 0) {
+        entry_free(e, n->size);
+        return NULL;
+    }
+    n->by_slot[slotted->slot] = NULL;
+    n->n_slot_entries--;
+    entry_free(slotted, n->size);
+    return e;
+}
+
+/* rank announced q in full; takes q's counts. */
+static hvd_status announce_named(hvdc_negotiator *n, int rank, hvdc_wire_request *q) {
+    entry *e = hvdc__name_table_get(&n->table, q->name);
+    int64_t slot = e ? -1 : hvdc__cache_find(n->cache, q->name);
+    if (!e && slot >= 0 && n->by_slot[slot]) {
+        if (n->by_slot[slot]->announced[rank]) return HVD_ERR_INTERNAL;
+        e = materialize(n, n->by_slot[slot]);
+        if (!e) return HVD_ERR_NO_MEMORY;
+    }
+    if (!e) {
+        e = entry_new(n->size, -1);
+        if (!e) return HVD_ERR_NO_MEMORY;
+        e->first_seen = n->now;
+        e->by_rank[rank] = *q;
+        if (hvdc__name_table_put(&n->table, e->by_rank[rank].name, e) != 0) {
+            e->by_rank[rank].counts = NULL; /* still the caller's */
+            entry_free(e, n->size);
+            return HVD_ERR_NO_MEMORY;
+        }
+    } else if (e->announced[rank]) {
+        return HVD_ERR_INTERNAL; /* a rank never announces a name twice while it is pending */
+    } else {
+        e->by_rank[rank] = *q;
+    }
+    q->counts = NULL; /* moved into the entry */
+    q->n_counts = 0;
+    note_announced(n, e, rank);
+    return HVD_OK;
+}
+
+/* rank announced cache slot s: its request is exactly the cached one. */
+static hvd_status announce_slot(hvdc_negotiator *n, int rank, uint32_t s) {
+    const hvdc_wire_request *cached = hvdc__cache_request(n->cache, s);
+    if (!cached) return HVD_ERR_INTERNAL; /* caches out of step: a bug */
+    entry *e = hvdc__name_table_get(&n->table, cached->name);
+    if (e) { /* the name is pending in full: join it there */
+        if (e->announced[rank]) return HVD_ERR_INTERNAL;
+        if (copy_cached(&e->by_rank[rank], cached) != 0) return HVD_ERR_NO_MEMORY;
+        note_announced(n, e, rank);
+        return HVD_OK;
+    }
+    e = n->by_slot[s];
+    if (!e) {
+        e = entry_new(n->size, (int64_t)s);
+        if (!e) return HVD_ERR_NO_MEMORY;
+        e->first_seen = n->now;
+        n->by_slot[s] = e;
+        n->n_slot_entries++;
+    } else if (e->announced[rank]) {
+        return HVD_ERR_INTERNAL;
+    }
+    note_announced(n, e, rank);
+    return HVD_OK;
 }
 
 hvd_status hvdc__negotiator_add(hvdc_negotiator *n, int rank, hvdc_request_list *list) {
     if (list->flags & HVDC_FLAG_SHUTDOWN) n->shutdown = 1;
     hvd_status st = HVD_OK;
-    for (uint32_t i = 0; i < list->n; i++) {
-        hvdc_wire_request *q = &list->items[i];
-        entry *e = hvdc__name_table_get(&n->table, q->name);
-        if (!e) {
-            e = calloc(1, sizeof *e);
-            if (e) e->by_rank = calloc((size_t)n->size, sizeof *e->by_rank);
-            if (e) e->announced = calloc((size_t)n->size, 1);
-            if (!e || !e->by_rank || !e->announced) {
-                entry_free(e, 0);
-                st = HVD_ERR_NO_MEMORY;
-                break;
-            }
-            e->by_rank[rank] = *q;
-            e->announced[rank] = 1;
-            e->first_seen = n->now;
-            if (hvdc__name_table_put(&n->table, e->by_rank[rank].name, e) != 0) {
-                e->announced[rank] = 0;
-                free(e->by_rank);
-                free(e->announced);
-                free(e);
-                st = HVD_ERR_NO_MEMORY;
-                break;
-            }
-        } else if (e->announced[rank]) {
-            st = HVD_ERR_INTERNAL; /* a rank never announces a name twice while it is pending */
-            hvdc__wire_request_free(q);
-            continue;
-        } else {
-            e->by_rank[rank] = *q;
-            e->announced[rank] = 1;
-        }
-        q->counts = NULL; /* moved into the entry */
-        q->n_counts = 0;
-        e->n_announced++;
-        if (e->by_rank[rank].kind == HVDC_KIND_JOIN && !n->joined[rank]) {
-            n->joined[rank] = 1;
-            n->n_joined++;
-            n->last_joined = rank;
-        }
-        if (!e->queued && covered(n, e)) enqueue_ready(n, e);
-    }
+    for (uint32_t i = 0; i < list->n && st == HVD_OK; i++) st = announce_named(n, rank, &list->items[i]);
+    for (uint32_t i = 0; i < list->n_slots && st == HVD_OK; i++) st = announce_slot(n, rank, list->slots[i]);
     hvdc__request_list_free(list);
     return st;
 }
@@ -147,7 +245,7 @@ hvd_status hvdc__negotiator_add(hvdc_negotiator *n, int rank, hvdc_request_list 
 size_t hvdc__negotiator_waiting(const hvdc_negotiator *n) {
     size_t ready = 0;
     for (entry *e = n->ready_head; e; e = e->next_ready) ready++;
-    return n->table.count - ready;
+    return n->table.count + n->n_slot_entries - ready;
 }
 
 /* ---- validation ---- */
@@ -358,17 +456,22 @@ static uint32_t joined_missing(const hvdc_negotiator *n, const entry *e) {
     return (uint32_t)(n->size - e->n_announced);
 }
 
+/* The request the others are compared with and fused by: the lowest announcing rank's. */
+static const hvdc_wire_request *base_request(const hvdc_negotiator *n, const entry *e) {
+    return entry_request(n, e, base_rank(e, n->size));
+}
+
 /* While ranks have joined, a response carries its tensors' layout for them (see wire.h). */
-static hvd_status describe_for_joined(hvdc_wire_response *s, entry **group, uint32_t n_group,
-                                      int size) {
+static hvd_status describe_for_joined(const hvdc_negotiator *n, hvdc_wire_response *s,
+                                      entry **group, uint32_t n_group) {
     uint32_t n_counts = 0;
-    for (uint32_t i = 0; i < n_group; i++) n_counts += group[i]->by_rank[base_rank(group[i], size)].n_counts;
+    for (uint32_t i = 0; i < n_group; i++) n_counts += base_request(n, group[i])->n_counts;
     s->tensors_per_name = malloc(n_group * sizeof *s->tensors_per_name);
     s->counts = malloc((n_counts ? n_counts : 1) * sizeof *s->counts);
     if (!s->tensors_per_name || !s->counts) return HVD_ERR_NO_MEMORY;
     s->n_counts = 0;
     for (uint32_t i = 0; i < n_group; i++) {
-        const hvdc_wire_request *q = &group[i]->by_rank[base_rank(group[i], size)];
+        const hvdc_wire_request *q = base_request(n, group[i]);
         s->tensors_per_name[i] = q->n_counts;
         for (uint32_t k = 0; k < q->n_counts; k++) s->counts[s->n_counts++] = q->counts[k];
     }
@@ -380,7 +483,11 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
     memset(out, 0, sizeof *out);
     out->flags = n->shutdown ? HVDC_FLAG_SHUTDOWN : 0;
     /* a rank that joined since a name was announced may have completed it */
-    if (n->n_joined > 0) hvdc__name_table_each(&n->table, enqueue_if_covered, n);
+    if (n->n_joined > 0) {
+        hvdc__name_table_each(&n->table, enqueue_if_covered, n);
+        for (uint32_t s = 0; s < hvdc__cache_capacity(n->cache); s++)
+            if (n->by_slot[s]) enqueue_if_covered(n->by_slot[s], n);
+    }
     size_t n_ready = 0;
     for (entry *e = n->ready_head; e; e = e->next_ready) n_ready++;
     if (n_ready == 0) return HVD_OK;
@@ -398,7 +505,7 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
     for (entry *e = n->ready_head; e; e = e->next_ready, idx++) {
         message m = {.len = 0};
         m.text[0] = '\0';
-        if (find_disagreement(e, n->size, &m)) errors[idx] = strdup(m.text);
+        if (e->slot < 0 && find_disagreement(e, n->size, &m)) errors[idx] = strdup(m.text);
     }
 
     idx = 0;
@@ -406,7 +513,7 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
     for (entry *e = n->ready_head; e; e = e->next_ready, idx++) {
         if (e->taken) continue;
         e->taken = 1;
-        const hvdc_wire_request *base = &e->by_rank[base_rank(e, n->size)];
+        const hvdc_wire_request *base = base_request(n, e);
         hvdc_wire_response *s = &out->items[out->n++];
         s->kind = base->kind;
         s->dtype = base->dtype;
@@ -440,7 +547,7 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
             size_t later = idx + 1, fusion_threshold = base->device < 0 ? host_threshold : gpu_threshold;
             for (entry *f = e->next_ready; f && bytes < fusion_threshold; f = f->next_ready, later++) {
                 if (f->taken || errors[later]) continue;
-                const hvdc_wire_request *fb = &f->by_rank[base_rank(f, n->size)];
+                const hvdc_wire_request *fb = base_request(n, f);
                 if (!can_fuse(base, fb) || memcmp(e->announced, f->announced, (size_t)n->size) != 0) continue;
                 uint64_t more = request_bytes(fb);
                 if (bytes + more > fusion_threshold) continue;
@@ -449,16 +556,24 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
                 bytes += more;
             }
             s->n_joined = joined_missing(n, e);
-            if (s->n_joined > 0 && describe_for_joined(s, group, n_group, n->size) != HVD_OK) {
+            if (s->n_joined > 0 && describe_for_joined(n, s, group, n_group) != HVD_OK) {
                 st = HVD_ERR_NO_MEMORY;
                 goto done;
             }
         }
         s->names = malloc(n_group * sizeof *s->names);
         if (!s->names) { st = HVD_ERR_NO_MEMORY; goto done; }
-        for (uint32_t i = 0; i < n_group; i++)
-            memcpy(s->names[i], group[i]->by_rank[base_rank(group[i], n->size)].name, sizeof s->names[0]);
+        int all_cached = s->type == HVDC_RESPONSE_EXECUTE;
+        for (uint32_t i = 0; i < n_group; i++) {
+            memcpy(s->names[i], base_request(n, group[i])->name, sizeof s->names[0]);
+            all_cached &= group[i]->slot >= 0;
+        }
         s->n_names = n_group;
+        if (all_cached) { /* sent as slot numbers: every rank has the names */
+            s->slots = malloc(n_group * sizeof *s->slots);
+            if (!s->slots) { st = HVD_ERR_NO_MEMORY; goto done; }
+            for (uint32_t i = 0; i < n_group; i++) s->slots[i] = (uint32_t)group[i]->slot;
+        }
     }
     if (join_done) {
         memset(n->joined, 0, (size_t)n->size);
@@ -469,7 +584,12 @@ done:
     while (n->ready_head) {
         entry *e = n->ready_head;
         n->ready_head = e->next_ready;
-        hvdc__name_table_remove(&n->table, entry_name(e, n->size));
+        if (e->slot >= 0) {
+            n->by_slot[e->slot] = NULL;
+            n->n_slot_entries--;
+        } else {
+            hvdc__name_table_remove(&n->table, entry_name(n, e));
+        }
         entry_free(e, n->size);
     }
     n->ready_tail = NULL;
@@ -511,12 +631,7 @@ static void scan_entry(void *value, void *ctx) {
     if (e->n_announced == size || age < scan->older_than) return;
     scan->stalled++;
     if (age > scan->oldest) scan->oldest = age;
-    const hvdc_wire_request *q = &e->by_rank[0];
-    for (int r = 0; r < size; r++)
-        if (e->announced[r]) {
-            q = &e->by_rank[r];
-            break;
-        }
+    const hvdc_wire_request *q = base_request(scan->n, e);
     say(&scan->m, "%s%s '%s' has waited %.0f s: submitted by ranks ", scan->stalled > 1 ? "\n" : "",
         hvdc__kind_name(q->kind), q->name, age);
     say_ranks(&scan->m, e->announced, size, 1);
@@ -529,6 +644,8 @@ size_t hvdc__negotiator_report_stalls(const hvdc_negotiator *n, double now, doub
     stall_scan scan = {.n = n, .now = now, .older_than = older_than};
     scan.m.text[0] = '\0';
     hvdc__name_table_each(&n->table, scan_entry, &scan);
+    for (uint32_t s = 0; s < hvdc__cache_capacity(n->cache); s++)
+        if (n->by_slot[s]) scan_entry(n->by_slot[s], &scan);
     snprintf(out, len, "%s", scan.m.text);
     *oldest = scan.oldest;
     return scan.stalled;

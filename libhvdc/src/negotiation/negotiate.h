@@ -13,14 +13,17 @@
 #include <stddef.h>
 
 #include "hvdc.h"
+#include "negotiation/cache.h"
 #include "negotiation/wire.h"
 
 typedef struct hvdc_negotiator hvdc_negotiator;
 
-hvdc_negotiator *hvdc__negotiator_create(int size);
+/* cache: rank 0's response cache (slot announcements are resolved against it), or NULL. */
+hvdc_negotiator *hvdc__negotiator_create(int size, const hvdc_cache *cache);
 void hvdc__negotiator_destroy(hvdc_negotiator *negotiator); /* NULL-safe */
 
-/* Records rank's request list; takes the list's items (the list is left empty).
+/* Records rank's request list: its named requests and its cache slots; takes the list's items
+ * (the list is left empty).
  * @return HVD_OK, HVD_ERR_NO_MEMORY, or HVD_ERR_INTERNAL if rank announced a name twice. */
 hvd_status hvdc__negotiator_add(hvdc_negotiator *negotiator, int rank, hvdc_request_list *list);
 

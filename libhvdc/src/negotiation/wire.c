@@ -62,7 +62,8 @@ static int put_header(hvdc_bytes *b, uint32_t flags, uint32_t n) {
 }
 
 int hvdc__wire_encode_requests(hvdc_bytes *out, uint32_t flags,
-                               const hvdc_wire_request *const *items, uint32_t n) {
+                               const hvdc_wire_request *const *items, uint32_t n,
+                               const uint32_t *slots, uint32_t n_slots) {
     if (put_header(out, flags, n)) return -1;
     for (uint32_t i = 0; i < n; i++) {
         const hvdc_wire_request *r = items[i];
@@ -75,6 +76,9 @@ int hvdc__wire_encode_requests(hvdc_bytes *out, uint32_t flags,
         for (uint32_t c = 0; c < r->n_counts; c++)
             if (put_uint(out, r->counts[c], 8)) return -1;
     }
+    if (put_uint(out, n_slots, 4)) return -1;
+    for (uint32_t k = 0; k < n_slots; k++)
+        if (put_uint(out, slots[k], 4)) return -1;
     return 0;
 }
 
@@ -83,10 +87,10 @@ int hvdc__wire_encode_responses(hvdc_bytes *out, const hvdc_response_list *list)
     for (uint32_t i = 0; i < list->n; i++) {
         const hvdc_wire_response *r = &list->items[i];
         if (put_uint(out, r->type, 1) || put_uint(out, r->kind, 1) ||
-            put_uint(out, r->n_names, 4))
+            put_uint(out, r->slots != NULL, 1) || put_uint(out, r->n_names, 4))
             return -1;
         for (uint32_t k = 0; k < r->n_names; k++)
-            if (put_name(out, r->names[k])) return -1;
+            if (r->slots ? put_uint(out, r->slots[k], 4) : put_name(out, r->names[k])) return -1;
         if (put_uint(out, r->n_rank_counts, 4)) return -1;
         for (uint32_t k = 0; k < r->n_rank_counts; k++)
             if (put_uint(out, r->rank_counts[k], 8)) return -1;
@@ -235,15 +239,26 @@ static int get_text(reader *r, int required, char **out) {
 
 static int get_response(reader *r, void *item) {
     hvdc_wire_response *s = item;
-    if (get_u8(r, &s->type) || get_u8(r, &s->kind) || get_u32(r, &s->n_names)) return -1;
+    uint8_t cached = 0;
+    if (get_u8(r, &s->type) || get_u8(r, &s->kind) || get_u8(r, &cached) || get_u32(r, &s->n_names))
+        return -1;
     if (s->type > HVDC_RESPONSE_ERROR) return fail_read(r, "unknown response type");
     if (s->kind >= HVDC_KIND_COUNT) return fail_read(r, "unknown operation kind");
+    if (cached > 1) return fail_read(r, "bad cached flag");
     if (s->n_names == 0 || s->n_names > r->left / 3)
         return fail_read(r, "name count out of range");
-    s->names = malloc((size_t)s->n_names * sizeof *s->names);
+    s->names = calloc((size_t)s->n_names, sizeof *s->names); /* cached: filled by the receiver */
     if (!s->names) return fail_read(r, "out of memory");
-    for (uint32_t k = 0; k < s->n_names; k++)
-        if (get_name(r, s->names[k])) return -1;
+    if (cached) {
+        if (r->left / 4 < s->n_names) return fail_read(r, "slot list longer than message");
+        s->slots = malloc((size_t)s->n_names * sizeof *s->slots);
+        if (!s->slots) return fail_read(r, "out of memory");
+        for (uint32_t k = 0; k < s->n_names; k++)
+            if (get_u32(r, &s->slots[k])) return -1;
+    } else {
+        for (uint32_t k = 0; k < s->n_names; k++)
+            if (get_name(r, s->names[k])) return -1;
+    }
     if (get_u32(r, &s->n_rank_counts) || get_u64_array(r, s->n_rank_counts, &s->rank_counts) ||
         get_text(r, s->type == HVDC_RESPONSE_ERROR, &s->error) || get_u32(r, &s->n_joined))
         return -1;
@@ -262,12 +277,13 @@ static int get_response(reader *r, void *item) {
     return 0;
 }
 
-/* A list message: header, n items read with get(), then, for responses (reason != NULL), the
- * abort reason; nothing may follow. too_many and trailing are the (static) reasons for those
+/* A list message: header, n items read with get(), then what tail() reads (requests: the
+ * cached slots; responses: the abort reason); nothing may follow. too_many and trailing are the (static) reasons for those
  * two faults. *items and *n are set even on failure, for freeing. */
 static int decode_list(const uint8_t *data, size_t len, size_t min_bytes, size_t item_size,
                        int (*get)(reader *, void *), const char *too_many, const char *trailing,
-                       uint32_t *flags, void **items, uint32_t *n, char **reason,
+                       uint32_t *flags, void **items, uint32_t *n,
+                       int (*tail)(reader *, uint32_t flags, void *ctx), void *tail_ctx,
                        const char **why) {
     reader r = {data, len, NULL};
     uint32_t announced = 0;
@@ -275,12 +291,30 @@ static int decode_list(const uint8_t *data, size_t len, size_t min_bytes, size_t
     *n = 0;
     if (get_header(&r, flags, &announced) ||
         get_items(&r, announced, min_bytes, item_size, get, items, n, too_many) ||
-        (reason && get_text(&r, (*flags & HVDC_FLAG_ABORT) != 0, reason)) ||
-        (r.left != 0 && fail_read(&r, trailing))) {
+        tail(&r, *flags, tail_ctx) || (r.left != 0 && fail_read(&r, trailing))) {
         *why = r.why;
         return -1;
     }
     return 0;
+}
+
+/* After a request list's items: the slots announced from the cache. */
+static int get_request_tail(reader *r, uint32_t flags, void *ctx) {
+    hvdc_request_list *out = ctx;
+    (void)flags;
+    if (get_u32(r, &out->n_slots)) return -1;
+    if (out->n_slots > r->left / 4) return fail_read(r, "slot list longer than message");
+    out->slots = malloc((out->n_slots ? out->n_slots : 1) * sizeof *out->slots);
+    if (!out->slots) return fail_read(r, "out of memory");
+    for (uint32_t k = 0; k < out->n_slots; k++)
+        if (get_u32(r, &out->slots[k])) return -1;
+    return 0;
+}
+
+/* After a response list's items: the abort reason (present with HVDC_FLAG_ABORT). */
+static int get_response_tail(reader *r, uint32_t flags, void *ctx) {
+    hvdc_response_list *out = ctx;
+    return get_text(r, (flags & HVDC_FLAG_ABORT) != 0, &out->reason);
 }
 
 int hvdc__wire_decode_requests(const uint8_t *data, size_t len, hvdc_request_list *out,
@@ -290,8 +324,8 @@ int hvdc__wire_decode_requests(const uint8_t *data, size_t len, hvdc_request_lis
     /* each request takes at least 47 bytes on the wire */
     int bad = decode_list(data, len, 47, sizeof *out->items, get_request,
                           "more requests announced than the message holds",
-                          "trailing bytes after the last request", &out->flags, &items, &out->n,
-                          NULL, why);
+                          "trailing bytes after the last slot", &out->flags, &items, &out->n,
+                          get_request_tail, out, why);
     out->items = items;
     if (bad) hvdc__request_list_free(out);
     return bad;
@@ -305,7 +339,7 @@ int hvdc__wire_decode_responses(const uint8_t *data, size_t len, hvdc_response_l
     int bad = decode_list(data, len, 18, sizeof *out->items, get_response,
                           "more responses announced than the message holds",
                           "trailing bytes after the last response", &out->flags, &items, &out->n,
-                          &out->reason, why);
+                          get_response_tail, out, why);
     out->items = items;
     if (bad) hvdc__response_list_free(out);
     return bad;
@@ -322,11 +356,13 @@ void hvdc__wire_request_free(hvdc_wire_request *request) {
 void hvdc__request_list_free(hvdc_request_list *list) {
     for (uint32_t i = 0; i < list->n; i++) hvdc__wire_request_free(&list->items[i]);
     free(list->items);
+    free(list->slots);
     memset(list, 0, sizeof *list);
 }
 
 void hvdc__response_free(hvdc_wire_response *response) {
     free(response->names);
+    free(response->slots);
     free(response->rank_counts);
     free(response->error);
     free(response->tensors_per_name);

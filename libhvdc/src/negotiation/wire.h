@@ -22,7 +22,7 @@
 #include "hvdc.h"
 
 #define HVDC_WIRE_MAGIC 0x48564443u /* "HVDC" */
-#define HVDC_WIRE_VERSION 2u
+#define HVDC_WIRE_VERSION 3u
 
 typedef enum hvdc_kind {
     HVDC_KIND_ALLREDUCE = 0,
@@ -64,6 +64,8 @@ typedef struct hvdc_request_list {
     uint32_t flags;
     uint32_t n;
     hvdc_wire_request *items; /* (n) */
+    uint32_t n_slots;
+    uint32_t *slots;          /* (n_slots) cached requests announced by slot (cache.h) */
 } hvdc_request_list;
 
 typedef enum hvdc_response_type { HVDC_RESPONSE_EXECUTE = 0, HVDC_RESPONSE_ERROR = 1 } hvdc_response_type;
@@ -72,6 +74,9 @@ typedef struct hvdc_wire_response {
     uint8_t type, kind;
     uint32_t n_names;
     char (*names)[HVD_MAX_NAME_LEN + 1]; /* (n_names) in execution/fusion order */
+    uint32_t *slots;                     /* (n_names) a cached response: the names' cache slots,
+                                            sent instead of the names (the receiver fills
+                                            names from its cache); else NULL */
     uint32_t n_rank_counts;
     uint64_t *rank_counts;               /* allgather: (size) each rank's count;
                                             join: (1) the rank that joined last */
@@ -94,7 +99,8 @@ typedef struct hvdc_response_list {
 
 /* Encoders append to out (cleared first). @return 0, or -1 when out of memory. */
 int hvdc__wire_encode_requests(hvdc_bytes *out, uint32_t flags,
-                               const hvdc_wire_request *const *items, uint32_t n);
+                               const hvdc_wire_request *const *items, uint32_t n,
+                               const uint32_t *slots, uint32_t n_slots);
 int hvdc__wire_encode_responses(hvdc_bytes *out, const hvdc_response_list *list);
 
 /* Decoders fill a list the caller frees. @return 0, or -1 with *why set to a static string

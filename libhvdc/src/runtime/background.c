@@ -184,6 +184,15 @@ static hvd_status stand_in_ops(const hvdc_wire_response *r, hvdc_op **ops, hvdc_
     return HVD_OK;
 }
 
+/* After a named all-reduce ran on every rank (none joined), every rank caches each op's
+ * request, in response order, so the slots stay the same everywhere (cache.h). Before the ops
+ * complete: a completed op may be freed by its waiter. */
+static void remember(round_state *s, const hvdc_wire_response *r, hvdc_op **ops, size_t n) {
+    if (r->type != HVDC_RESPONSE_EXECUTE || r->slots || r->n_joined > 0) return;
+    for (size_t i = 0; i < n; i++)
+        if (hvdc__cache_cacheable(&ops[i]->desc)) hvdc__cache_put(s->cache, &ops[i]->desc);
+}
+
 /* Executes one response and completes its ops. */
 static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
     hvdc_runtime *rt = s->rt;
@@ -231,6 +240,7 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
         hvdc__clear_error();
         hvdc_gpu_pending *pending = NULL;
         st = hvdc__execute(&rt->executor, r, ops, n, &pending);
+        if (st == HVD_OK) remember(s, r, ops, n);
         if (st == HVD_OK && pending) {
             /* device work: completed by finish_gpu_work when its event fires */
             st = keep_gpu_work(s, pending, ops, n);
@@ -285,14 +295,21 @@ void *hvdc__background_main(void *arg) {
     if (!wait_for_start(rt)) return NULL;
     hvd_status st = HVD_OK;
     const hvdc_wire_request **fresh_descs = NULL;
+    uint32_t *fresh_slots = NULL;
     size_t fresh_cap = 0;
     int progressed = 0, shutdown = 0;
+    s.cache = hvdc__cache_create((uint32_t)rt->config.cache_capacity);
+    if (!s.cache) {
+        st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the response cache");
+        goto stop;
+    }
     s.exchange = (hvdc_exchange){
         .comm = rt->control_comm, .rank = rt->topo.rank, .size = rt->topo.size,
         .stall_check_s = rt->config.stall_check_s, .stall_shutdown_s = rt->config.stall_shutdown_s,
         .fusion_threshold = rt->config.fusion_threshold_bytes,
         .gpu_fusion_threshold = rt->config.gpu_fusion_threshold_bytes,
-        .liveness = rt->executor.liveness, .between_steps = between_steps, .ctx = &s,
+        .liveness = rt->executor.liveness, .cache = s.cache, .between_steps = between_steps,
+        .ctx = &s,
     };
     if ((st = hvdc__exchange_init(&s.exchange)) != HVD_OK) goto stop;
     for (;;) {
@@ -303,30 +320,40 @@ void *hvdc__background_main(void *arg) {
         if (n_fresh > fresh_cap) {
             fresh_cap = n_fresh * 2;
             const hvdc_wire_request **grown = realloc(fresh_descs, fresh_cap * sizeof *grown);
-            if (!grown) {
+            if (grown) fresh_descs = grown;
+            uint32_t *grown_slots = realloc(fresh_slots, fresh_cap * sizeof *grown_slots);
+            if (grown_slots) fresh_slots = grown_slots;
+            if (!grown || !grown_slots) {
                 st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory taking %zu requests", n_fresh);
                 goto stop;
             }
-            fresh_descs = grown;
         }
         n_fresh = 0;
+        size_t n_slots = 0;
         hvdc_timeline *tl = rt->executor.timeline;
         s.round_started_us = hvdc__timeline_now_us(tl);
         hvdc__timeline_cycle(tl, s.round_started_us, ++s.rounds);
         for (hvdc_op *op = fresh; op; op = op->next) {
-            fresh_descs[n_fresh++] = &op->desc;
+            /* a request exactly as cached goes as its slot number (cache.h) */
+            int64_t slot = hvdc__cache_lookup(s.cache, &op->desc);
+            if (slot >= 0) fresh_slots[n_slots++] = (uint32_t)slot;
+            else fresh_descs[n_fresh++] = &op->desc;
             op->announced_us = s.round_started_us;
             if (tl) op_span(tl, op, "QUEUED", op->submitted_us, op->announced_us, -1);
         }
-        s.n_in_flight += n_fresh;
+        s.n_in_flight += n_fresh + n_slots;
 
-        if (hvdc__wire_encode_requests(&s.exchange.message, shutdown ? HVDC_FLAG_SHUTDOWN : 0, fresh_descs,
-                                       (uint32_t)n_fresh) != 0) {
+        if (hvdc__wire_encode_requests(&s.exchange.message, shutdown ? HVDC_FLAG_SHUTDOWN : 0,
+                                       fresh_descs, (uint32_t)n_fresh, fresh_slots,
+                                       (uint32_t)n_slots) != 0) {
             st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory encoding %zu requests", n_fresh);
             goto stop;
         }
         hvdc_response_list responses = {0};
         CHECK(hvdc__exchange_round(&s.exchange, &responses));
+        atomic_store(&rt->stat_rounds, s.exchange.rounds);
+        atomic_store(&rt->stat_bytes_sent, s.exchange.bytes_sent);
+        atomic_store(&rt->stat_bytes_received, s.exchange.bytes_received);
         if (responses.flags & HVDC_FLAG_ABORT) {
             st = hvdc__fail(HVDC_ABORT_STATUS(responses.flags), "%s",
                             responses.reason ? responses.reason : "rank 0 stopped the job");
@@ -335,7 +362,7 @@ void *hvdc__background_main(void *arg) {
         }
         for (uint32_t i = 0; i < responses.n && st == HVD_OK; i++)
             st = run_response(&s, &responses.items[i]);
-        progressed = n_fresh > 0 || responses.n > 0;
+        progressed = n_fresh + n_slots > 0 || responses.n > 0;
         int stop_now = (responses.flags & HVDC_FLAG_SHUTDOWN) != 0;
         hvdc__response_list_free(&responses);
         if (st != HVD_OK) goto fail;
@@ -361,5 +388,7 @@ done:
     hvdc__buffer_free(&s.identity);
     hvdc__buffer_free(&s.discard);
     free(fresh_descs);
+    free(fresh_slots);
+    hvdc__cache_destroy(s.cache);
     return NULL;
 }

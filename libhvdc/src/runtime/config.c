@@ -68,6 +68,10 @@ const hvdc_setting hvdc__settings[] = {
     {"HVD_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES", HVDC_SETTING_CHOICE,
      FIELD(timeline_mark_cycles), 0, 0, flag_choices, NULL, "`0`",
      "`1`: mark every negotiation round in the timeline", 0},
+    {"HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY", HVDC_SETTING_COUNT, FIELD(cache_capacity), 0,
+     1 << 20, NULL, NULL, "1024",
+     "all-reduces remembered by the response cache: a tensor negotiated before is announced by "
+     "its slot number instead of its whole request; `0` turns the cache off", 1},
     {"HVD_SIGUSR1_DUMP", NULL, HVDC_SETTING_CHOICE, FIELD(sigusr1_dump), 0, 0, flag_choices,
      NULL, "`1`",
      "`0`: do not install the SIGUSR1 state dump (it is never installed over an "
@@ -85,6 +89,7 @@ void hvdc__config_default(hvdc_config *config) {
         .stall_check_s = 60.0,
         .stall_shutdown_s = 0.0,
         .sigusr1_dump = 1,
+        .cache_capacity = 1024,
     };
 }
 
@@ -153,6 +158,9 @@ static void describe_expected(const hvdc_setting *s, char *out, size_t len) {
     case HVDC_SETTING_PATH:
         snprintf(out, len, "a path shorter than %d bytes", HVDC_PATH_MAX);
         return;
+    case HVDC_SETTING_COUNT:
+        snprintf(out, len, "a whole number from %.0f to %.0f", s->min, s->max);
+        return;
     }
 }
 
@@ -168,6 +176,15 @@ static int parse_setting(const hvdc_setting *s, const char *text, hvdc_config *c
         if (strlen(text) >= HVDC_PATH_MAX) return 0;
         snprintf(field, HVDC_PATH_MAX, "%s", text);
         return 1;
+    case HVDC_SETTING_COUNT: {
+        errno = 0;
+        char *end = NULL;
+        if (!isdigit((unsigned char)text[0])) return 0;
+        unsigned long long value = strtoull(text, &end, 10);
+        if (errno != 0 || *end != '\0' || (double)value < s->min || (double)value > s->max) return 0;
+        *(size_t *)(void *)field = (size_t)value;
+        return 1;
+    }
     }
     return 0;
 }
@@ -198,7 +215,8 @@ hvd_status hvdc__config_from_env(hvdc_config *config, hvdc_env_lookup lookup, vo
 int hvdc__setting_format(const hvdc_setting *s, const hvdc_config *config, char *out, size_t len) {
     const char *field = (const char *)config + s->offset;
     switch (s->type) {
-    case HVDC_SETTING_BYTES: return snprintf(out, len, "%zu", *(const size_t *)(const void *)field);
+    case HVDC_SETTING_BYTES:
+    case HVDC_SETTING_COUNT: return snprintf(out, len, "%zu", *(const size_t *)(const void *)field);
     case HVDC_SETTING_MS:
     case HVDC_SETTING_SECONDS: return snprintf(out, len, "%.17g", *(const double *)(const void *)field);
     case HVDC_SETTING_CHOICE: {

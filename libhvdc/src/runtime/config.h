@@ -40,6 +40,7 @@ typedef struct hvdc_config {
     int timeline_mark_cycles;   /* HVD_TIMELINE_MARK_CYCLES: 1 = an instant event per round */
     int hierarchical_allreduce; /* HVD_HIERARCHICAL_ALLREDUCE: 1 = two-level CPU all-reduce */
     int sigusr1_dump;           /* HVD_SIGUSR1_DUMP: 1 = install the SIGUSR1 state dump */
+    size_t cache_capacity;      /* HVD_CACHE_CAPACITY: response cache slots; 0 = off */
 } hvdc_config;
 
 typedef enum hvdc_setting_type {
@@ -48,6 +49,7 @@ typedef enum hvdc_setting_type {
     HVDC_SETTING_SECONDS, /* double: seconds, min <= value <= max */
     HVDC_SETTING_CHOICE,  /* int: the index of one of choices[] (case-insensitive) */
     HVDC_SETTING_PATH,    /* char[HVDC_PATH_MAX] */
+    HVDC_SETTING_COUNT,   /* size_t: a whole number, min <= value <= max */
 } hvdc_setting_type;
 
 typedef struct hvdc_setting {

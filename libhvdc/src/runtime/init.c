@@ -333,6 +333,16 @@ hvd_status hvd_shutdown(void) {
     return HVD_OK;
 }
 
+hvd_status hvdc__negotiation_stats(uint64_t *rounds, uint64_t *bytes_sent, uint64_t *bytes_received) {
+    hvd_status st = hvdc__enter("hvdc__negotiation_stats");
+    if (st != HVD_OK) return st;
+    *rounds = atomic_load(&hvdc__runtime->stat_rounds);
+    *bytes_sent = atomic_load(&hvdc__runtime->stat_bytes_sent);
+    *bytes_received = atomic_load(&hvdc__runtime->stat_bytes_received);
+    hvdc__leave();
+    return HVD_OK;
+}
+
 static hvd_status topology_value(const char *what, int *out, size_t offset) {
     hvd_status st = hvdc__enter(what);
     if (st != HVD_OK) return st;

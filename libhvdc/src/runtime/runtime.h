@@ -43,6 +43,8 @@ typedef struct hvdc_runtime {
     hvd_status stop_status; /* why: HVD_ERR_SHUTDOWN, or the error that stopped it */
     char stop_message[512];
     unsigned long long barrier_count; /* names the n-th hvd_barrier */
+    /* negotiation's cost so far, copied from the exchange after every round */
+    atomic_ullong stat_rounds, stat_bytes_sent, stat_bytes_received;
     atomic_int dump_requested;        /* SIGUSR1 arrived: the background thread prints its state */
 
     /* completion: the background thread marks ops done, hvd_wait waits */
@@ -79,6 +81,10 @@ void hvdc__leave(void);
     } while (0)
 
 void *hvdc__background_main(void *runtime);
+
+/* This rank's negotiation rounds and the bytes it sent and received in them since hvd_init
+ * (for benchmarks/negotiation_bench; any thread). @return HVD_OK or HVD_ERR_NOT_INITIALIZED. */
+hvd_status hvdc__negotiation_stats(uint64_t *rounds, uint64_t *bytes_sent, uint64_t *bytes_received);
 
 /* Fills topo from comm. Collective over comm. */
 hvd_status hvdc__topology_detect(MPI_Comm comm, hvdc_topology *topo);

@@ -310,6 +310,7 @@ HVD_API const char *hvd_version(void);
  *          hvd_optimizer_step, hvd_optimizer_set_lr, hvd_optimizer_steps,
  *          hvd_broadcast_optimizer_state, hvd_sampler_create, hvd_sampler_destroy,
  *          hvd_sampler_set_epoch, hvd_sampler_num_samples, hvd_sampler_indices,
+ *          hvd_sampler_record, hvd_sampler_position, hvd_sampler_set_position,
  *          hvd_metrics_reduce, hvd_checkpoint_save, hvd_checkpoint_load
  *
  * Built only on the collectives above. README.md "Training" has a whole loop and
@@ -489,20 +490,42 @@ HVD_API hvd_status hvd_sampler_create(size_t dataset_size, int num_replicas, int
 /* NULL-safe. @return HVD_OK. */
 HVD_API hvd_status hvd_sampler_destroy(hvd_sampler *sampler);
 
-/* Selects the epoch whose order hvd_sampler_indices returns. @return HVD_OK; HVD_ERR_INVALID_ARG
- * for NULL. Never blocks; O(N). */
+/* Selects the epoch whose order hvd_sampler_indices returns, from its start (position 0).
+ * @return HVD_OK; HVD_ERR_INVALID_ARG for NULL. Never blocks; O(N). */
 HVD_API hvd_status hvd_sampler_set_epoch(hvd_sampler *sampler, uint64_t epoch);
 
-/* *num_samples = the indices this rank gets per epoch; *epoch (if not NULL) = current epoch.
+/* *num_samples = the indices this rank gets this epoch (from the current position on);
+ * *epoch (if not NULL) = current epoch.
  * @return HVD_OK; HVD_ERR_INVALID_ARG for NULL. Never blocks. */
 HVD_API hvd_status hvd_sampler_num_samples(const hvd_sampler *sampler, size_t *num_samples,
                                            uint64_t *epoch);
 
 /* Copies this rank's indices first .. first+n-1 for the current epoch into out (n entries),
- * e.g. one batch: first = batch*b, n = b.
+ * e.g. one batch: first = batch*b, n = b. first counts from the current position (0 after
+ * hvd_sampler_set_epoch or hvd_sampler_set_position).
  * @return HVD_OK; HVD_ERR_INVALID_ARG for NULL or first+n > num_samples. Never blocks. */
 HVD_API hvd_status hvd_sampler_indices(const hvd_sampler *sampler, size_t first, size_t n,
                                        size_t *out);
+
+/* Resuming inside an epoch, also with another number of ranks (elastic training).
+ * The epoch's list (the permutation, padded or truncated) is consumed front to back: with R
+ * ranks, this rank's k-th index is list position start + k*R + rank.
+ *   hvd_sampler_record(s, n): this rank has consumed its next n indices (call it after each
+ *       batch with n = the batch's size on this rank). @return HVD_OK; HVD_ERR_INVALID_ARG for
+ *       NULL or more than are left this epoch.
+ *   hvd_sampler_position(s, &p): p = positions of the epoch's list consumed by all ranks
+ *       together (start + recorded * R, at most N); the same on every rank when the ranks
+ *       record in step. @return HVD_OK; HVD_ERR_INVALID_ARG for NULL.
+ *   hvd_sampler_set_position(s, p): the first p positions of this epoch are done; deal the
+ *       rest out over this sampler's ranks from position p on: no position is visited twice
+ *       or skipped, whatever the number of ranks was before. num_samples becomes
+ *       floor((N-p)/R) (drop_last) or ceil((N-p)/R). @return HVD_OK; HVD_ERR_INVALID_ARG for
+ *       NULL or p > N.
+ * hvd_sampler_set_epoch resets the position to 0. hvd_elastic_add_sampler saves and restores
+ * epoch and position. Never block. */
+HVD_API hvd_status hvd_sampler_record(hvd_sampler *sampler, size_t n);
+HVD_API hvd_status hvd_sampler_position(const hvd_sampler *sampler, size_t *position);
+HVD_API hvd_status hvd_sampler_set_position(hvd_sampler *sampler, size_t position);
 
 /* Combines count metrics across ranks in one all-reduce, in place; name must be the same on
  * every rank. With weight < 0 every rank counts equally: values becomes the mean over ranks

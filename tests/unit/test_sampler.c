@@ -89,6 +89,83 @@ static void check_case(size_t N, int R, int shuffle, int drop_last, uint64_t epo
     free(want);
 }
 
+/* An elastic restart inside an epoch: R ranks consume k_batches batches of b each and record
+ * them, then R2 ranks resume at the recorded position. Together they must visit the epoch's
+ * list front to back: with drop_last each position at most once and, apart from the tail
+ * floor drops, every one; without it every index at least once and only padding twice. */
+static void check_resume(size_t N, int R, int R2, size_t b, size_t k_batches, int shuffle,
+                         int drop_last) {
+    size_t *perm = malloc(N * sizeof *perm), *seen = calloc(N, sizeof *seen);
+    size_t *got = malloc((N + 8) * sizeof *got);
+    epoch_order(N, shuffle, 5, 2, perm);
+    size_t position = 0, visited = 0;
+    for (int r = 0; r < R; r++) { // before the restart
+        hvd_sampler *s = NULL;
+        hvd_sampler_create(N, R, r, shuffle, 5, drop_last, &s);
+        hvd_sampler_set_epoch(s, 2);
+        size_t num = 0, p = 0;
+        hvd_sampler_num_samples(s, &num, NULL);
+        size_t k = k_batches * b <= num ? k_batches * b : num / b * b;
+        CHECK_TRUE(hvd_sampler_indices(s, 0, k, got) == HVD_OK, "indices before");
+        CHECK_TRUE(hvd_sampler_record(s, k) == HVD_OK, "record %zu", k);
+        for (size_t i = 0; i < k; i++) seen[got[i]]++;
+        visited += k;
+        hvd_sampler_position(s, &p);
+        if (r == 0) position = p;
+        CHECK_TRUE(p == position, "N=%zu R=%d: ranks disagree on the position (%zu vs %zu)", N,
+                   R, p, position);
+        CHECK_TRUE(hvd_sampler_record(s, num - k + 1) == HVD_ERR_INVALID_ARG,
+                   "recording more than the epoch holds must fail");
+        hvd_sampler_destroy(s);
+    }
+    CHECK_TRUE(position == (visited < N ? visited : N), "N=%zu R=%d: position %zu after %zu "
+               "visits", N, R, position, visited);
+    size_t after = 0;
+    for (int r = 0; r < R2; r++) { // after the restart, with R2 ranks
+        hvd_sampler *s = NULL;
+        hvd_sampler_create(N, R2, r, shuffle, 5, drop_last, &s);
+        hvd_sampler_set_epoch(s, 2);
+        CHECK_TRUE(hvd_sampler_set_position(s, position) == HVD_OK, "set_position");
+        size_t num = 0, p = 0;
+        hvd_sampler_num_samples(s, &num, NULL);
+        size_t left = N - position;
+        size_t want = drop_last ? left / (size_t)R2 : (left + (size_t)R2 - 1) / (size_t)R2;
+        CHECK_TRUE(num == want, "N=%zu R2=%d at %zu: num_samples %zu, want %zu", N, R2, position,
+                   num, want);
+        CHECK_TRUE(hvd_sampler_indices(s, 0, num, got) == HVD_OK, "indices after");
+        for (size_t i = 0; i < num; i++) {
+            size_t pos = position + i * (size_t)R2 + (size_t)r; // independent of sampler.c
+            CHECK_TRUE(got[i] == perm[pos % N], "N=%zu R2=%d r=%d: index %zu is %zu, want list "
+                       "position %zu = %zu", N, R2, r, i, got[i], pos, perm[pos % N]);
+            seen[got[i]]++;
+        }
+        hvd_sampler_record(s, num);
+        hvd_sampler_position(s, &p);
+        CHECK_TRUE(!drop_last || p == position + num * (size_t)R2, "position after the epoch");
+        after += num;
+        hvd_sampler_destroy(s);
+    }
+    size_t dup = 0, missing = 0, total = visited + after;
+    for (size_t i = 0; i < N; i++) {
+        dup += seen[i] > 1 ? seen[i] - 1 : 0;
+        missing += seen[i] == 0;
+    }
+    if (drop_last) {
+        CHECK_TRUE(dup == 0, "N=%zu R=%d->%d at %zu: %zu indices visited twice", N, R, R2,
+                   position, dup);
+        CHECK_TRUE(missing == N - total && missing < (size_t)R2, "N=%zu R=%d->%d at %zu: %zu "
+                   "indices never visited (only the last < R' may be dropped)", N, R, R2,
+                   position, missing);
+    } else {
+        CHECK_TRUE(missing == 0 && dup == total - N && dup < (size_t)(R > R2 ? R : R2),
+                   "N=%zu R=%d->%d at %zu: %zu missing, %zu repeated", N, R, R2, position,
+                   missing, dup);
+    }
+    free(perm);
+    free(seen);
+    free(got);
+}
+
 int main(void) {
     const size_t sizes[] = {1, 2, 3, 5, 7, 10, 11, 16, 17, 100, 1001};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
@@ -96,6 +173,33 @@ int main(void) {
             for (int shuffle = 0; shuffle <= 1; shuffle++)
                 for (int drop = 0; drop <= 1; drop++) check_case(sizes[i], R, shuffle, drop, 3);
     check_case(60000, 4, 1, 1, 1);
+    // Elastic restarts inside an epoch: every pair of rank counts, several stopping points.
+    const size_t rs_sizes[] = {7, 12, 100, 1001};
+    for (size_t i = 0; i < sizeof rs_sizes / sizeof rs_sizes[0]; i++)
+        for (int R = 1; R <= 4; R++)
+            for (int R2 = 1; R2 <= 4; R2++)
+                for (size_t k = 0; k <= 5; k += 1)
+                    for (int drop = 0; drop <= 1; drop++)
+                        if (!(drop && rs_sizes[i] < (size_t)(R > R2 ? R : R2)))
+                            check_resume(rs_sizes[i], R, R2, 3, k, 1, drop);
+    check_resume(60000, 4, 2, 32, 100, 1, 1); // examples/train at np 4 -> 2, batch 128
+    check_resume(60000, 2, 4, 64, 100, 1, 1);
+    {
+        hvd_sampler *s = NULL;
+        hvd_sampler_create(10, 2, 0, 1, 1, 1, &s);
+        CHECK_TRUE(hvd_sampler_set_position(s, 11) == HVD_ERR_INVALID_ARG, "position past N");
+        CHECK_TRUE(hvd_sampler_set_position(s, 10) == HVD_OK, "position N: the epoch is done");
+        size_t num = 9;
+        hvd_sampler_num_samples(s, &num, NULL);
+        CHECK_TRUE(num == 0, "nothing left at position N");
+        hvd_sampler_set_position(s, 4);
+        hvd_sampler_set_epoch(s, 3);
+        hvd_sampler_num_samples(s, &num, NULL);
+        CHECK_TRUE(num == 5, "set_epoch starts the epoch over (num %zu)", num);
+        CHECK_TRUE(hvd_sampler_position(NULL, &num) == HVD_ERR_INVALID_ARG, "position(NULL)");
+        CHECK_TRUE(hvd_sampler_record(NULL, 1) == HVD_ERR_INVALID_ARG, "record(NULL)");
+        hvd_sampler_destroy(s);
+    }
 
     // Determinism: the order depends on (seed, epoch) only; epochs and seeds differ.
     size_t a[1000], b[1000];

@@ -10,8 +10,21 @@
  *   drop_last = 1: num_samples = floor(10/3) = 3, total = 9; position 9 (index 4) is dropped.
  *
  * The permutation is Fisher-Yates driven by SplitMix64 seeded from (seed, epoch) alone, so every
- * rank computes the same one without communicating. Pure local computation; the caller's
- * thread (one at a time per sampler).
+ * rank computes the same one without communicating.
+ *
+ * Resuming inside an epoch with another number of ranks (elastic training): the ranks have
+ * together consumed the first P positions of the epoch's list (hvd_sampler_record counts them:
+ * P = start + recorded * R). hvd_sampler_set_position(P) deals the rest out again over the
+ * new R', from position P on, so no position is visited twice or skipped:
+ *
+ *   R = 4 consumed positions 0 .. 7 (two batches of 1 each), then a restart at R' = 3:
+ *   list:        p0 p1 p2 p3 p4 p5 p6 p7 | p8 p9 p10 p11 p12 ...
+ *   before:      r0 r1 r2 r3 r0 r1 r2 r3 |
+ *   after P = 8:                           r0 r1 r2  r0  r1  ...  (position P + k*R' + r)
+ *
+ * With drop_last each rank then gets floor((N-P)/R') indices, else ceil((N-P)/R') with the
+ * padding taken from the start of the list, as at P = 0.
+ * Pure local computation; the caller's thread (one at a time per sampler).
  */
 #include <stdlib.h>
 
@@ -48,6 +61,14 @@ static void fill(hvd_sampler *s) {
     }
 }
 
+/* Shards the positions start .. N-1 of the epoch's list over the ranks. */
+static void deal(hvd_sampler *s, size_t start) {
+    size_t left = s->dataset_size - start, R = (size_t)s->num_replicas;
+    s->start = start;
+    s->recorded = 0;
+    s->num_samples = s->drop_last ? left / R : (left + R - 1) / R;
+}
+
 hvd_status hvd_sampler_create(size_t dataset_size, int num_replicas, int rank, int shuffle,
                               uint64_t seed, int drop_last, hvd_sampler **out) {
     const char *fn = "hvd_sampler_create";
@@ -78,12 +99,11 @@ hvd_status hvd_sampler_create(size_t dataset_size, int num_replicas, int rank, i
         return hvdc__fail(HVD_ERR_NO_MEMORY, "%s: out of memory for %zu indices", fn,
                           dataset_size);
     }
-    size_t R = (size_t)num_replicas;
     *s = (hvd_sampler){.dataset_size = dataset_size, .num_replicas = num_replicas,
                        .rank = rank, .shuffle = shuffle != 0, .drop_last = drop_last != 0,
-                       .seed = seed, .epoch = 0, .perm = perm,
-                       .num_samples = drop_last ? dataset_size / R : (dataset_size + R - 1) / R};
+                       .seed = seed, .epoch = 0, .perm = perm};
     fill(s);
+    deal(s, 0);
     *out = s;
     return HVD_OK;
 }
@@ -99,6 +119,37 @@ hvd_status hvd_sampler_set_epoch(hvd_sampler *sampler, uint64_t epoch) {
     if (sampler == NULL) return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_sampler_set_epoch: NULL");
     sampler->epoch = epoch;
     fill(sampler);
+    deal(sampler, 0);
+    return HVD_OK;
+}
+
+hvd_status hvd_sampler_set_position(hvd_sampler *sampler, size_t position) {
+    if (sampler == NULL)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_sampler_set_position: NULL sampler");
+    if (position > sampler->dataset_size)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_sampler_set_position: position %zu is past "
+                          "the end of the epoch (%zu examples); expected 0 .. %zu", position,
+                          sampler->dataset_size, sampler->dataset_size);
+    deal(sampler, position);
+    return HVD_OK;
+}
+
+hvd_status hvd_sampler_record(hvd_sampler *sampler, size_t n) {
+    if (sampler == NULL) return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_sampler_record: NULL");
+    if (n > sampler->num_samples - sampler->recorded)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_sampler_record: %zu more indices recorded, "
+                          "but only %zu of this rank's %zu are left this epoch", n,
+                          sampler->num_samples - sampler->recorded, sampler->num_samples);
+    sampler->recorded += n;
+    return HVD_OK;
+}
+
+hvd_status hvd_sampler_position(const hvd_sampler *sampler, size_t *position) {
+    if (sampler == NULL || position == NULL)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_sampler_position: NULL argument");
+    // Positions past N are the padding (drop_last = 0): the epoch is then done.
+    size_t done = sampler->start + sampler->recorded * (size_t)sampler->num_replicas;
+    *position = done < sampler->dataset_size ? done : sampler->dataset_size;
     return HVD_OK;
 }
 
@@ -117,12 +168,12 @@ hvd_status hvd_sampler_indices(const hvd_sampler *sampler, size_t first, size_t 
         return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_sampler_indices: NULL argument");
     if (first > sampler->num_samples || n > sampler->num_samples - first)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_sampler_indices: indices %zu .. %zu asked "
-                          "for, but this rank has %zu per epoch", first, first + n,
+                          "for, but this rank has %zu this epoch", first, first + n,
                           sampler->num_samples);
     size_t N = sampler->dataset_size, R = (size_t)sampler->num_replicas;
     for (size_t k = 0; k < n; k++) {
         // position in the padded (or truncated) list; padding repeats the list from its start
-        size_t pos = (first + k) * R + (size_t)sampler->rank;
+        size_t pos = sampler->start + (first + k) * R + (size_t)sampler->rank;
         out[k] = sampler->perm[pos % N];
     }
     return HVD_OK;

@@ -12,19 +12,16 @@
  *          rank 0 --broadcast parameters, optimizer state, {info, sampler seed, epoch}--> all
  *
  * A crash at any point of save leaves path either as it was or as the new whole file: rename
- * is atomic, and the data is on disk (fsync) before the rename makes it visible.
+ * is atomic, and the data is on disk (fsync) before the rename makes it visible (file_io.c).
  * Only public collectives; the caller's thread.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "base/status.h"
-#include "train/ckpt_format.h"
+#include "train/checkpoint.h"
+#include "train/file_io.h"
 #include "train/optimizer.h"
 #include "train/sampler.h"
 
@@ -74,9 +71,8 @@ static hvd_status check_common(const char *fn, const char *path, const hvd_optim
     return HVD_OK;
 }
 
-/* Describes opt (and sampler) in c; tensors (opt->n entries) is the caller's. */
-static void describe(hvdc__ckpt *c, hvdc__ckpt_tensor *tensors, const hvd_optimizer *opt,
-                     const hvd_sampler *sampler) {
+void hvdc__ckpt_describe(hvdc__ckpt *c, hvdc__ckpt_tensor *tensors, const hvd_optimizer *opt,
+                         const hvd_sampler *sampler) {
     *c = (hvdc__ckpt){.num_tensors = (uint32_t)opt->n, .tensors = tensors,
                       .kind = (uint32_t)opt->cfg.kind, .slots = (uint32_t)opt->slots,
                       .steps = opt->steps};
@@ -96,53 +92,6 @@ static void describe(hvdc__ckpt *c, hvdc__ckpt_tensor *tensors, const hvd_optimi
     }
 }
 
-static hvd_status sys_fail(const char *what, const char *path, int err) {
-    return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_checkpoint_save: cannot %s '%s': %s; the "
-                      "previous checkpoint, if any, is untouched", what, path, strerror(err));
-}
-
-/* buf to path through a temporary file, fsync and rename (rank 0). */
-static hvd_status write_atomically(const char *path, const unsigned char *buf, size_t nbytes) {
-    char tmp[4096 + 32], dir[4096 + 2];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return sys_fail("create", tmp, errno);
-    size_t done = 0;
-    while (done < nbytes) {
-        ssize_t w = write(fd, buf + done, nbytes - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            int err = w < 0 ? errno : EIO;
-            close(fd);
-            unlink(tmp);
-            return sys_fail("write", tmp, err);
-        }
-        done += (size_t)w;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        int err = errno;
-        unlink(tmp);
-        return sys_fail("flush to disk", tmp, err);
-    }
-    if (rename(tmp, path) != 0) {
-        int err = errno;
-        unlink(tmp);
-        return sys_fail("rename a temporary file onto", path, err);
-    }
-    // Make the rename itself durable: fsync the directory that holds path.
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash == NULL) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = '\0';
-    else *slash = '\0';
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) return sys_fail("open the directory of", path, errno);
-    int rc = fsync(dfd), err = errno;
-    close(dfd);
-    if (rc != 0 && err != EINVAL) return sys_fail("flush the directory of", path, err);
-    return HVD_OK;
-}
-
 hvd_status hvd_checkpoint_save(const char *path, const hvd_optimizer *opt,
                                const hvd_sampler *sampler, const hvd_checkpoint_info *info) {
     const char *fn = "hvd_checkpoint_save";
@@ -160,53 +109,15 @@ hvd_status hvd_checkpoint_save(const char *path, const hvd_optimizer *opt,
             mine = hvdc__fail(HVD_ERR_NO_MEMORY, "%s: out of memory", fn);
         } else {
             hvdc__ckpt c;
-            describe(&c, tensors, opt, sampler);
+            hvdc__ckpt_describe(&c, tensors, opt, sampler);
             if (info != NULL) c.info = *info;
             mine = hvdc__ckpt_encode(&c, &buf, &nbytes);
-            if (mine == HVD_OK) mine = write_atomically(path, buf, nbytes);
+            if (mine == HVD_OK) mine = hvdc__write_file_atomically(fn, path, buf, nbytes);
         }
         free(buf);
         free(tensors);
     }
     return share_outcome(mine, rank);
-}
-
-/* The whole of path into *buf (rank 0). */
-static hvd_status read_all(const char *path, unsigned char **buf, size_t *nbytes) {
-    const char *fn = "hvd_checkpoint_load";
-    *buf = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: cannot open checkpoint '%s': %s", fn, path,
-                          strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: checkpoint '%s' is not a regular file", fn,
-                          path);
-    }
-    size_t size = (size_t)sb.st_size, done = 0;
-    unsigned char *b = malloc(size > 0 ? size : 1);
-    if (b == NULL) {
-        close(fd);
-        return hvdc__fail(HVD_ERR_NO_MEMORY, "%s: out of memory for %zu bytes", fn, size);
-    }
-    while (done < size) {
-        ssize_t r = read(fd, b + done, size - done);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        done += (size_t)r;
-    }
-    int err = errno;
-    close(fd);
-    if (done < size) {
-        free(b);
-        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: cannot read checkpoint '%s': %s", fn, path,
-                          strerror(err));
-    }
-    *buf = b;
-    *nbytes = size;
-    return HVD_OK;
 }
 
 hvd_status hvd_checkpoint_load(const char *path, hvd_optimizer *opt, hvd_sampler *sampler,
@@ -225,9 +136,9 @@ hvd_status hvd_checkpoint_load(const char *path, hvd_optimizer *opt, hvd_sampler
         unsigned char *buf = NULL;
         size_t nbytes = 0;
         if (tensors == NULL) mine = hvdc__fail(HVD_ERR_NO_MEMORY, "%s: out of memory", fn);
-        if (mine == HVD_OK) mine = read_all(path, &buf, &nbytes);
+        if (mine == HVD_OK) mine = hvdc__read_file(fn, "checkpoint", path, &buf, &nbytes, NULL);
         if (mine == HVD_OK) {
-            describe(&c, tensors, opt, sampler);
+            hvdc__ckpt_describe(&c, tensors, opt, sampler);
             mine = hvdc__ckpt_decode(buf, nbytes, path, &c); // writes into opt only if valid
         }
         free(buf);

@@ -577,6 +577,115 @@ HVD_API hvd_status hvd_checkpoint_save(const char *path, const hvd_optimizer *op
 HVD_API hvd_status hvd_checkpoint_load(const char *path, hvd_optimizer *opt,
                                        hvd_sampler *sampler, hvd_checkpoint_info *info);
 
+/* ---- Elastic training: state that survives a restart on other hosts -----------------------
+ *
+ * defines: hvd_elastic_create, hvd_elastic_destroy, hvd_elastic_add_optimizer,
+ *          hvd_elastic_add_sampler, hvd_elastic_add_tensor, hvd_elastic_add_bytes,
+ *          hvd_elastic_set_blob, hvd_elastic_get_blob, hvd_elastic_commit,
+ *          hvd_elastic_restore, hvd_elastic_sync
+ *
+ * Restart-based, like torchrun's elastic agent: when a rank dies, every rank fails quickly
+ * (HVD_ERR_RANK_FAILED, or the launcher ends them), hvdcrun asks its host discovery script
+ * which hosts are up and starts the job again on them; the program then restores its last
+ * commit and continues. What a commit holds is what the program registered:
+ *
+ *   hvd_elastic *es;  hvd_elastic_create(NULL, &es);    directory from HVD_ELASTIC_DIR
+ *   hvd_elastic_add_optimizer(es, opt);                 parameters, optimizer state, steps
+ *   hvd_elastic_add_sampler(es, sampler);               epoch and position in it
+ *   hvd_elastic_add_bytes(es, "progress", &prog, sizeof prog);   the program's own bytes
+ *   hvd_elastic_restore(es, &info);                     last commit (or rank 0's state) to all
+ *   loop: train a step; hvd_sampler_record(sampler, b);
+ *         every N steps: hvd_elastic_commit(es, &stop); if (stop) leave the loop, exit 0
+ *
+ * Only rank 0 reads and writes the directory (one file, DIR/commit.hvdc, replaced atomically
+ * like a checkpoint), so rank 0 of the next run must see what rank 0 of the last one wrote: a
+ * directory on a filesystem every host shares. Everything registered must be the same on
+ * every rank (rank 0's values are the ones saved). Steps since the last commit are lost on a
+ * failure: commit often enough (a commit of the example's MLP, 2.8 MB, takes a few ms).
+ * Threads: one thread at a time per state. Collective calls (marked so) are made by every
+ * rank in the same order. */
+typedef struct hvd_elastic hvd_elastic;
+
+/* What hvd_elastic_restore found. */
+typedef struct hvd_elastic_info {
+    int restored;       /* 1: the state is the last commit's; 0: there was none, and every
+                           rank now holds rank 0's state */
+    uint64_t sequence;  /* the commit's number: commits of this job so far, from 1 */
+    int committed_size; /* ranks of the run that wrote it */
+    double age_s;       /* seconds since it was written */
+} hvd_elastic_info;
+
+/* A state whose commits live in directory dir (NULL: $HVD_ELASTIC_DIR, which hvdcrun sets in
+ * elastic mode). Nothing is read or written yet. Never blocks.
+ * @return HVD_OK and *out; HVD_ERR_INVALID_ARG for no directory (the message says how to give
+ *         one) or a name longer than 3900 bytes; HVD_ERR_NO_MEMORY. */
+HVD_API hvd_status hvd_elastic_create(const char *dir, hvd_elastic **out);
+
+/* Frees the state (not what it points to: the optimizer, sampler and registered buffers stay
+ * the caller's). NULL-safe. @return HVD_OK. */
+HVD_API hvd_status hvd_elastic_destroy(hvd_elastic *st);
+
+/* Registration; local, never blocks. Register the same things in the same order on every
+ * rank. Buffers registered by pointer must outlive the state.
+ *   add_optimizer: opt's parameters, state and step count (host parameters only: else
+ *                  HVD_ERR_UNSUPPORTED); one per state.
+ *   add_sampler:   its seed, epoch and position (hvd_sampler_record); one per state. After a
+ *                  restore with another number of ranks it continues the epoch at the committed
+ *                  position, dealt over the new ranks (hvd_sampler_set_position).
+ *   add_tensor:    count elements of dtype at data, restored in place (size fixed);
+ *   add_bytes:     nbytes at data (add_tensor with HVD_UINT8), e.g. the epoch and batch index.
+ * Names: 1 to 200 bytes, unique within the state.
+ * @return HVD_OK; HVD_ERR_INVALID_ARG (NULL, a bad name or dtype, a name registered twice, a
+ *         second optimizer or sampler); HVD_ERR_NO_MEMORY. */
+HVD_API hvd_status hvd_elastic_add_optimizer(hvd_elastic *st, hvd_optimizer *opt);
+HVD_API hvd_status hvd_elastic_add_sampler(hvd_elastic *st, hvd_sampler *sampler);
+HVD_API hvd_status hvd_elastic_add_tensor(hvd_elastic *st, const char *name, void *data,
+                                          size_t count, hvd_dtype dtype);
+HVD_API hvd_status hvd_elastic_add_bytes(hvd_elastic *st, const char *name, void *data,
+                                         size_t nbytes);
+
+/* Blobs: bytes the state owns, of any size that may change between commits (e.g. a
+ * serialized framework state_dict). set_blob copies nbytes from data (creating or replacing
+ * the blob); get_blob gives the state's copy (valid until the next set_blob, restore, sync or
+ * destroy). Only rank 0's blobs are committed; restore and sync give every rank rank 0's.
+ * Local, never block. @return HVD_OK; HVD_ERR_INVALID_ARG (NULL, bad name, a name that is a
+ * registered tensor, get_blob of a blob that does not exist); HVD_ERR_NO_MEMORY. */
+HVD_API hvd_status hvd_elastic_set_blob(hvd_elastic *st, const char *name, const void *data,
+                                        size_t nbytes);
+HVD_API hvd_status hvd_elastic_get_blob(const hvd_elastic *st, const char *name,
+                                        const void **data, size_t *nbytes);
+
+/* Commits the registered state: rank 0 writes it to DIR/commit.hvdc (temporary file, fsync,
+ * rename, fsync of the directory), so the file always holds the previous commit or this one,
+ * whole. *stop (if stop is not NULL) is set to 1 on every rank when the launcher asked the job
+ * to stop at this commit (hvdcrun --scale-up, to restart it on more hosts): the program should
+ * then leave its loop, shut down and exit 0; hvdcrun restarts it and it restores this commit.
+ * Pass stop on every rank, or on none. Collective; call it between steps (not between the
+ * passes of one step).
+ * @return HVD_OK on every rank; HVD_ERR_INVALID_ARG (NULL state, mid-step, a directory rank 0
+ *         cannot write: the message names the file and the system error; the previous commit
+ *         is untouched); HVD_ERR_MISMATCH when ranks registered different state;
+ *         HVD_ERR_NO_MEMORY; a collective's status. Blocks. */
+HVD_API hvd_status hvd_elastic_commit(hvd_elastic *st, int *stop);
+
+/* Loads the last commit on rank 0, if there is one, and gives it to every rank; if there is
+ * none, gives every rank rank 0's current state (as hvd_elastic_sync). Call it once after
+ * registering, before training. Rank 0 checks the whole file against what is registered
+ * before anything changes; on any error nothing changes on any rank. info (may be NULL) says
+ * what was found. The number of ranks may differ from the committing run's.
+ * Collective. @return HVD_OK on every rank; HVD_ERR_INVALID_ARG for an unreadable, truncated
+ * or corrupted commit or an unknown format version (the message says which check failed);
+ * HVD_ERR_MISMATCH for a commit of other state (another model, optimizer, sampler, or other
+ * registered tensors: the message names the first difference) or ranks that registered
+ * different state; HVD_ERR_NO_MEMORY; a collective's status. Blocks. */
+HVD_API hvd_status hvd_elastic_restore(hvd_elastic *st, hvd_elastic_info *info);
+
+/* Gives every rank rank 0's registered state (parameters, optimizer state, sampler position,
+ * tensors, blobs), without touching the directory. Collective.
+ * @return HVD_OK; HVD_ERR_INVALID_ARG; HVD_ERR_MISMATCH when ranks registered different state;
+ *         a collective's status. Blocks. */
+HVD_API hvd_status hvd_elastic_sync(hvd_elastic *st);
+
 #ifdef __cplusplus
 }
 #endif

@@ -510,19 +510,18 @@ HVD_API hvd_status hvd_sampler_indices(const hvd_sampler *sampler, size_t first,
 /* Resuming inside an epoch, also with another number of ranks (elastic training).
  * The epoch's list (the permutation, padded or truncated) is consumed front to back: with R
  * ranks, this rank's k-th index is list position start + k*R + rank.
- *   hvd_sampler_record(s, n): this rank has consumed its next n indices (call it after each
- *       batch with n = the batch's size on this rank). @return HVD_OK; HVD_ERR_INVALID_ARG for
- *       NULL or more than are left this epoch.
- *   hvd_sampler_position(s, &p): p = positions of the epoch's list consumed by all ranks
- *       together (start + recorded * R, at most N); the same on every rank when the ranks
- *       record in step. @return HVD_OK; HVD_ERR_INVALID_ARG for NULL.
- *   hvd_sampler_set_position(s, p): the first p positions of this epoch are done; deal the
- *       rest out over this sampler's ranks from position p on: no position is visited twice
- *       or skipped, whatever the number of ranks was before. num_samples becomes
- *       floor((N-p)/R) (drop_last) or ceil((N-p)/R). @return HVD_OK; HVD_ERR_INVALID_ARG for
- *       NULL or p > N.
- * hvd_sampler_set_epoch resets the position to 0. hvd_elastic_add_sampler saves and restores
- * epoch and position. Never block. */
+ * - record: this rank has consumed its next n indices (call it after each batch with n = the
+ *   batch's size on this rank). @return HVD_OK; HVD_ERR_INVALID_ARG for NULL or more than are
+ *   left this epoch.
+ * - position: *position = positions of the epoch's list consumed by all ranks together
+ *   (start + recorded * R, at most N); the same on every rank when the ranks record in step.
+ *   @return HVD_OK; HVD_ERR_INVALID_ARG for NULL.
+ * - set_position: the first `position` positions of this epoch are done; deal the rest out
+ *   over this sampler's ranks from there on: no position is visited twice or skipped, whatever
+ *   the number of ranks was before. num_samples becomes floor((N-position)/R) with drop_last,
+ *   else ceil. @return HVD_OK; HVD_ERR_INVALID_ARG for NULL or position > N.
+ * hvd_sampler_set_epoch resets the position to 0; hvd_elastic_add_sampler saves and restores
+ * epoch and position. None of them blocks. */
 HVD_API hvd_status hvd_sampler_record(hvd_sampler *sampler, size_t n);
 HVD_API hvd_status hvd_sampler_position(const hvd_sampler *sampler, size_t *position);
 HVD_API hvd_status hvd_sampler_set_position(hvd_sampler *sampler, size_t position);
@@ -587,22 +586,43 @@ HVD_API hvd_status hvd_checkpoint_load(const char *path, hvd_optimizer *opt,
  * Restart-based, like torchrun's elastic agent: when a rank dies, every rank fails quickly
  * (HVD_ERR_RANK_FAILED, or the launcher ends them), hvdcrun asks its host discovery script
  * which hosts are up and starts the job again on them; the program then restores its last
- * commit and continues. What a commit holds is what the program registered:
+ * commit and continues. A commit holds what the program registered: an optimizer (parameters,
+ * optimizer state, steps), a sampler (epoch and position in it), tensors and bytes by pointer
+ * (e.g. the epoch and batch index), blobs.
  *
- *   hvd_elastic *es;  hvd_elastic_create(NULL, &es);    directory from HVD_ELASTIC_DIR
- *   hvd_elastic_add_optimizer(es, opt);                 parameters, optimizer state, steps
- *   hvd_elastic_add_sampler(es, sampler);               epoch and position in it
- *   hvd_elastic_add_bytes(es, "progress", &prog, sizeof prog);   the program's own bytes
- *   hvd_elastic_restore(es, &info);                     last commit (or rank 0's state) to all
- *   loop: train a step; hvd_sampler_record(sampler, b);
- *         every N steps: hvd_elastic_commit(es, &stop); if (stop) leave the loop, exit 0
+ * Example (tests/docs/check_snippets.py compiles it): the elastic part of a training loop.
+ *     hvd_status elastic_epoch(hvd_optimizer *opt, hvd_sampler *s, size_t b, int every) {
+ *         struct { uint64_t epoch, batch; } progress = {0, 0};
+ *         hvd_elastic *es;
+ *         hvd_elastic_info info;
+ *         hvd_status st = hvd_elastic_create(NULL, &es);   // directory: HVD_ELASTIC_DIR
+ *         if (st != HVD_OK) return st;
+ *         hvd_elastic_add_optimizer(es, opt);               // parameters, state, steps
+ *         hvd_elastic_add_sampler(es, s);                   // epoch and position
+ *         hvd_elastic_add_bytes(es, "progress", &progress, sizeof progress);
+ *         st = hvd_elastic_restore(es, &info);              // the last commit, on every rank
+ *         size_t left = 0;
+ *         if (st == HVD_OK) st = hvd_sampler_num_samples(s, &left, NULL);
+ *         for (size_t first = 0; st == HVD_OK && first + b <= left; first += b) {
+ *             // hvd_sampler_indices(s, first, b, idx); forward; backward; then:
+ *             st = hvd_optimizer_step(opt, NULL);
+ *             if (st == HVD_OK) st = hvd_sampler_record(s, b);
+ *             progress.batch++;
+ *             int stop = 0;
+ *             if (st == HVD_OK && progress.batch % (uint64_t)every == 0)
+ *                 st = hvd_elastic_commit(es, &stop);       // rank 0 writes, atomically
+ *             if (stop) break;   // hvdcrun asked to stop here: exit 0, it restarts bigger
+ *         }
+ *         hvd_elastic_destroy(es);
+ *         return st;
+ *     }
  *
  * Only rank 0 reads and writes the directory (one file, DIR/commit.hvdc, replaced atomically
  * like a checkpoint), so rank 0 of the next run must see what rank 0 of the last one wrote: a
  * directory on a filesystem every host shares. Everything registered must be the same on
- * every rank (rank 0's values are the ones saved). Steps since the last commit are lost on a
- * failure: commit often enough (a commit of the example's MLP, 2.8 MB, takes a few ms).
- * Threads: one thread at a time per state. Collective calls (marked so) are made by every
+ * every rank (rank 0's values are the ones saved). The steps since the last commit are lost
+ * on a failure: commit often enough (a commit of examples/train's MLP, 2.8 MB, takes a few
+ * ms). Threads: one thread at a time per state. Collective calls (marked so) are made by every
  * rank in the same order. */
 typedef struct hvd_elastic hvd_elastic;
 

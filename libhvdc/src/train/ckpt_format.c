@@ -12,6 +12,7 @@
 
 #include "base/dtype.h"
 #include "base/status.h"
+#include "train/le_bytes.h"
 
 /* Half-byte at a time with a 16-entry table: table[i] is i's CRC after 4 shifts. */
 uint32_t hvdc__crc32(uint32_t crc, const void *data, size_t nbytes) {
@@ -29,41 +30,7 @@ uint32_t hvdc__crc32(uint32_t crc, const void *data, size_t nbytes) {
     return ~crc;
 }
 
-static int little_endian_host(void) {
-    const uint16_t one = 1;
-    unsigned char b;
-    memcpy(&b, &one, 1);
-    return b == 1;
-}
-
 /* ---- writing --------------------------------------------------------------------------- */
-
-typedef struct writer {
-    unsigned char *buf;
-    size_t off;
-} writer;
-
-static void put_bytes(writer *w, const void *p, size_t n) {
-    if (n > 0) memcpy(w->buf + w->off, p, n);
-    w->off += n;
-}
-static void put_u32(writer *w, uint32_t v) {
-    for (int i = 0; i < 4; i++) w->buf[w->off++] = (unsigned char)(v >> (8 * i));
-}
-static void put_u64(writer *w, uint64_t v) {
-    for (int i = 0; i < 8; i++) w->buf[w->off++] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_u32_at(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get_u64_at(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 /* Sizes of the three variable parts of the body. */
 static void body_sizes(const hvdc__ckpt *c, size_t *table, size_t *values, size_t *state) {
@@ -79,54 +46,54 @@ static void body_sizes(const hvdc__ckpt *c, size_t *table, size_t *values, size_
 #define FIXED_BODY_NBYTES (16 + 40 + 48) /* optimizer, sampler, info */
 
 hvd_status hvdc__ckpt_encode(const hvdc__ckpt *c, unsigned char **out, size_t *nbytes) {
-    if (!little_endian_host())
+    if (!hvdc__little_endian_host())
         return hvdc__fail(HVD_ERR_UNSUPPORTED, "checkpoints are written on little-endian hosts "
                           "only");
     size_t table, values, state;
     body_sizes(c, &table, &values, &state);
     size_t body = table + FIXED_BODY_NBYTES + values + state;
     size_t total = HVDC_CKPT_HEADER_NBYTES + body;
-    writer w = {.buf = calloc(total, 1), .off = HVDC_CKPT_HEADER_NBYTES};
+    hvdc__le_writer w = {.buf = calloc(total, 1), .off = HVDC_CKPT_HEADER_NBYTES};
     if (w.buf == NULL)
         return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for a %zu-byte checkpoint", total);
     for (uint32_t i = 0; i < c->num_tensors; i++) {
         const hvdc__ckpt_tensor *t = &c->tensors[i];
-        put_u32(&w, (uint32_t)strlen(t->name));
-        put_bytes(&w, t->name, strlen(t->name));
-        put_u32(&w, (uint32_t)t->dtype);
-        put_u64(&w, t->count);
+        hvdc__le_put_u32(&w, (uint32_t)strlen(t->name));
+        hvdc__le_put_bytes(&w, t->name, strlen(t->name));
+        hvdc__le_put_u32(&w, (uint32_t)t->dtype);
+        hvdc__le_put_u64(&w, t->count);
     }
-    put_u32(&w, c->kind);
-    put_u32(&w, c->slots);
-    put_u64(&w, c->steps);
-    put_u32(&w, c->has_sampler);
-    put_u32(&w, c->sampler_shuffle);
-    put_u32(&w, c->sampler_drop_last);
-    put_u32(&w, 0);
-    put_u64(&w, c->sampler_size);
-    put_u64(&w, c->sampler_seed);
-    put_u64(&w, c->sampler_epoch);
-    put_u64(&w, c->info.epoch);
-    put_u64(&w, c->info.step);
-    for (int k = 0; k < 4; k++) put_u64(&w, c->info.user[k]);
+    hvdc__le_put_u32(&w, c->kind);
+    hvdc__le_put_u32(&w, c->slots);
+    hvdc__le_put_u64(&w, c->steps);
+    hvdc__le_put_u32(&w, c->has_sampler);
+    hvdc__le_put_u32(&w, c->sampler_shuffle);
+    hvdc__le_put_u32(&w, c->sampler_drop_last);
+    hvdc__le_put_u32(&w, 0);
+    hvdc__le_put_u64(&w, c->sampler_size);
+    hvdc__le_put_u64(&w, c->sampler_seed);
+    hvdc__le_put_u64(&w, c->sampler_epoch);
+    hvdc__le_put_u64(&w, c->info.epoch);
+    hvdc__le_put_u64(&w, c->info.step);
+    for (int k = 0; k < 4; k++) hvdc__le_put_u64(&w, c->info.user[k]);
     for (uint32_t i = 0; i < c->num_tensors; i++) {
-        put_bytes(&w, c->tensors[i].data, c->tensors[i].count * hvd_dtype_size(c->tensors[i].dtype));
+        hvdc__le_put_bytes(&w, c->tensors[i].data, c->tensors[i].count * hvd_dtype_size(c->tensors[i].dtype));
     }
     for (uint32_t i = 0; i < c->num_tensors && c->slots > 0; i++) {
-        put_bytes(&w, c->tensors[i].state, (size_t)c->slots * c->tensors[i].count * sizeof(double));
+        hvdc__le_put_bytes(&w, c->tensors[i].state, (size_t)c->slots * c->tensors[i].count * sizeof(double));
     }
     uint32_t body_crc = hvdc__crc32(0, w.buf + HVDC_CKPT_HEADER_NBYTES, body);
     w.off = 0;
-    put_bytes(&w, HVDC_CKPT_MAGIC, 8);
-    put_u32(&w, HVDC_CKPT_VERSION);
-    put_u32(&w, HVDC_CKPT_HEADER_NBYTES);
-    put_u64(&w, body);
-    put_u32(&w, body_crc);
-    put_u32(&w, c->num_tensors);
-    put_u64(&w, values);
-    put_u64(&w, state);
+    hvdc__le_put_bytes(&w, HVDC_CKPT_MAGIC, 8);
+    hvdc__le_put_u32(&w, HVDC_CKPT_VERSION);
+    hvdc__le_put_u32(&w, HVDC_CKPT_HEADER_NBYTES);
+    hvdc__le_put_u64(&w, body);
+    hvdc__le_put_u32(&w, body_crc);
+    hvdc__le_put_u32(&w, c->num_tensors);
+    hvdc__le_put_u64(&w, values);
+    hvdc__le_put_u64(&w, state);
     w.off = 60;
-    put_u32(&w, hvdc__crc32(0, w.buf, 60));
+    hvdc__le_put_u32(&w, hvdc__crc32(0, w.buf, 60));
     *out = w.buf;
     *nbytes = total;
     return HVD_OK;
@@ -142,7 +109,7 @@ static hvd_status bad(const char *path, const char *what) {
 hvd_status hvdc__ckpt_decode(const unsigned char *buf, size_t nbytes, const char *path,
                              hvdc__ckpt *c) {
     char what[512];
-    if (!little_endian_host())
+    if (!hvdc__little_endian_host())
         return hvdc__fail(HVD_ERR_UNSUPPORTED, "checkpoints are read on little-endian hosts only");
     if (nbytes < 8 || memcmp(buf, HVDC_CKPT_MAGIC, 8) != 0)
         return bad(path, "is not a libhvdc checkpoint (its first 8 bytes are not \"HVDCCKPT\")");
@@ -151,16 +118,16 @@ hvd_status hvdc__ckpt_decode(const unsigned char *buf, size_t nbytes, const char
                  nbytes, HVDC_CKPT_HEADER_NBYTES);
         return bad(path, what);
     }
-    uint64_t version = get_u32_at(buf + 8);
+    uint64_t version = hvdc__le_u32(buf + 8);
     if (version != HVDC_CKPT_VERSION) {
         snprintf(what, sizeof what, "has format version %llu; this libhvdc reads version %u",
                  (unsigned long long)version, HVDC_CKPT_VERSION);
         return bad(path, what);
     }
-    if (get_u32_at(buf + 60) != hvdc__crc32(0, buf, 60) ||
-        get_u32_at(buf + 12) != HVDC_CKPT_HEADER_NBYTES)
+    if (hvdc__le_u32(buf + 60) != hvdc__crc32(0, buf, 60) ||
+        hvdc__le_u32(buf + 12) != HVDC_CKPT_HEADER_NBYTES)
         return bad(path, "is corrupted: its header fails its CRC-32 check");
-    uint64_t body = get_u64_at(buf + 16);
+    uint64_t body = hvdc__le_u64(buf + 16);
     if (body != nbytes - HVDC_CKPT_HEADER_NBYTES) {
         snprintf(what, sizeof what, "is %s: the header announces %llu bytes of data, the file "
                  "holds %zu", body > nbytes - HVDC_CKPT_HEADER_NBYTES ? "truncated" : "corrupted",
@@ -169,14 +136,14 @@ hvd_status hvdc__ckpt_decode(const unsigned char *buf, size_t nbytes, const char
     }
     const unsigned char *b = buf + HVDC_CKPT_HEADER_NBYTES;
     uint32_t crc = hvdc__crc32(0, b, body);
-    if (crc != get_u32_at(buf + 24)) {
+    if (crc != hvdc__le_u32(buf + 24)) {
         snprintf(what, sizeof what, "is corrupted: its data has CRC-32 %08x, the header says "
-                 "%08x", crc, (unsigned)get_u32_at(buf + 24));
+                 "%08x", crc, (unsigned)hvdc__le_u32(buf + 24));
         return bad(path, what);
     }
     // The body passed its checksum, so a size inconsistency below means a bug in the writer;
     // still, never read past the end.
-    uint64_t n = get_u32_at(buf + 28);
+    uint64_t n = hvdc__le_u32(buf + 28);
     if (n != c->num_tensors)
         return hvdc__fail(HVD_ERR_MISMATCH, "checkpoint '%s' was saved from a different model: "
                           "it has %llu parameter tensors, this optimizer %u", path,
@@ -185,10 +152,10 @@ hvd_status hvdc__ckpt_decode(const unsigned char *buf, size_t nbytes, const char
     for (uint32_t i = 0; i < c->num_tensors; i++) {
         const hvdc__ckpt_tensor *t = &c->tensors[i];
         if (off + 4 > body) return bad(path, "is corrupted: its tensor table is cut short");
-        size_t len = get_u32_at(b + off);
+        size_t len = hvdc__le_u32(b + off);
         if (off + 4 + len + 12 > body) return bad(path, "is corrupted: its tensor table is cut short");
         const char *name = (const char *)b + off + 4;
-        uint64_t dtype = get_u32_at(b + off + 4 + len), count = get_u64_at(b + off + 8 + len);
+        uint64_t dtype = hvdc__le_u32(b + off + 4 + len), count = hvdc__le_u64(b + off + 8 + len);
         off += 4 + len + 12;
         if (len != strlen(t->name) || memcmp(name, t->name, len) != 0 || dtype != (uint64_t)t->dtype ||
             count != t->count)
@@ -200,7 +167,7 @@ hvd_status hvdc__ckpt_decode(const unsigned char *buf, size_t nbytes, const char
     }
     if (off + 16 > body) return bad(path, "is corrupted: its optimizer section is cut short");
     const unsigned char *f = b + off;
-    uint64_t kind = get_u32_at(f), slots = get_u32_at(f + 4);
+    uint64_t kind = hvdc__le_u32(f), slots = hvdc__le_u32(f + 4);
     if (kind != c->kind || slots != c->slots)
         return hvdc__fail(HVD_ERR_MISMATCH, "checkpoint '%s' was saved by optimizer kind %llu with "
                           "%llu state arrays per parameter; this optimizer is kind %u with %u "
@@ -208,13 +175,13 @@ hvd_status hvdc__ckpt_decode(const unsigned char *buf, size_t nbytes, const char
                           (unsigned long long)kind, (unsigned long long)slots, c->kind, c->slots);
     size_t table, values, state;
     body_sizes(c, &table, &values, &state);
-    if (off != table || get_u64_at(buf + 32) != values || body != table + FIXED_BODY_NBYTES + values + state)
+    if (off != table || hvdc__le_u64(buf + 32) != values || body != table + FIXED_BODY_NBYTES + values + state)
         return hvdc__fail(HVD_ERR_MISMATCH, "checkpoint '%s' holds a different amount of "
                           "optimizer state than this optimizer keeps (another optimizer kind or "
                           "momentum setting?)", path);
     const unsigned char *s = f + 16;
-    uint64_t has_sampler = get_u32_at(s), shuffle = get_u32_at(s + 4), drop = get_u32_at(s + 8);
-    uint64_t size = get_u64_at(s + 16);
+    uint64_t has_sampler = hvdc__le_u32(s), shuffle = hvdc__le_u32(s + 4), drop = hvdc__le_u32(s + 8);
+    uint64_t size = hvdc__le_u64(s + 16);
     if (c->has_sampler && !has_sampler)
         return hvdc__fail(HVD_ERR_MISMATCH, "checkpoint '%s' was saved without a sampler; load it "
                           "with sampler = NULL", path);
@@ -227,15 +194,15 @@ hvd_status hvdc__ckpt_decode(const unsigned char *buf, size_t nbytes, const char
                           (unsigned long long)c->sampler_size, c->sampler_shuffle,
                           c->sampler_drop_last);
     // Every check passed: fill in.
-    c->steps = get_u64_at(f + 8);
+    c->steps = hvdc__le_u64(f + 8);
     if (c->has_sampler) {
-        c->sampler_seed = get_u64_at(s + 24);
-        c->sampler_epoch = get_u64_at(s + 32);
+        c->sampler_seed = hvdc__le_u64(s + 24);
+        c->sampler_epoch = hvdc__le_u64(s + 32);
     }
     const unsigned char *in = s + 40;
-    c->info.epoch = get_u64_at(in);
-    c->info.step = get_u64_at(in + 8);
-    for (int k = 0; k < 4; k++) c->info.user[k] = get_u64_at(in + 16 + 8 * k);
+    c->info.epoch = hvdc__le_u64(in);
+    c->info.step = hvdc__le_u64(in + 8);
+    for (int k = 0; k < 4; k++) c->info.user[k] = hvdc__le_u64(in + 16 + 8 * k);
     const unsigned char *v = in + 48;
     for (uint32_t i = 0; i < c->num_tensors; i++) {
         size_t nb = c->tensors[i].count * hvd_dtype_size(c->tensors[i].dtype);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "base/dtype.h"
+#include "base/hash.h"
 #include "base/status.h"
 #include "train/checkpoint.h"
 #include "train/elastic.h"
@@ -63,33 +64,27 @@ static void path_in(char *out, size_t cap, const hvd_elastic *st, const char *fi
 
 /* ---- agreement across ranks ---------------------------------------------------------------- */
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 /* A hash of what is registered (not the values): ranks must register the same things. Blobs
  * are left out: rank 0's are the ones that count. */
 static int64_t layout_hash(const hvd_elastic *st) {
-    uint64_t h = 1469598103934665603ull, v;
+    uint64_t h = HVDC_FNV_OFFSET, v;
     v = st->opt != NULL ? (uint64_t)st->opt->n : UINT64_MAX;
-    h = fnv(h, &v, sizeof v);
+    h = hvdc__fnv1a(h, &v, sizeof v);
     for (int i = 0; st->opt != NULL && i < st->opt->n; i++) {
         const hvd_param *p = &st->opt->params[i].p;
-        h = fnv(h, p->name, strlen(p->name) + 1);
+        h = hvdc__fnv1a_string(h, p->name, 1);
         v = (uint64_t)p->count * 16 + (uint64_t)p->dtype;
-        h = fnv(h, &v, sizeof v);
+        h = hvdc__fnv1a(h, &v, sizeof v);
     }
-    if (st->opt != NULL) h = fnv(h, &st->opt->cfg.kind, sizeof st->opt->cfg.kind);
+    if (st->opt != NULL) h = hvdc__fnv1a(h, &st->opt->cfg.kind, sizeof st->opt->cfg.kind);
     v = st->sampler != NULL ? (uint64_t)st->sampler->dataset_size : UINT64_MAX;
-    h = fnv(h, &v, sizeof v);
+    h = hvdc__fnv1a(h, &v, sizeof v);
     for (int i = 0; i < st->n; i++) {
         const hvdc__elastic_item *e = &st->entries[i];
         if (e->kind != HVDC_ELASTIC_TENSOR) continue;
-        h = fnv(h, e->name, strlen(e->name) + 1);
+        h = hvdc__fnv1a_string(h, e->name, 1);
         v = (uint64_t)e->count * 16 + (uint64_t)e->dtype;
-        h = fnv(h, &v, sizeof v);
+        h = hvdc__fnv1a(h, &v, sizeof v);
     }
     return (int64_t)(h >> 2);
 }

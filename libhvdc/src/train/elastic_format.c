@@ -13,44 +13,12 @@
 #include "base/dtype.h"
 #include "base/status.h"
 #include "train/ckpt_format.h"
+#include "train/le_bytes.h"
 
 #define FLAG_OPTIMIZER 1u
 #define FLAG_SAMPLER 2u
 #define SAMPLER_NBYTES 48u
 #define ENTRY_FIXED_NBYTES 20u /* kind, dtype, count, name_nbytes */
-
-static int little_endian_host(void) {
-    const uint16_t one = 1;
-    unsigned char b;
-    memcpy(&b, &one, 1);
-    return b == 1;
-}
-
-typedef struct writer {
-    unsigned char *buf;
-    size_t off;
-} writer;
-
-static void put_bytes(writer *w, const void *p, size_t n) {
-    if (n > 0) memcpy(w->buf + w->off, p, n);
-    w->off += n;
-}
-static void put_u32(writer *w, uint32_t v) {
-    for (int i = 0; i < 4; i++) w->buf[w->off++] = (unsigned char)(v >> (8 * i));
-}
-static void put_u64(writer *w, uint64_t v) {
-    for (int i = 0; i < 8; i++) w->buf[w->off++] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get_u32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get_u64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 static size_t entry_nbytes(const hvdc__elastic_entry *e) {
     return e->count * hvd_dtype_size(e->dtype);
@@ -58,7 +26,7 @@ static size_t entry_nbytes(const hvdc__elastic_entry *e) {
 
 hvd_status hvdc__elastic_encode(const hvdc__elastic_image *img, unsigned char **out,
                                 size_t *nbytes) {
-    if (!little_endian_host())
+    if (!hvdc__little_endian_host())
         return hvdc__fail(HVD_ERR_UNSUPPORTED, "elastic commits are written on little-endian "
                           "hosts only");
     size_t body = (img->ckpt != NULL ? 8 + img->ckpt_nbytes : 0) +
@@ -66,50 +34,50 @@ hvd_status hvdc__elastic_encode(const hvdc__elastic_image *img, unsigned char **
     for (uint32_t i = 0; i < img->num_entries; i++)
         body += ENTRY_FIXED_NBYTES + strlen(img->entries[i].name) + entry_nbytes(&img->entries[i]);
     size_t total = HVDC_ELASTIC_HEADER_NBYTES + body;
-    writer w = {.buf = calloc(total, 1), .off = HVDC_ELASTIC_HEADER_NBYTES};
+    hvdc__le_writer w = {.buf = calloc(total, 1), .off = HVDC_ELASTIC_HEADER_NBYTES};
     if (w.buf == NULL)
         return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for a %zu-byte elastic commit", total);
     uint32_t flags = 0;
     if (img->ckpt != NULL) {
         flags |= FLAG_OPTIMIZER;
-        put_u64(&w, img->ckpt_nbytes);
-        put_bytes(&w, img->ckpt, img->ckpt_nbytes);
+        hvdc__le_put_u64(&w, img->ckpt_nbytes);
+        hvdc__le_put_bytes(&w, img->ckpt, img->ckpt_nbytes);
     }
     if (img->has_sampler) {
         const hvdc__elastic_sampler *s = &img->sampler;
         flags |= FLAG_SAMPLER;
-        put_u64(&w, s->dataset_size);
-        put_u32(&w, s->shuffle);
-        put_u32(&w, s->drop_last);
-        put_u64(&w, s->seed);
-        put_u64(&w, s->epoch);
-        put_u64(&w, s->position);
-        put_u64(&w, 0); // reserved
+        hvdc__le_put_u64(&w, s->dataset_size);
+        hvdc__le_put_u32(&w, s->shuffle);
+        hvdc__le_put_u32(&w, s->drop_last);
+        hvdc__le_put_u64(&w, s->seed);
+        hvdc__le_put_u64(&w, s->epoch);
+        hvdc__le_put_u64(&w, s->position);
+        hvdc__le_put_u64(&w, 0); // reserved
     }
     for (uint32_t i = 0; i < img->num_entries; i++) {
         const hvdc__elastic_entry *e = &img->entries[i];
         size_t len = strlen(e->name);
-        put_u32(&w, e->kind);
-        put_u32(&w, (uint32_t)e->dtype);
-        put_u64(&w, e->count);
-        put_u32(&w, (uint32_t)len);
-        put_bytes(&w, e->name, len);
-        put_bytes(&w, e->data, entry_nbytes(e));
+        hvdc__le_put_u32(&w, e->kind);
+        hvdc__le_put_u32(&w, (uint32_t)e->dtype);
+        hvdc__le_put_u64(&w, e->count);
+        hvdc__le_put_u32(&w, (uint32_t)len);
+        hvdc__le_put_bytes(&w, e->name, len);
+        hvdc__le_put_bytes(&w, e->data, entry_nbytes(e));
     }
     uint32_t body_crc = hvdc__crc32(0, w.buf + HVDC_ELASTIC_HEADER_NBYTES, body);
     w.off = 0;
-    put_bytes(&w, HVDC_ELASTIC_MAGIC, 8);
-    put_u32(&w, HVDC_ELASTIC_VERSION);
-    put_u32(&w, HVDC_ELASTIC_HEADER_NBYTES);
-    put_u64(&w, body);
-    put_u32(&w, body_crc);
-    put_u32(&w, img->num_entries);
-    put_u64(&w, img->sequence);
-    put_u32(&w, img->size);
-    put_u32(&w, flags);
-    put_u64(&w, img->time_ms);
+    hvdc__le_put_bytes(&w, HVDC_ELASTIC_MAGIC, 8);
+    hvdc__le_put_u32(&w, HVDC_ELASTIC_VERSION);
+    hvdc__le_put_u32(&w, HVDC_ELASTIC_HEADER_NBYTES);
+    hvdc__le_put_u64(&w, body);
+    hvdc__le_put_u32(&w, body_crc);
+    hvdc__le_put_u32(&w, img->num_entries);
+    hvdc__le_put_u64(&w, img->sequence);
+    hvdc__le_put_u32(&w, img->size);
+    hvdc__le_put_u32(&w, flags);
+    hvdc__le_put_u64(&w, img->time_ms);
     w.off = 60;
-    put_u32(&w, hvdc__crc32(0, w.buf, 60));
+    hvdc__le_put_u32(&w, hvdc__crc32(0, w.buf, 60));
     *out = w.buf;
     *nbytes = total;
     return HVD_OK;
@@ -124,7 +92,7 @@ hvd_status hvdc__elastic_parse(const unsigned char *buf, size_t nbytes, const ch
                                hvdc__elastic_image *img) {
     char what[512];
     *img = (hvdc__elastic_image){0};
-    if (!little_endian_host())
+    if (!hvdc__little_endian_host())
         return hvdc__fail(HVD_ERR_UNSUPPORTED, "elastic commits are read on little-endian hosts "
                           "only");
     if (nbytes < 8 || memcmp(buf, HVDC_ELASTIC_MAGIC, 8) != 0)
@@ -135,16 +103,16 @@ hvd_status hvdc__elastic_parse(const unsigned char *buf, size_t nbytes, const ch
                  nbytes, HVDC_ELASTIC_HEADER_NBYTES);
         return bad(path, what);
     }
-    uint32_t version = get_u32(buf + 8);
+    uint32_t version = hvdc__le_u32(buf + 8);
     if (version != HVDC_ELASTIC_VERSION) {
         snprintf(what, sizeof what, "has format version %u; this libhvdc reads version %u",
                  version, HVDC_ELASTIC_VERSION);
         return bad(path, what);
     }
-    if (get_u32(buf + 60) != hvdc__crc32(0, buf, 60) ||
-        get_u32(buf + 12) != HVDC_ELASTIC_HEADER_NBYTES)
+    if (hvdc__le_u32(buf + 60) != hvdc__crc32(0, buf, 60) ||
+        hvdc__le_u32(buf + 12) != HVDC_ELASTIC_HEADER_NBYTES)
         return bad(path, "is corrupted: its header fails its CRC-32 check");
-    uint64_t body = get_u64(buf + 16);
+    uint64_t body = hvdc__le_u64(buf + 16);
     if (body != nbytes - HVDC_ELASTIC_HEADER_NBYTES) {
         snprintf(what, sizeof what, "is %s: the header announces %llu bytes of data, the file "
                  "holds %zu", body > nbytes - HVDC_ELASTIC_HEADER_NBYTES ? "truncated" : "corrupted",
@@ -153,24 +121,24 @@ hvd_status hvdc__elastic_parse(const unsigned char *buf, size_t nbytes, const ch
     }
     const unsigned char *b = buf + HVDC_ELASTIC_HEADER_NBYTES;
     uint32_t crc = hvdc__crc32(0, b, body);
-    if (crc != get_u32(buf + 24)) {
+    if (crc != hvdc__le_u32(buf + 24)) {
         snprintf(what, sizeof what, "is corrupted: its data has CRC-32 %08x, the header says "
-                 "%08x", crc, get_u32(buf + 24));
+                 "%08x", crc, hvdc__le_u32(buf + 24));
         return bad(path, what);
     }
     // The body passed its checksum: what follows guards against a writer's bug, and never
     // reads past the end.
-    uint32_t flags = get_u32(buf + 44), n = get_u32(buf + 28);
+    uint32_t flags = hvdc__le_u32(buf + 44), n = hvdc__le_u32(buf + 28);
     if ((flags & ~(FLAG_OPTIMIZER | FLAG_SAMPLER)) != 0 || n > body / ENTRY_FIXED_NBYTES)
         return bad(path, "is corrupted: its header has unknown flags or too many entries");
-    img->sequence = get_u64(buf + 32);
-    img->size = get_u32(buf + 40);
-    img->time_ms = get_u64(buf + 48);
+    img->sequence = hvdc__le_u64(buf + 32);
+    img->size = hvdc__le_u32(buf + 40);
+    img->time_ms = hvdc__le_u64(buf + 48);
     size_t off = 0;
     if (flags & FLAG_OPTIMIZER) {
-        if (body - off < 8 || get_u64(b + off) > body - off - 8)
+        if (body - off < 8 || hvdc__le_u64(b + off) > body - off - 8)
             return bad(path, "is corrupted: its optimizer section is cut short");
-        img->ckpt_nbytes = (size_t)get_u64(b + off);
+        img->ckpt_nbytes = (size_t)hvdc__le_u64(b + off);
         img->ckpt = b + off + 8;
         off += 8 + img->ckpt_nbytes;
     }
@@ -179,12 +147,12 @@ hvd_status hvdc__elastic_parse(const unsigned char *buf, size_t nbytes, const ch
             return bad(path, "is corrupted: its sampler section is cut short");
         hvdc__elastic_sampler *s = &img->sampler;
         img->has_sampler = 1;
-        s->dataset_size = get_u64(b + off);
-        s->shuffle = get_u32(b + off + 8);
-        s->drop_last = get_u32(b + off + 12);
-        s->seed = get_u64(b + off + 16);
-        s->epoch = get_u64(b + off + 24);
-        s->position = get_u64(b + off + 32);
+        s->dataset_size = hvdc__le_u64(b + off);
+        s->shuffle = hvdc__le_u32(b + off + 8);
+        s->drop_last = hvdc__le_u32(b + off + 12);
+        s->seed = hvdc__le_u64(b + off + 16);
+        s->epoch = hvdc__le_u64(b + off + 24);
+        s->position = hvdc__le_u64(b + off + 32);
         off += SAMPLER_NBYTES;
     }
     hvdc__elastic_entry *entries = calloc(n > 0 ? n : 1, sizeof *entries);
@@ -199,8 +167,8 @@ hvd_status hvdc__elastic_parse(const unsigned char *buf, size_t nbytes, const ch
             why = "is corrupted: its entry table is cut short";
             break;
         }
-        uint32_t kind = get_u32(b + off), dtype = get_u32(b + off + 4);
-        uint64_t count = get_u64(b + off + 8), len = get_u32(b + off + 16);
+        uint32_t kind = hvdc__le_u32(b + off), dtype = hvdc__le_u32(b + off + 4);
+        uint64_t count = hvdc__le_u64(b + off + 8), len = hvdc__le_u32(b + off + 16);
         off += ENTRY_FIXED_NBYTES;
         if (kind > HVDC_ELASTIC_BLOB || !hvdc__dtype_valid((int)dtype) || len == 0 ||
             len > HVDC_ELASTIC_NAME_MAX || len > body - off) {

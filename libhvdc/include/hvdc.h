@@ -6,7 +6,8 @@
  *          hvd_allreduce[_async], hvd_grouped_allreduce[_async], hvd_broadcast[_async],
  *          hvd_allgather[_async], hvd_reducescatter[_async], hvd_alltoall[_async], hvd_barrier,
  *          hvd_join,
- *          hvd_poll, hvd_wait, hvd_status_string, hvd_last_error, hvd_dtype_size, hvd_version
+ *          hvd_poll, hvd_wait, hvd_status_string, hvd_last_error, hvd_dtype_size, hvd_version,
+ *          hvd_build_info
  *
  * How it works. Any user thread submits named tensors. A background thread, the only one that
  * talks to the network, negotiates with the other ranks which names are ready everywhere, checks
@@ -303,6 +304,13 @@ HVD_API size_t hvd_dtype_size(hvd_dtype dtype);
 
 /* "major.minor.patch". */
 HVD_API const char *hvd_version(void);
+
+/* What this build contains, one "key: value" line each: version, cpu_ring, shm_allreduce, mpi
+ * (the MPI library's name and version), cuda and nccl ("yes, <version>" or "no: <why>"),
+ * autotune, and environment (every HVD_/HOROVOD_ variable libhvdc reads, space-separated).
+ * `hvdcrun --check-build` prints it. Never NULL; the text lives as long as the library.
+ * Any thread, also before hvd_init; never blocks. */
+HVD_API const char *hvd_build_info(void);
 
 /* ---- Training: distributed optimizer, sampler, metrics, checkpoints ----------------------
  *

@@ -1,0 +1,65 @@
+/*
+ * build_info.c - hvd_build_info: what this build of libhvdc contains, as "key: value" lines,
+ * for `hvdcrun --check-build` and for programs that want to know before they ask for
+ * something. Built once, on the first call (pthread_once); any thread, before hvd_init too
+ * (MPI_Get_library_version needs no initialized MPI).
+ *
+ *   version: 0.1.0
+ *   cpu_ring: yes                         the host ring / recursive doubling / hierarchical
+ *   shm_allreduce: no (...)               a shared-memory all-reduce inside a node
+ *   mpi: yes, Open MPI v4.1.4, ...        the MPI libhvdc was built and runs with
+ *   cuda: yes, CUDA 13.0 | no: <why>      the GPU backend (device tensors)
+ *   nccl: yes, NCCL 2.28.9 | no
+ *   autotune: no                          HVD_AUTOTUNE / horovodrun --autotune
+ *   environment: HVD_FUSION_THRESHOLD HOROVOD_FUSION_THRESHOLD ...   every variable read
+ *
+ * A feature added later changes its own line here (and the README's --check-build example).
+ */
+#include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/build_config.h"
+#include "runtime/config.h"
+
+#define INFO_MAX 4096
+
+static char info[INFO_MAX];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* Appends to info; quietly stops at its end (the text is far shorter). */
+static void add(size_t *off, const char *fmt, const char *value) {
+    if (*off >= sizeof info) return;
+    int n = snprintf(info + *off, sizeof info - *off, fmt, value);
+    if (n > 0) *off += (size_t)n;
+}
+
+static void build(void) {
+    size_t off = 0;
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = "unknown";
+    int len = 0;
+    if (MPI_Get_library_version(mpi, &len) == MPI_SUCCESS) {
+        mpi[strcspn(mpi, "\n")] = '\0'; // its first line: name and version
+        mpi[strcspn(mpi, ",")] = '\0';
+    }
+    add(&off, "version: %s\n", hvd_version());
+    add(&off, "cpu_ring: %s\n", "yes");
+    add(&off, "shm_allreduce: %s\n", "no (not implemented yet: ranks on one node use MPI's "
+        "shared-memory transport)");
+    add(&off, "mpi: yes, %s\n", mpi);
+    add(&off, "cuda: %s\n", HVDC_BUILD_CUDA);
+    add(&off, "nccl: %s\n", HVDC_BUILD_NCCL);
+    add(&off, "autotune: %s\n", "no");
+    add(&off, "%s", "environment:");
+    for (size_t i = 0; i < hvdc__n_settings; i++) {
+        add(&off, " %s", hvdc__settings[i].name);
+        if (hvdc__settings[i].alias != NULL) add(&off, " %s", hvdc__settings[i].alias);
+    }
+    add(&off, " %s\n", "HVD_ELASTIC_DIR");
+}
+
+const char *hvd_build_info(void) {
+    pthread_once(&once, build);
+    return info;
+}

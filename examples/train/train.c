@@ -40,6 +40,7 @@
 
 #include "hvdc.h"
 #include "idx_reader.h"
+#include "elastic.h"
 #include "model.h"
 #include "model_gpu.h"
 
@@ -75,6 +76,10 @@ typedef struct config {
     long checkpoint_every;        // steps; 0: only at the end of each epoch
     long stop_after;              // steps; 0: run all epochs
     double min_accuracy;          // < 0: no check
+    int elastic;                  // --elastic: hvd_elastic state, commits (elastic.c)
+    const char *elastic_dir;      // NULL: HVD_ELASTIC_DIR (hvdcrun sets it)
+    long commit_every;            // steps between elastic commits
+    long log_every;               // rank 0 prints "# step N" every N steps; 0: never
     model_kind kind;
     int gpu;                      // --device gpu
 } config;
@@ -104,6 +109,13 @@ static void usage(FILE *f) {
             "  --resume                 continue from --checkpoint PATH\n"
             "  --stop-after N           stop after N steps in all (saving a checkpoint first),\n"
             "                           as if interrupted\n"
+            "  --elastic                keep the training state in an elastic commit (run under\n"
+            "                           hvdcrun --min-np/--max-np/--host-discovery-script): after\n"
+            "                           a restart on other hosts, continue from the last commit\n"
+            "  --elastic-dir DIR        where the commits go (default: $HVD_ELASTIC_DIR)\n"
+            "  --commit-every N         --elastic: commit every N steps (default 50) and after\n"
+            "                           every epoch; a failure loses at most N steps\n"
+            "  --log-every N            rank 0 prints '# step S epoch E batch B' every N steps\n"
             "  --min-accuracy X         exit with status 1 if the final test accuracy is below X\n"
             "  --help                   this text\n"
             "Set OPENBLAS_NUM_THREADS to let BLAS use more than 1 thread per rank.\n");
@@ -131,12 +143,17 @@ static int parse_double(const char *s, double lo, double hi, double *out) {
 static int config_parse(config *c, int argc, char **argv) {
     *c = (config){.epochs = 5, .batch = 128, .lr = -1.0, .cosine = 1, .momentum = 0.9, .seed = 1,
                   .optimizer = HVD_OPT_SGD, .compression = HVD_COMPRESS_NONE,
-                  .data_dir = DEFAULT_DATA_DIR, .min_accuracy = -1.0, .kind = MODEL_MLP};
+                  .data_dir = DEFAULT_DATA_DIR, .min_accuracy = -1.0, .kind = MODEL_MLP,
+                  .commit_every = 50};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
         if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) return 1;
         if (strcmp(flag, "--resume") == 0) {
             c->resume = 1;
+            continue;
+        }
+        if (strcmp(flag, "--elastic") == 0) {
+            c->elastic = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -196,6 +213,15 @@ static int config_parse(config *c, int argc, char **argv) {
         } else if (strcmp(flag, "--stop-after") == 0) {
             bad = parse_int(val, 1, 1L << 40, &n);
             c->stop_after = n;
+        } else if (strcmp(flag, "--elastic-dir") == 0) {
+            c->elastic_dir = val;
+            c->elastic = 1;
+        } else if (strcmp(flag, "--commit-every") == 0) {
+            bad = parse_int(val, 0, 1L << 40, &n);
+            c->commit_every = n;
+        } else if (strcmp(flag, "--log-every") == 0) {
+            bad = parse_int(val, 0, 1L << 40, &n);
+            c->log_every = n;
         } else if (strcmp(flag, "--min-accuracy") == 0) {
             bad = parse_double(val, 0.0, 1.0, &x);
             c->min_accuracy = x;
@@ -210,6 +236,12 @@ static int config_parse(config *c, int argc, char **argv) {
     }
     if ((c->resume || c->checkpoint_every > 0) && c->checkpoint == NULL) {
         fprintf(stderr, "train: --resume and --checkpoint-every need --checkpoint PATH\n");
+        return -1;
+    }
+    if (c->elastic && (c->checkpoint != NULL || c->stop_after > 0 || c->gpu)) {
+        fprintf(stderr, "train: --elastic keeps its own commits: drop --checkpoint, --resume and "
+                "--stop-after; and it needs --device cpu (elastic commits, like checkpoints, hold "
+                "host parameters only)\n");
         return -1;
     }
     if (c->lr < 0.0) c->lr = c->optimizer == HVD_OPT_SGD ? 0.05 : 0.001;
@@ -355,6 +387,7 @@ int main(int argc, char **argv) {
     size_t *idx = NULL;
     hvd_optimizer *opt = NULL;
     hvd_sampler *sampler = NULL;
+    train_elastic el = {0}; // --elastic only
     model_gpu *mg = NULL;
     if (ok) {
         ok = model_init(&m, cfg.kind, local_batch) == 0;
@@ -427,6 +460,8 @@ int main(int argc, char **argv) {
     HVD_CHECK(hvd_optimizer_create(params, m.num_tensors, &ocfg, &opt));
 
     int start_epoch = 1, start_step = 0;
+    if (cfg.elastic)
+        train_elastic_start(&el, cfg.elastic_dir, cfg.commit_every, opt, sampler, rank, &start_epoch);
     if (cfg.resume) {
         hvd_checkpoint_info info;
         hvd_status st = hvd_checkpoint_load(cfg.checkpoint, opt, sampler, &info);
@@ -471,13 +506,24 @@ int main(int argc, char **argv) {
     for (int epoch = start_epoch; epoch <= cfg.epochs && !stopped; epoch++) {
         double t0 = now_s(), t_step = 0.0, loss = 0.0;
         long correct = 0, seen = 0;
-        HVD_CHECK(hvd_sampler_set_epoch(sampler, (uint64_t)epoch));
-        for (int step = epoch == start_epoch ? start_step : 0; step < steps; step++) {
+        // step: global batches of this epoch done; the sampler counts from `base` (an elastic
+        // run resumes inside an epoch, with the rest dealt over this run's ranks)
+        int first = epoch == start_epoch ? start_step : 0, last = steps, base = 0;
+        if (cfg.elastic) { // the sampler is at the committed (or the next) epoch's position
+            size_t left = 0;
+            HVD_CHECK(hvd_sampler_num_samples(sampler, &left, NULL));
+            first = base = (int)el.progress.batch;
+            last = first + (int)(left / (size_t)local_batch);
+        } else {
+            HVD_CHECK(hvd_sampler_set_epoch(sampler, (uint64_t)epoch));
+        }
+        for (int step = first; step < last; step++) {
             if (cfg.cosine) { // from the position alone, so a resumed run follows the same curve
                 double done = (double)(epoch - 1) * steps + step, all = (double)cfg.epochs * steps;
                 HVD_CHECK(hvd_optimizer_set_lr(opt, cfg.lr * 0.5 * (1.0 + cos(M_PI * done / all))));
             }
-            HVD_CHECK(hvd_sampler_indices(sampler, (size_t)step * local_batch, local_batch, idx));
+            HVD_CHECK(hvd_sampler_indices(sampler, (size_t)(step - base) * local_batch, local_batch,
+                                          idx));
             batch_gather(x, y, &train, idx, local_batch);
             if (mg != NULL) {
                 GPU_CHECK(mg, model_gpu_forward(mg, x, y, local_batch));
@@ -491,6 +537,19 @@ int main(int argc, char **argv) {
             HVD_CHECK(hvd_optimizer_step(opt, NULL));
             t_step += now_s() - ts;
             global_step++;
+            if (cfg.log_every > 0 && rank == 0) {
+                uint64_t done = 0;
+                HVD_CHECK(hvd_optimizer_steps(opt, &done));
+                if (done % (uint64_t)cfg.log_every == 0) {
+                    printf("# step %llu epoch %d batch %d\n", (unsigned long long)done, epoch,
+                           step + 1);
+                    fflush(stdout);
+                }
+            }
+            if (cfg.elastic && train_elastic_step(&el, (size_t)local_batch)) {
+                stopped = 2; // hvdcrun asked for a stop at this commit
+                break;
+            }
             if (cfg.stop_after > 0 && global_step == cfg.stop_after) {
                 checkpoint_save(&cfg, opt, sampler, epoch, step + 1, rank);
                 stopped = 1;
@@ -513,6 +572,7 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
         if (cfg.checkpoint != NULL) checkpoint_save(&cfg, opt, sampler, epoch + 1, 0, rank);
+        if (cfg.elastic && train_elastic_epoch_end(&el, epoch + 1)) stopped = 2;
     }
     if (!stopped && start_epoch > cfg.epochs) { // resumed a finished run: just evaluate
         double te[2];
@@ -524,7 +584,8 @@ int main(int argc, char **argv) {
     if (rank == 0) {
         printf("# %.1f s in all; parameters identical on all ranks: %s; hash %016llx\n",
                now_s() - t_start, agree ? "yes" : "NO", (unsigned long long)params_hash(&m));
-        if (stopped) printf("stopped after %ld steps, as asked (--stop-after)\n", global_step);
+        if (stopped == 1) printf("stopped after %ld steps, as asked (--stop-after)\n", global_step);
+        else if (stopped == 2) printf("stopped at an elastic commit, as hvdcrun asked\n");
         else printf("final test accuracy: %.4f\n", test_acc);
         fflush(stdout);
     }
@@ -541,6 +602,7 @@ int main(int argc, char **argv) {
         rc = EXIT_FAILURE;
     }
 done:
+    train_elastic_free(&el);
     HVD_CHECK(hvd_optimizer_destroy(opt));
     model_gpu_free(mg);
     HVD_CHECK(hvd_sampler_destroy(sampler));

@@ -1,0 +1,384 @@
+"""hvdcrun_elastic - hvdcrun's elastic mode: run the job, and when it fails, start it again on the
+hosts that are up (restart-based, like torchrun's elastic agent; MPI cannot shrink a running
+job in Open MPI 4).
+
+    discover hosts ─> enough slots? ─no─> wait (--elastic-timeout) ─> still not: exit 1
+          │ yes                   ^
+          v                       │ back-off 1, 2, 4 .. 10 s; blacklist the failed host
+    mpirun on them ──fails────────┘ (a rank killed by a signal, a lost daemon)
+          │                         at most --max-restarts times
+          ├─ exits 0 after a stop request (DIR/stop.ack) ─> restart on more slots (--scale-up)
+          └─ exits 0 ─> done
+
+During a healthy run discovery runs every --discovery-interval seconds; with --scale-up, more
+usable slots than the job has (up to --max-np) make hvdcrun write DIR/stop.request, which the
+program's next hvd_elastic_commit answers by stopping every rank after writing that commit.
+
+Runs in the hvdcrun process: a thread per mpirun output stream (echoed, and scanned for the
+host that failed) and the main thread's loop. Standard library only.
+"""
+import datetime
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+
+class Blacklist:
+    """Hosts that failed, each left out until its cool-down ends (Horovod's rule: MIN * 2^n +
+    up to MIN seconds for its n-th failure, at most MAX)."""
+
+    def __init__(self, low, high):
+        self.low, self.high = low, max(low, high)
+        self.until = {}   # host -> time.monotonic() when it may be used again
+        self.failures = {}
+
+    def add(self, host, now):
+        n = self.failures.get(host, 0) + 1
+        self.failures[host] = n
+        delay = min(self.high, max(self.low, self.low * (1 << n) + random.uniform(0, self.low)))
+        self.until[host] = now + delay
+        return delay
+
+    def blocked(self, host, now):
+        return self.until.get(host, 0) > now
+
+
+def parse_discovery(text, default_slots):
+    """Horovod's discovery contract: one 'host' or 'host:slots' per line -> {host: slots}.
+    Raises ValueError naming the first bad line."""
+    hosts = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9._-]+)(?::([0-9]+))?", line)
+        if not m or (m.group(2) is not None and int(m.group(2)) < 1):
+            raise ValueError("'%s' is not 'host' or 'host:slots' with slots >= 1" % line)
+        hosts[m.group(1)] = int(m.group(2)) if m.group(2) else default_slots
+    return hosts
+
+
+# mpirun's words (Open MPI 4.1) for a rank killed by a signal (the OOM killer, a crash, a
+# preempted machine), and for a host whose daemon it lost. A rank that merely exits non-zero is
+# not blamed on its host: that is the program's error, or its reaction to another rank's death.
+RANK_KILLED = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal")
+DAEMON_LOST = [re.compile(p) for p in (
+    r"Remote daemon: \S+ on node (\S+)",
+    r"ORTE daemon .* on node (\S+)",
+    r"lost communication with .* on node (\S+)",
+)]
+
+
+class ElasticDriver:
+    def __init__(self, args, launcher):
+        self.args, self.L = args, launcher
+        self.order = []          # hosts in the order they were first seen (low ranks first)
+        self.blacklist = Blacklist(*args.blacklist_cooldown_range)
+        self.failed_hosts = set()
+        self.proc = None
+        self.stopping = False    # a signal asked hvdcrun to stop: no more restarts
+        self.wake = threading.Event()  # set by a signal: ends a back-off or a wait early
+        self.made_dir = False
+
+    # ---- hosts ----------------------------------------------------------------------------
+
+    def discover(self):
+        """{host: slots} now up, per the script (or the fixed -H/--hostfile/Slurm hosts)."""
+        a = self.args
+        if not a.host_discovery_script:
+            return dict(self.fixed)
+        try:
+            r = subprocess.run([a.host_discovery_script], capture_output=True, text=True,
+                               timeout=60)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError("--host-discovery-script %s ran for more than 60 s"
+                               % a.host_discovery_script)
+        except OSError as e:
+            raise RuntimeError("--host-discovery-script %s cannot run: %s"
+                               % (a.host_discovery_script, e.strerror))
+        if r.returncode != 0:
+            raise RuntimeError("--host-discovery-script %s exited with status %d: %s"
+                               % (a.host_discovery_script, r.returncode, r.stderr.strip()[-300:]))
+        try:
+            return parse_discovery(r.stdout, a.slots_per_host)
+        except ValueError as e:
+            raise RuntimeError("--host-discovery-script %s printed %s" % (a.host_discovery_script, e))
+
+    def usable(self, found):
+        """[(host, slots)] usable now, oldest hosts first, at most --max-np slots in all."""
+        now = time.monotonic()
+        for h in found:
+            if h not in self.order:
+                self.order.append(h)
+        hosts = [(h, found[h]) for h in self.order if h in found and not self.blacklist.blocked(h, now)]
+        return self.L.take_slots(hosts, self.max_np) if self.max_np else hosts
+
+    def wait_for_slots(self, want, why):
+        """Discovers until `want` slots are usable or --elastic-timeout passes; returns the
+        hosts (maybe fewer than want: the caller decides)."""
+        deadline = time.monotonic() + self.args.elastic_timeout
+        said = False
+        while True:
+            try:
+                hosts = self.usable(self.discover())
+            except RuntimeError as e:
+                self.L.say("discovery failed: %s" % e)
+                hosts = []
+            have = sum(s for _, s in hosts)
+            if have >= want or time.monotonic() >= deadline or self.stopping:
+                return hosts
+            if not said:
+                self.L.say("%s: %d usable slots (%s), waiting up to %g s for %d"
+                           % (why, have, self.L.hosts_text(hosts) or "none",
+                              self.args.elastic_timeout, want))
+                said = True
+            self.wake.wait(min(self.args.discovery_interval or 1.0, 5.0))
+
+    # ---- one run ------------------------------------------------------------------------------
+
+    def echo(self, stream, out):
+        for line in iter(stream.readline, ""):
+            out.write(line)
+            out.flush()
+            m = RANK_KILLED.search(line)
+            if m and int(m.group(1)) < len(self.rank_hosts):
+                self.failed_hosts.add(self.rank_hosts[int(m.group(1))])
+            elif m:
+                self.blame(m.group(2))
+            for pattern in DAEMON_LOST:
+                m = pattern.search(line)
+                if m:
+                    self.blame(m.group(1))
+
+    def blame(self, node):
+        """The host of this run that mpirun calls node (it says the machine's own name, which
+        may differ from ours: localhost, an alias, an address)."""
+        node = node.rstrip(".,")
+        ours = list(dict.fromkeys(self.rank_hosts))
+        for h in ours:
+            if h == node or h.split(".")[0] == node.split(".")[0]:
+                self.failed_hosts.add(h)
+                return
+        if self.L.is_this_machine(node):
+            self.failed_hosts.update(h for h in ours if self.L.is_this_machine(h))
+
+    def launch(self, hosts, np, restarts):
+        extra = {"HVD_ELASTIC_DIR": self.dir, "HVD_ELASTIC_RESTART": str(restarts)}
+        cmd, env, shown = self.L.mpirun_command(self.args, hosts, np, os.environ, extra)
+        if self.args.verbose:
+            print(self.L.show_command(cmd, shown), flush=True)
+        self.failed_hosts = set()
+        self.rank_hosts = [h for h, slots in hosts for _ in range(slots)]  # --map-by slot
+        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, errors="replace",
+                                     start_new_session=True)
+        self.readers = [threading.Thread(target=self.echo, args=(s, o), daemon=True)
+                        for s, o in ((self.proc.stdout, sys.stdout), (self.proc.stderr, sys.stderr))]
+        for t in self.readers:
+            t.start()
+
+    def watch(self, np):
+        """Waits for mpirun; meanwhile, with --scale-up, asks for a stop when more slots are
+        usable. Returns mpirun's exit status."""
+        asked = False
+        while True:
+            try:
+                return self.finish(self.proc.wait(timeout=self.args.discovery_interval or 1.0))
+            except subprocess.TimeoutExpired:
+                pass
+            if not self.args.scale_up or asked or self.stopping:
+                continue
+            try:
+                hosts = self.usable(self.discover())
+            except RuntimeError as e:
+                self.L.say("discovery failed (the job goes on): %s" % e)
+                continue
+            more = sum(s for _, s in hosts)
+            if more > np:
+                with open(os.path.join(self.dir, "stop.request"), "w") as f:
+                    f.write("scale up to %d slots: %s\n" % (more, self.L.hosts_text(hosts)))
+                self.L.say("%d slots are usable (%s): asking the job to stop at its next "
+                           "commit, to restart it with np %d" % (more, self.L.hosts_text(hosts),
+                                                                 more))
+                asked = True
+
+    def finish(self, rc):
+        for t in self.readers:
+            t.join(timeout=5)  # a rank still holding the pipe must not hold hvdcrun
+        return rc
+
+    # ---- signals -----------------------------------------------------------------------------
+
+    def on_signal(self, signum, frame):
+        self.stopping = True
+        self.wake.set()
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def kill_after(self, seconds):
+        """mpirun must end: SIGKILL its group if a forwarded signal did not do it."""
+        if self.proc is None:
+            return
+        try:
+            self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    # ---- the loop ------------------------------------------------------------------------------
+
+    def setup(self):
+        a, L = self.args, self.L
+        self.fixed = None
+        if not a.host_discovery_script:
+            hosts, _ = L.static_hosts(a)
+            self.fixed = dict(hosts)
+        elif not (os.path.isfile(a.host_discovery_script) and
+                  os.access(a.host_discovery_script, os.X_OK)):
+            raise L.UsageError("--host-discovery-script '%s' is not an executable file"
+                               % a.host_discovery_script)
+        self.np = a.np
+        self.min_np = a.min_np or a.np or 1
+        self.max_np = a.max_np or a.np
+        if a.min_np and a.max_np and a.min_np > a.max_np:
+            raise L.UsageError("--min-np %d is more than --max-np %d" % (a.min_np, a.max_np))
+        if self.np and ((a.min_np and self.np < a.min_np) or (a.max_np and self.np > a.max_np)):
+            raise L.UsageError("-np %d is outside --min-np %d .. --max-np %s"
+                               % (self.np, self.min_np, self.max_np or "unlimited"))
+        if a.max_restarts < 0:
+            raise L.UsageError("--max-restarts must be >= 0")
+        if a.elastic_dir:
+            self.dir = os.path.abspath(a.elastic_dir)
+            try:
+                os.makedirs(self.dir, exist_ok=True)
+            except OSError as e:
+                raise L.UsageError("--elastic-dir '%s': %s" % (a.elastic_dir, e.strerror))
+            commit = os.path.join(self.dir, "commit.hvdc")
+            if os.path.exists(commit):
+                when = datetime.datetime.fromtimestamp(os.path.getmtime(commit))
+                L.say("%s holds a commit (written %s): the job continues from it"
+                      % (self.dir, when.strftime("%Y-%m-%d %H:%M:%S")))
+        else:
+            self.dir = tempfile.mkdtemp(prefix="hvdc-elastic-", dir=os.getcwd())
+            self.made_dir = True
+        if not os.access(self.dir, os.W_OK):
+            raise L.UsageError("elastic directory '%s' is not writable" % self.dir)
+        try:
+            found = self.discover()
+        except RuntimeError as e:
+            raise L.UsageError(str(e))
+        L.check_resolvable(sorted(found.items()), "discovered hosts")
+        if shutil.which(a.mpirun) is None:
+            raise L.UsageError("'%s' not found: install Open MPI (Debian: openmpi-bin) or pass "
+                               "--mpirun PATH" % a.mpirun)
+
+    def run(self):
+        a, L = self.args, self.L
+        self.setup()
+        if a.dry_run:
+            hosts = self.usable(self.discover())
+            np = self.np or sum(s for _, s in hosts)
+            cmd, _, shown = L.mpirun_command(a, L.take_slots(hosts, np), np, os.environ,
+                                             {"HVD_ELASTIC_DIR": self.dir,
+                                              "HVD_ELASTIC_RESTART": "0"})
+            print(L.show_command(cmd, shown))
+            self.cleanup(0)
+            return 0
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, self.on_signal)
+        restarts, scale_ups, want = 0, 0, self.np or self.min_np
+        why = "starting"
+        while True:
+            hosts = self.wait_for_slots(want, why)
+            have = sum(s for _, s in hosts)
+            if self.stopping:
+                return self.cleanup(130)
+            if have < self.min_np:
+                L.say("only %d usable slots (%s) after waiting %g s (--elastic-timeout); "
+                      "--min-np is %d: giving up.%s" % (have, L.hosts_text(hosts) or "none",
+                                                        a.elastic_timeout, self.min_np,
+                                                        self.keep_note()))
+                return self.cleanup(1)
+            # the first run: -np ranks (fewer if only that many came up in time); later runs:
+            # every usable slot (usable() stops at --max-np)
+            np = min(self.np, have) if self.np and restarts + scale_ups == 0 else have
+            run_hosts = L.take_slots(hosts, np)
+            L.say("run %d: np %d on %s%s" % (restarts + scale_ups + 1, np,
+                                             L.hosts_text(run_hosts),
+                                             "" if restarts + scale_ups == 0 else
+                                             " (restart %d of at most %d after failures, %d "
+                                             "scale-ups)" % (restarts, a.max_restarts, scale_ups)))
+            for f in ("stop.request", "stop.ack"):
+                try:
+                    os.unlink(os.path.join(self.dir, f))
+                except FileNotFoundError:
+                    pass
+            t0 = time.monotonic()
+            self.launch(run_hosts, np, restarts + scale_ups)
+            rc = self.watch(np)
+            if self.stopping:
+                self.kill_after(10)
+                L.say("stopped by a signal; mpirun exited with status %d.%s"
+                      % (rc, self.keep_note()))
+                return self.cleanup(130)
+            acked = os.path.exists(os.path.join(self.dir, "stop.ack"))
+            if rc == 0 and acked:
+                scale_ups += 1
+                want = 1
+                why = "scaling up"
+                L.say("the job stopped at a commit as asked, after %.1f s; restarting it on "
+                      "more slots" % (time.monotonic() - t0))
+                continue
+            if rc == 0:
+                L.say("the job finished after %d restarts and %d scale-ups" % (restarts,
+                                                                              scale_ups))
+                return self.cleanup(0)
+            now = time.monotonic()
+            for h in sorted(self.failed_hosts):
+                delay = self.blacklist.add(h, now)
+                L.say("host %s failed: left out for %.0f s (--blacklist-cooldown-range)"
+                      % (h, delay))
+            if restarts >= a.max_restarts:
+                L.say("mpirun exited with status %d; %d restarts done (--max-restarts): giving "
+                      "up.%s" % (rc, restarts, self.keep_note()))
+                return self.cleanup(rc if 0 < rc < 128 else 1)
+            restarts += 1
+            backoff = min(10.0, 2.0 ** (restarts - 1))
+            L.say("mpirun exited with status %d after %.1f s%s; restarting in %.0f s"
+                  % (rc, now - t0, " (failed: %s)" % ", ".join(sorted(self.failed_hosts))
+                     if self.failed_hosts else "", backoff))
+            self.wake.wait(backoff)
+            want, why = self.min_np, "restarting"
+
+    def keep_note(self):
+        if os.path.exists(os.path.join(self.dir, "commit.hvdc")):
+            self.made_dir = False  # keep it: it holds the last commit
+            return " The last commit is in %s: run again with --elastic-dir %s to continue " \
+                   "from it." % (self.dir, self.dir)
+        return ""
+
+    def cleanup(self, rc):
+        if self.made_dir and rc == 0:
+            for f in ("commit.hvdc", "stop.request", "stop.ack"):
+                try:
+                    os.unlink(os.path.join(self.dir, f))
+                except FileNotFoundError:
+                    pass
+            try:
+                os.rmdir(self.dir)
+            except OSError:
+                pass
+        elif self.made_dir and not os.listdir(self.dir):
+            os.rmdir(self.dir)
+        return rc
+

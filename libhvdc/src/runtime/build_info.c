@@ -44,7 +44,7 @@ static void build(void) {
         mpi[strcspn(mpi, ",")] = '\0';
     }
     add(&off, "version: %s\n", hvd_version());
-    add(&off, "cpu_ring: %s\n", "yes");
+    add(&off, "cpu_ring: %s\n", "yes, ring, recursive doubling and hierarchical, over MPI");
     add(&off, "shm_allreduce: %s\n", "no (not implemented yet: ranks on one node use MPI's "
         "shared-memory transport)");
     add(&off, "mpi: yes, %s\n", mpi);

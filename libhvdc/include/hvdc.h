@@ -629,8 +629,8 @@ HVD_API hvd_status hvd_checkpoint_load(const char *path, hvd_optimizer *opt,
  * like a checkpoint), so rank 0 of the next run must see what rank 0 of the last one wrote: a
  * directory on a filesystem every host shares. Everything registered must be the same on
  * every rank (rank 0's values are the ones saved). The steps since the last commit are lost
- * on a failure: commit often enough (a commit of examples/train's MLP, 2.8 MB, takes a few
- * ms). Threads: one thread at a time per state. Collective calls (marked so) are made by every
+ * on a failure: commit often enough, but not every step (a commit of examples/train's MLP,
+ * 2.8 MB, takes 10-25 ms on a 2-core machine; README, "Elastic training"). Threads: one thread at a time per state. Collective calls (marked so) are made by every
  * rank in the same order. */
 typedef struct hvd_elastic hvd_elastic;
 

@@ -14,6 +14,9 @@ During a healthy run discovery runs every --discovery-interval seconds; with --s
 usable slots than the job has (up to --max-np) make hvdcrun write DIR/stop.request, which the
 program's next hvd_elastic_commit answers by stopping every rank after writing that commit.
 
+mpirun stays in hvdcrun's process group, so a signal to the group (Ctrl-C, timeout(1)) reaches
+it directly; a signal to hvdcrun alone is passed on to it, and no restart follows.
+
 Runs in the hvdcrun process: a thread per mpirun output stream (echoed, and scanned for the
 host that failed) and the main thread's loop. Standard library only.
 """
@@ -21,13 +24,16 @@ import datetime
 import os
 import random
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+import hvdcrun_hosts as hosts_mod
+import hvdcrun_mpirun as mpirun_mod
+from hvdcrun_hosts import UsageError, hosts_text, say, take_slots
 
 
 class Blacklist:
@@ -77,8 +83,8 @@ DAEMON_LOST = [re.compile(p) for p in (
 
 
 class ElasticDriver:
-    def __init__(self, args, launcher):
-        self.args, self.L = args, launcher
+    def __init__(self, args):
+        self.args = args
         self.order = []          # hosts in the order they were first seen (low ranks first)
         self.blacklist = Blacklist(*args.blacklist_cooldown_range)
         self.failed_hosts = set()
@@ -105,11 +111,13 @@ class ElasticDriver:
                                % (a.host_discovery_script, e.strerror))
         if r.returncode != 0:
             raise RuntimeError("--host-discovery-script %s exited with status %d: %s"
-                               % (a.host_discovery_script, r.returncode, r.stderr.strip()[-300:]))
+                               % (a.host_discovery_script, r.returncode,
+                                  r.stderr.strip()[-300:]))
         try:
             return parse_discovery(r.stdout, a.slots_per_host)
         except ValueError as e:
-            raise RuntimeError("--host-discovery-script %s printed %s" % (a.host_discovery_script, e))
+            raise RuntimeError("--host-discovery-script %s printed %s"
+                               % (a.host_discovery_script, e))
 
     def usable(self, found):
         """[(host, slots)] usable now, oldest hosts first, at most --max-np slots in all."""
@@ -117,8 +125,9 @@ class ElasticDriver:
         for h in found:
             if h not in self.order:
                 self.order.append(h)
-        hosts = [(h, found[h]) for h in self.order if h in found and not self.blacklist.blocked(h, now)]
-        return self.L.take_slots(hosts, self.max_np) if self.max_np else hosts
+        hosts = [(h, found[h]) for h in self.order
+                 if h in found and not self.blacklist.blocked(h, now)]
+        return take_slots(hosts, self.max_np) if self.max_np else hosts
 
     def wait_for_slots(self, want, why):
         """Discovers until `want` slots are usable or --elastic-timeout passes; returns the
@@ -129,15 +138,14 @@ class ElasticDriver:
             try:
                 hosts = self.usable(self.discover())
             except RuntimeError as e:
-                self.L.say("discovery failed: %s" % e)
+                say("discovery failed: %s" % e)
                 hosts = []
             have = sum(s for _, s in hosts)
             if have >= want or time.monotonic() >= deadline or self.stopping:
                 return hosts
             if not said:
-                self.L.say("%s: %d usable slots (%s), waiting up to %g s for %d"
-                           % (why, have, self.L.hosts_text(hosts) or "none",
-                              self.args.elastic_timeout, want))
+                say("%s: %d usable slots (%s), waiting up to %g s for %d"
+                    % (why, have, hosts_text(hosts) or "none", self.args.elastic_timeout, want))
                 said = True
             self.wake.wait(min(self.args.discovery_interval or 1.0, 5.0))
 
@@ -166,21 +174,21 @@ class ElasticDriver:
             if h == node or h.split(".")[0] == node.split(".")[0]:
                 self.failed_hosts.add(h)
                 return
-        if self.L.is_this_machine(node):
-            self.failed_hosts.update(h for h in ours if self.L.is_this_machine(h))
+        if hosts_mod.is_this_machine(node):
+            self.failed_hosts.update(h for h in ours if hosts_mod.is_this_machine(h))
 
     def launch(self, hosts, np, restarts):
         extra = {"HVD_ELASTIC_DIR": self.dir, "HVD_ELASTIC_RESTART": str(restarts)}
-        cmd, env, shown = self.L.mpirun_command(self.args, hosts, np, os.environ, extra)
+        cmd, env, shown = mpirun_mod.mpirun_command(self.args, hosts, np, os.environ, extra)
         if self.args.verbose:
-            print(self.L.show_command(cmd, shown), flush=True)
+            print(mpirun_mod.show_command(cmd, shown), flush=True)
         self.failed_hosts = set()
         self.rank_hosts = [h for h, slots in hosts for _ in range(slots)]  # --map-by slot
         self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, errors="replace",
-                                     start_new_session=True)
+                                     stderr=subprocess.PIPE, text=True, errors="replace")
         self.readers = [threading.Thread(target=self.echo, args=(s, o), daemon=True)
-                        for s, o in ((self.proc.stdout, sys.stdout), (self.proc.stderr, sys.stderr))]
+                        for s, o in ((self.proc.stdout, sys.stdout),
+                                     (self.proc.stderr, sys.stderr))]
         for t in self.readers:
             t.start()
 
@@ -198,15 +206,14 @@ class ElasticDriver:
             try:
                 hosts = self.usable(self.discover())
             except RuntimeError as e:
-                self.L.say("discovery failed (the job goes on): %s" % e)
+                say("discovery failed (the job goes on): %s" % e)
                 continue
             more = sum(s for _, s in hosts)
             if more > np:
                 with open(os.path.join(self.dir, "stop.request"), "w") as f:
-                    f.write("scale up to %d slots: %s\n" % (more, self.L.hosts_text(hosts)))
-                self.L.say("%d slots are usable (%s): asking the job to stop at its next "
-                           "commit, to restart it with np %d" % (more, self.L.hosts_text(hosts),
-                                                                 more))
+                    f.write("scale up to %d slots: %s\n" % (more, hosts_text(hosts)))
+                say("%d slots are usable (%s): asking the job to stop at its next commit, to "
+                    "restart it with np %d" % (more, hosts_text(hosts), more))
                 asked = True
 
     def finish(self, rc):
@@ -217,107 +224,114 @@ class ElasticDriver:
     # ---- signals -----------------------------------------------------------------------------
 
     def on_signal(self, signum, frame):
+        """SIGINT, SIGTERM, SIGHUP: no more restarts; mpirun gets the signal (again, when it came
+        to the whole process group: mpirun takes a second one as 'abort now')."""
         self.stopping = True
         self.wake.set()
         if self.proc is not None and self.proc.poll() is None:
             try:
-                os.killpg(self.proc.pid, signum)
+                os.kill(self.proc.pid, signum)
             except ProcessLookupError:
                 pass
 
     def kill_after(self, seconds):
-        """mpirun must end: SIGKILL its group if a forwarded signal did not do it."""
+        """mpirun must end: SIGKILL if the signal did not do it (its ranks end with it)."""
         if self.proc is None:
             return
         try:
             self.proc.wait(timeout=seconds)
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.kill()
             self.proc.wait()
 
     # ---- the loop ------------------------------------------------------------------------------
 
     def setup(self):
-        a, L = self.args, self.L
+        a = self.args
         self.fixed = None
         if not a.host_discovery_script:
-            hosts, _ = L.static_hosts(a)
+            hosts, _ = hosts_mod.static_hosts(a)
             self.fixed = dict(hosts)
         elif not (os.path.isfile(a.host_discovery_script) and
                   os.access(a.host_discovery_script, os.X_OK)):
-            raise L.UsageError("--host-discovery-script '%s' is not an executable file"
-                               % a.host_discovery_script)
+            raise UsageError("--host-discovery-script '%s' is not an executable file"
+                             % a.host_discovery_script)
         self.np = a.np
         self.min_np = a.min_np or a.np or 1
         self.max_np = a.max_np or a.np
         if a.min_np and a.max_np and a.min_np > a.max_np:
-            raise L.UsageError("--min-np %d is more than --max-np %d" % (a.min_np, a.max_np))
+            raise UsageError("--min-np %d is more than --max-np %d" % (a.min_np, a.max_np))
         if self.np and ((a.min_np and self.np < a.min_np) or (a.max_np and self.np > a.max_np)):
-            raise L.UsageError("-np %d is outside --min-np %d .. --max-np %s"
-                               % (self.np, self.min_np, self.max_np or "unlimited"))
+            raise UsageError("-np %d is outside --min-np %d .. --max-np %s"
+                             % (self.np, self.min_np, self.max_np or "unlimited"))
         if a.max_restarts < 0:
-            raise L.UsageError("--max-restarts must be >= 0")
+            raise UsageError("--max-restarts must be >= 0, got %d" % a.max_restarts)
+        low, high = a.blacklist_cooldown_range
+        if low > high:
+            raise UsageError("--blacklist-cooldown-range %g %g: MIN_S is more than MAX_S"
+                             % (low, high))
         if a.elastic_dir:
             self.dir = os.path.abspath(a.elastic_dir)
             try:
                 os.makedirs(self.dir, exist_ok=True)
             except OSError as e:
-                raise L.UsageError("--elastic-dir '%s': %s" % (a.elastic_dir, e.strerror))
+                raise UsageError("--elastic-dir '%s': %s" % (a.elastic_dir, e.strerror))
             commit = os.path.join(self.dir, "commit.hvdc")
             if os.path.exists(commit):
                 when = datetime.datetime.fromtimestamp(os.path.getmtime(commit))
-                L.say("%s holds a commit (written %s): the job continues from it"
-                      % (self.dir, when.strftime("%Y-%m-%d %H:%M:%S")))
+                say("%s holds a commit (written %s): the job continues from it"
+                    % (self.dir, when.strftime("%Y-%m-%d %H:%M:%S")))
         else:
             self.dir = tempfile.mkdtemp(prefix="hvdc-elastic-", dir=os.getcwd())
             self.made_dir = True
         if not os.access(self.dir, os.W_OK):
-            raise L.UsageError("elastic directory '%s' is not writable" % self.dir)
+            raise UsageError("elastic directory '%s' is not writable" % self.dir)
         try:
             found = self.discover()
         except RuntimeError as e:
-            raise L.UsageError(str(e))
-        L.check_resolvable(sorted(found.items()), "discovered hosts")
-        if shutil.which(a.mpirun) is None:
-            raise L.UsageError("'%s' not found: install Open MPI (Debian: openmpi-bin) or pass "
-                               "--mpirun PATH" % a.mpirun)
+            raise UsageError(str(e))
+        hosts_mod.check_resolvable(sorted(found.items()), "discovered hosts")
+        mpirun_mod.check_mpirun(a.mpirun)
 
     def run(self):
-        a, L = self.args, self.L
-        self.setup()
+        a = self.args
+        try:
+            self.setup()
+        except UsageError:
+            self.cleanup(2)
+            raise
         if a.dry_run:
             hosts = self.usable(self.discover())
             np = self.np or sum(s for _, s in hosts)
-            cmd, _, shown = L.mpirun_command(a, L.take_slots(hosts, np), np, os.environ,
-                                             {"HVD_ELASTIC_DIR": self.dir,
-                                              "HVD_ELASTIC_RESTART": "0"})
-            print(L.show_command(cmd, shown))
-            self.cleanup(0)
-            return 0
+            cmd, _, shown = mpirun_mod.mpirun_command(a, hosts, np, os.environ,
+                                                      {"HVD_ELASTIC_DIR": self.dir,
+                                                       "HVD_ELASTIC_RESTART": "0"})
+            print(mpirun_mod.show_command(cmd, shown))
+            return self.cleanup(0)
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, self.on_signal)
         restarts, scale_ups, want = 0, 0, self.np or self.min_np
-        why = "starting"
+        why, ended = "starting", None
         while True:
             hosts = self.wait_for_slots(want, why)
             have = sum(s for _, s in hosts)
             if self.stopping:
                 return self.cleanup(130)
             if have < self.min_np:
-                L.say("only %d usable slots (%s) after waiting %g s (--elastic-timeout); "
-                      "--min-np is %d: giving up.%s" % (have, L.hosts_text(hosts) or "none",
-                                                        a.elastic_timeout, self.min_np,
-                                                        self.keep_note()))
+                say("only %d usable slots (%s) after waiting %g s (--elastic-timeout); "
+                    "--min-np is %d: giving up.%s" % (have, hosts_text(hosts) or "none",
+                                                      a.elastic_timeout, self.min_np,
+                                                      self.keep_note()))
                 return self.cleanup(1)
             # the first run: -np ranks (fewer if only that many came up in time); later runs:
             # every usable slot (usable() stops at --max-np)
-            np = min(self.np, have) if self.np and restarts + scale_ups == 0 else have
-            run_hosts = L.take_slots(hosts, np)
-            L.say("run %d: np %d on %s%s" % (restarts + scale_ups + 1, np,
-                                             L.hosts_text(run_hosts),
-                                             "" if restarts + scale_ups == 0 else
-                                             " (restart %d of at most %d after failures, %d "
-                                             "scale-ups)" % (restarts, a.max_restarts, scale_ups)))
+            first = restarts + scale_ups == 0
+            np = min(self.np, have) if self.np and first else have
+            run_hosts = take_slots(hosts, np)
+            say("run %d: np %d on %s%s" % (
+                restarts + scale_ups + 1, np, hosts_text(run_hosts), "" if first else
+                " (%d restarts after failures, at most %d; %d scale-ups; %.1f s after the last "
+                "run ended)" % (restarts, a.max_restarts, scale_ups, time.monotonic() - ended)))
             for f in ("stop.request", "stop.ack"):
                 try:
                     os.unlink(os.path.join(self.dir, f))
@@ -326,37 +340,35 @@ class ElasticDriver:
             t0 = time.monotonic()
             self.launch(run_hosts, np, restarts + scale_ups)
             rc = self.watch(np)
+            ended = time.monotonic()
             if self.stopping:
                 self.kill_after(10)
-                L.say("stopped by a signal; mpirun exited with status %d.%s"
-                      % (rc, self.keep_note()))
+                say("stopped by a signal; mpirun exited with status %d.%s"
+                    % (rc, self.keep_note()))
                 return self.cleanup(130)
-            acked = os.path.exists(os.path.join(self.dir, "stop.ack"))
-            if rc == 0 and acked:
+            if rc == 0 and os.path.exists(os.path.join(self.dir, "stop.ack")):
                 scale_ups += 1
-                want = 1
-                why = "scaling up"
-                L.say("the job stopped at a commit as asked, after %.1f s; restarting it on "
-                      "more slots" % (time.monotonic() - t0))
+                want, why = 1, "scaling up"
+                say("the job stopped at a commit as asked, after %.1f s; restarting it on "
+                    "more slots" % (ended - t0))
                 continue
             if rc == 0:
-                L.say("the job finished after %d restarts and %d scale-ups" % (restarts,
-                                                                              scale_ups))
+                say("the job finished after %d restarts and %d scale-ups" % (restarts,
+                                                                            scale_ups))
                 return self.cleanup(0)
-            now = time.monotonic()
             for h in sorted(self.failed_hosts):
-                delay = self.blacklist.add(h, now)
-                L.say("host %s failed: left out for %.0f s (--blacklist-cooldown-range)"
-                      % (h, delay))
+                delay = self.blacklist.add(h, ended)
+                say("host %s failed: left out for %.0f s (--blacklist-cooldown-range)"
+                    % (h, delay))
             if restarts >= a.max_restarts:
-                L.say("mpirun exited with status %d; %d restarts done (--max-restarts): giving "
-                      "up.%s" % (rc, restarts, self.keep_note()))
+                say("mpirun exited with status %d; %d restarts done (--max-restarts): giving "
+                    "up.%s" % (rc, restarts, self.keep_note()))
                 return self.cleanup(rc if 0 < rc < 128 else 1)
             restarts += 1
             backoff = min(10.0, 2.0 ** (restarts - 1))
-            L.say("mpirun exited with status %d after %.1f s%s; restarting in %.0f s"
-                  % (rc, now - t0, " (failed: %s)" % ", ".join(sorted(self.failed_hosts))
-                     if self.failed_hosts else "", backoff))
+            say("mpirun exited with status %d after %.1f s%s; restarting in %.0f s"
+                % (rc, ended - t0, " (failed: %s)" % ", ".join(sorted(self.failed_hosts))
+                   if self.failed_hosts else "", backoff))
             self.wake.wait(backoff)
             want, why = self.min_np, "restarting"
 

@@ -3,7 +3,7 @@
  * rank (its place among the ranks on that host) and cross rank (its host's place among the
  * hosts), and the device a one-rank-per-GPU program would give it (device = local rank).
  *
- *   mpirun -np 8 -H node1:4,node2:4 build/examples/topology
+ *   build/hvdcrun -np 8 -H node1:4,node2:4 build/examples/topology
  *
  *   # 8 ranks on 2 hosts
  *    rank host                 local_rank local_size cross_rank cross_size  device

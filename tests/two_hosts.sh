@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # two_hosts.sh - the two-host test stage: the multi-rank tests and the training example run
-# with `mpirun -np 4 -H node1:2,node2:2` across two real hosts made of network + UTS namespaces
-# on this machine (tests/netns: see its README).
+# with `hvdcrun -np 4 -H node1:2,node2:2` across two real hosts made of network + UTS namespaces
+# on this machine (tests/netns: see its README); then the launcher's other forms (hostfile,
+# Slurm variables, a Python program, every bad input) and elastic training: node2's ranks
+# killed mid-epoch and node2 gone from the discovery answer (the job goes on at np 2 on node1
+# from its last commit), node2 back (it grows to np 4 again), too few slots left (it gives up).
 #
 #   node1 (10.77.0.1)  ranks 0,1  <-- veth, TCP -->  node2 (10.77.0.2)  ranks 2,3
-#   mpirun runs in node1; Open MPI starts orted on node2 through netns_agent.sh (not ssh);
-#   vader (shared memory) inside a host, tcp between them.
+#   hvdcrun and mpirun run in node1; Open MPI starts orted on node2 through netns_agent.sh (not
+#   ssh); vader (shared memory) inside a host, tcp between them.
 #
 # Usage: tests/two_hosts.sh BUILD_DIR [--no-kill]
 #   --no-kill  skips the rank-killed-on-node2 cases (see tests/mpi/test_kill.c); they run by
@@ -114,11 +117,20 @@ fi
 
 # ---- running things ----------------------------------------------------------------------------
 
-# mpirun_2h [mpirun args] PROG [ARGS]: 4 ranks, 2 per host, through tests/netns/mpirun_2hosts.sh
-# (mpirun inside node1's namespaces, netns_agent.sh instead of ssh, TCP and Open MPI's
-# out-of-band channel on the veth subnet only), plus: vader inside a host and tcp between hosts,
-# and ranks that yield the CPU while they wait (2 hosts x 2 ranks share this machine's cores;
-# busy-polling ranks make a small all-reduce ~60x slower).
+# hvdcrun_2h [hvdcrun options] PROG [ARGS]: build/hvdcrun as a user on node1 runs it: inside
+# node1's network and UTS namespaces (hostname node1), with netns_agent.sh instead of ssh,
+# Open MPI's TCP and out-of-band traffic on the veth subnet only (--network-interfaces), vader
+# inside a host and tcp between hosts. Hosts, slots and the rest come from hvdcrun's own
+# options; it adds root, --bind-to none, -x of every HVD_* variable, and yielding ranks (2
+# hosts x 2 ranks share this machine's cores; busy-polling ranks make a small all-reduce ~60x
+# slower).
+in_node1=(ip netns exec "$N1" env HVDC_NETNS="$N1" NETNS_AGENT_UTS=1
+          unshare --uts sh -c 'hostname "$0" && exec "$@"' "$N1")
+hvdcrun_net=(--network-interfaces 10.77.0.0/24
+             --mpi-args "--mca plm_rsh_agent $netns/netns_agent.sh --mca btl tcp,vader,self")
+hvdcrun_2h=("${in_node1[@]}" "$build/hvdcrun" "${hvdcrun_net[@]}")
+# mpirun_2h [mpirun args] PROG [ARGS]: the same with plain mpirun (tests/netns/mpirun_2hosts.sh),
+# for the cases about mpirun's own policies (a rank killed, --enable-recovery).
 mpirun_2h=(sh "$netns/mpirun_2hosts.sh" --mca btl "tcp,vader,self" --mca mpi_yield_when_idle 1)
 
 # run_only NAME TIMEOUT_S COMMAND...: runs it under timeout, output to $logs/NAME.log; sets
@@ -171,12 +183,13 @@ unset HVD_FUSION_THRESHOLD HOROVOD_FUSION_THRESHOLD HVD_HIERARCHICAL_ALLREDUCE \
 
 t=$build/tests/mpi
 on2="-H $hosts"
+np4=(-np 4 -H "$hosts")
 
 # ---- who is where --------------------------------------------------------------------------------
 run_case "topology $on2" 60 \
-    "${mpirun_2h[@]}" "$t/test_topology" --size 4 --local-size 2 --cross-size 2 \
+    "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_topology" --size 4 --local-size 2 --cross-size 2 \
     --hosts "$N1,$N2"
-run_only "example topology $on2" 60 "${mpirun_2h[@]}" "$build/examples/topology"
+run_only "example topology $on2" 60 "${hvdcrun_2h[@]}" "${np4[@]}" "$build/examples/topology"
 if [ "$last_rc" -eq 0 ] && grep -q "^# 4 ranks on 2 hosts$" "$last_log"; then
     verdict PASS "example topology $on2" "$last_s s"
 else
@@ -185,17 +198,17 @@ else
 fi
 
 # ---- collectives, fusion on and off, hierarchical ------------------------------------------------
-run_case "collectives $on2" 240 "${mpirun_2h[@]}" "$t/test_collectives"
+run_case "collectives $on2" 240 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_collectives"
 run_case "collectives $on2 HVD_FUSION_THRESHOLD=0" 120 \
-    "${mpirun_2h[@]}" -x HVD_FUSION_THRESHOLD=0 "$t/test_collectives" --no-big
+    "${hvdcrun_2h[@]}" "${np4[@]}" -x HVD_FUSION_THRESHOLD=0 "$t/test_collectives" --no-big
 run_case "collectives $on2 HVD_HIERARCHICAL_ALLREDUCE=1" 240 \
-    "${mpirun_2h[@]}" -x HVD_HIERARCHICAL_ALLREDUCE=1 "$t/test_collectives"
+    "${hvdcrun_2h[@]}" "${np4[@]}" -x HVD_HIERARCHICAL_ALLREDUCE=1 "$t/test_collectives"
 
 # ---- orders, threads, mismatches -----------------------------------------------------------------
-run_case "order $on2" 120 "${mpirun_2h[@]}" "$t/test_order"
-run_case "order $on2 hvd_init_comm on split halves" 120 "${mpirun_2h[@]}" "$t/test_order" --split
-run_case "threads $on2" 120 "${mpirun_2h[@]}" "$t/test_threads"
-run_case "mismatch $on2" 120 "${mpirun_2h[@]}" "$t/test_mismatch"
+run_case "order $on2" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_order"
+run_case "order $on2 hvd_init_comm on split halves" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_order" --split
+run_case "threads $on2" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_threads"
+run_case "mismatch $on2" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_mismatch"
 
 # ---- training: the same accuracy on two hosts as on one ------------------------------------------
 # With fusion off the runs are deterministic (each tensor is reduced alone, in the same ring
@@ -206,11 +219,11 @@ run_case "mismatch $on2" 120 "${mpirun_2h[@]}" "$t/test_mismatch"
 train_args=(--epochs 2 --min-accuracy 0.84)
 accuracy() { sed -n 's/^final test accuracy: \([0-9.]*\)$/\1/p' "$1" | tail -n 1; }
 run_case "train one host np=4 HVD_FUSION_THRESHOLD=0" 300 \
-    "$root/scripts/mpirun.sh" -np 4 "$build/examples/train" "${train_args[@]}" \
+    "$build/hvdcrun" -np 4 "$build/examples/train" "${train_args[@]}" \
     --fusion-threshold 0
 acc1=$(accuracy "$last_log")
 run_case "train $on2 HVD_FUSION_THRESHOLD=0" 300 \
-    "${mpirun_2h[@]}" "$build/examples/train" "${train_args[@]}" --fusion-threshold 0
+    "${hvdcrun_2h[@]}" "${np4[@]}" "$build/examples/train" "${train_args[@]}" --fusion-threshold 0
 acc2=$(accuracy "$last_log")
 same="train accuracy $on2 = one host within 0.5 %"
 if [ -n "$acc1" ] && [ -n "$acc2" ]; then
@@ -224,9 +237,72 @@ else
     verdict FAIL "$same" "final accuracy one host '$acc1', two hosts '$acc2': a run failed"
 fi
 run_case "train $on2 default fusion" 300 \
-    "${mpirun_2h[@]}" "$build/examples/train" "${train_args[@]}"
+    "${hvdcrun_2h[@]}" "${np4[@]}" "$build/examples/train" "${train_args[@]}"
 echo "# final test accuracy: one host $acc1, two hosts $acc2 (fusion off);" \
      "two hosts $(accuracy "$last_log") (default fusion)"
+
+# ---- the launcher's other forms, from node1 --------------------------------------------------------
+# The hosts from a hostfile, and from a Slurm allocation's variables (no -np, no -H): each must
+# put ranks 0,1 on node1 and 2,3 on node2, which test_topology checks against every rank's host.
+topo=("$t/test_topology" --size 4 --local-size 2 --cross-size 2 --hosts "$N1,$N2")
+printf '# two hosts\n%s slots=2\n%s slots=2\n' "$N1" "$N2" > "$logs/hostfile"
+run_case "hvdcrun --hostfile ($N1 slots=2, $N2 slots=2) topology" 60 \
+    "${hvdcrun_2h[@]}" --hostfile "$logs/hostfile" "${topo[@]}"
+run_case "hvdcrun in Slurm (SLURM_JOB_NODELIST=node[1-2] SLURM_TASKS_PER_NODE=2(x2)) topology" 60 \
+    env SLURM_JOB_NODELIST="node[1-2]" SLURM_TASKS_PER_NODE="2(x2)" "${hvdcrun_2h[@]}" "${topo[@]}"
+# Any program, not only libhvdc's: a Python script printing its rank from Open MPI's environment.
+run_only "hvdcrun $on2 python3 ranks.py" 60 \
+    "${hvdcrun_2h[@]}" "${np4[@]}" python3 "$root/tests/launcher/ranks.py"
+got=$(grep '^rank ' "$last_log" | sed 's/ (local rank .*//' | sort | tr '\n' ';')
+want="rank 0 of 4 on $N1;rank 1 of 4 on $N1;rank 2 of 4 on $N2;rank 3 of 4 on $N2;"
+if [ "$last_rc" -eq 0 ] && [ "$got" = "$want" ]; then
+    verdict PASS "hvdcrun $on2 python3 ranks.py" "$last_s s"
+else
+    verdict FAIL "hvdcrun $on2 python3 ranks.py" "exit status $last_rc; got '$got'" "$last_log"
+fi
+# Bad input: exit status 2 and a message naming what was wrong, before anything starts.
+bad_case() {
+    local what=$1 words=$2; shift 2
+    run_only "hvdcrun refuses $what" 30 "${hvdcrun_2h[@]}" "$@"
+    if [ "$last_rc" -eq 2 ] && grep -qF -- "$words" "$last_log" && ! grep -q Traceback "$last_log"
+    then
+        verdict PASS "hvdcrun refuses $what" "exit status 2: $(grep -m1 -F -- "$words" "$last_log")"
+    else
+        verdict FAIL "hvdcrun refuses $what" "exit status $last_rc, expected 2 and '$words'" \
+            "$last_log"
+    fi
+}
+bad_case "an unknown host" "unknown host 'node3'" -np 4 -H "$hosts,node3:2" "$t/test_topology"
+bad_case "slots < 1" "slots must be at least 1" -np 2 -H "$N1:2,$N2:0" "$t/test_topology"
+bad_case "-np larger than the slots" "-np 5 is more than the 4 slots" -np 5 -H "$hosts" \
+    "$t/test_topology"
+bad_case "a program that does not exist" "does not exist" "${np4[@]}" "$build/no-such-program"
+printf '%s cpus=2\n' "$N1" > "$logs/hostfile-bad"
+bad_case "a hostfile line that is not 'host slots=N'" "is not 'host slots=N'" \
+    --hostfile "$logs/hostfile-bad" "$t/test_topology"
+
+# ---- elastic training across the two hosts -------------------------------------------------------
+# examples/train --elastic, 3 epochs, a commit every 25 steps (tests/launcher/check_elastic.py):
+# uninterrupted first (the reference accuracy); then in epoch 2 node2 leaves the discovery
+# answer and its ranks (2, 3) are killed: hvdcrun must restart on node1 alone (np 2) from the
+# last commit, losing at most 25 steps; once that run has restored, node2 is back and with
+# --scale-up the job stops at its next commit and goes on at np 4; it must finish every step of
+# the 3 epochs exactly once and reach the target. Last: --min-np 4 with node2 gone ends the job
+# with a message and a non-zero status. Figures: lines '# elastic figures: ...'.
+elastic_args=(--epochs 3 --commit-every 25 --min-accuracy 0.84)
+run_case "elastic $on2 uninterrupted (reference)" 120 \
+    "${hvdcrun_2h[@]}" "${np4[@]}" --min-np 2 --max-np 4 --elastic-dir "$logs/elastic-reference" \
+    "$build/examples/train" --elastic --epochs 3 --commit-every 25 --min-accuracy 0.84
+acc_ref=$(accuracy "$last_log")
+check_elastic=(python3 "$root/tests/launcher/check_elastic.py" --build "$build" --logs "$logs"
+               --hosts "$hosts" --victim-ranks 2,3 --wrap "${in_node1[*]@Q}"
+               --hvdcrun-args "${hvdcrun_net[*]@Q}" "${elastic_args[@]}" --timeout 150)
+run_case "elastic shrink to $N1 then grow to $on2 (--scale-up)" 180 \
+    "${check_elastic[@]}" shrink-grow ${acc_ref:+--reference-accuracy "$acc_ref"}
+grep '^# elastic figures' "$last_log"
+run_case "elastic failure leaving fewer than --min-np 4 slots: clear message, non-zero" 120 \
+    "${check_elastic[@]}" min-np
+grep '^# elastic figures' "$last_log"
 
 # ---- a rank killed on node2 (only with --kill) ---------------------------------------------------
 # Rank 3 (node2) SIGKILLs itself after 3 s of 4 MiB all-reduces. Passes when each rank on node1

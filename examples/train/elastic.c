@@ -53,6 +53,13 @@ void train_elastic_start(train_elastic *te, const char *dir, long commit_every, 
     fflush(stdout);
 }
 
+void train_elastic_epoch(train_elastic *te, int local_batch, int *first, int *last) {
+    size_t left = 0; // this rank's indices from the sampler's position to the epoch's end
+    CHECK(hvd_sampler_num_samples(te->sampler, &left, NULL));
+    *first = (int)te->progress.batch;
+    *last = *first + (int)(left / (size_t)local_batch);
+}
+
 static int commit(train_elastic *te, const char *why) {
     int stop = 0;
     CHECK(hvd_elastic_commit(te->es, &stop));

@@ -1,8 +1,8 @@
 /*
  * elastic.h - examples/train --elastic: what the example keeps in an hvd_elastic state and
  * when it commits (elastic.c). train.c calls these around its loop.
- * defines: train_elastic, train_elastic_start, train_elastic_step, train_elastic_epoch_end,
- *          train_elastic_free
+ * defines: train_elastic, train_elastic_start, train_elastic_epoch, train_elastic_step,
+ *          train_elastic_epoch_end, train_elastic_free
  */
 #ifndef TRAIN_ELASTIC_H
 #define TRAIN_ELASTIC_H
@@ -30,6 +30,11 @@ typedef struct train_elastic {
  * rank 0. Collective. Exits the process on failure (an example may). */
 void train_elastic_start(train_elastic *te, const char *dir, long commit_every, hvd_optimizer *opt,
                          hvd_sampler *sampler, int rank, int *start_epoch);
+
+/* The global batches of the epoch in progress still to do: [*first, *last), where *first is
+ * the committed (or 0 at an epoch's start) batch and the sampler's indices count from it
+ * (the rest of the epoch dealt over this run's ranks). Local. */
+void train_elastic_epoch(train_elastic *te, int local_batch, int *first, int *last);
 
 /* After an optimizer step: the batch (local_batch examples on this rank) is recorded in the
  * sampler; every commit_every steps the state is committed. Returns 1 when hvdcrun asked the

@@ -1,8 +1,9 @@
 /*
  * train.c - trains an image classifier on Fashion-MNIST, data-parallel over libhvdc ranks.
  *
- *   mpirun -np 2 build/examples/train --epochs 5 --min-accuracy 0.85
- *   mpirun -np 2 build/examples/train --model cnn --checkpoint ck.bin      (then add --resume)
+ *   build/hvdcrun -np 2 build/examples/train --epochs 5 --min-accuracy 0.85
+ *   build/hvdcrun -np 2 build/examples/train --model cnn --checkpoint ck.bin   (then add --resume)
+ *   build/hvdcrun -np 4 --min-np 2 --host-discovery-script hosts.sh build/examples/train --elastic
  *
  * Every rank loads the whole data set and holds a full copy of the model. Each step:
  *
@@ -86,7 +87,7 @@ typedef struct config {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: train [options]   (run under mpirun -np N for N data-parallel ranks)\n"
+            "usage: train [options]   (run under hvdcrun -np N for N data-parallel ranks)\n"
             "  --epochs N               passes over the training set (default 5)\n"
             "  --batch B                global batch, split B/N per rank (default 128)\n"
             "  --lr X                   learning rate (default 0.05 for sgd, 0.001 for adam)\n"
@@ -510,10 +511,8 @@ int main(int argc, char **argv) {
         // run resumes inside an epoch, with the rest dealt over this run's ranks)
         int first = epoch == start_epoch ? start_step : 0, last = steps, base = 0;
         if (cfg.elastic) { // the sampler is at the committed (or the next) epoch's position
-            size_t left = 0;
-            HVD_CHECK(hvd_sampler_num_samples(sampler, &left, NULL));
-            first = base = (int)el.progress.batch;
-            last = first + (int)(left / (size_t)local_batch);
+            train_elastic_epoch(&el, local_batch, &first, &last);
+            base = first;
         } else {
             HVD_CHECK(hvd_sampler_set_epoch(sampler, (uint64_t)epoch));
         }

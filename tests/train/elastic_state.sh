@@ -12,7 +12,7 @@ set -euo pipefail
 bin=$1 np1=$3 np2=$4 mode=${5:-resume}
 dir=$(mktemp -d "$2/elastic_state.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
-run() { timeout -k 5 60 mpirun --oversubscribe --bind-to none -np "$@"; }
+run() { timeout -k 5 60 "${HVDCRUN:?HVDCRUN: the path of build/hvdcrun}" -np "$@"; }
 case "$mode" in
 resume)
     run "$np1" "$bin" first "$dir" 20 6

@@ -7,7 +7,7 @@ set -uo pipefail
 train=$1
 out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
-mpirun --oversubscribe --bind-to none -np 2 "$train" --device gpu --epochs 1 \
+"${HVDCRUN:?HVDCRUN: the path of build/hvdcrun}" -np 2 "$train" --device gpu --epochs 1 \
     --min-accuracy 0.80 >"$out" 2>"$err"
 rc=$?
 cat "$out" "$err"

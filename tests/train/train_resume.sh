@@ -7,7 +7,7 @@ set -euo pipefail
 train=$1
 ckpt="$2/train_resume.$$.ckpt"
 trap 'rm -f "$ckpt"' EXIT
-run() { mpirun --oversubscribe --bind-to none -np 2 "$train" --epochs 2 --seed 3 "$@"; }
+run() { "${HVDCRUN:?HVDCRUN: the path of build/hvdcrun}" -np 2 "$train" --epochs 2 --seed 3 "$@"; }
 hash_of() { sed -n 's/.*parameters identical on all ranks: yes; hash \([0-9a-f]*\).*/\1/p'; }
 
 whole=$(run | tee /dev/stderr | hash_of)

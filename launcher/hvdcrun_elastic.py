@@ -86,6 +86,7 @@ class ElasticDriver:
     def __init__(self, args):
         self.args = args
         self.order = []          # hosts in the order they were first seen (low ranks first)
+        self.unknown = set()     # discovered hosts that do not resolve
         self.blacklist = Blacklist(*args.blacklist_cooldown_range)
         self.failed_hosts = set()
         self.proc = None
@@ -120,13 +121,19 @@ class ElasticDriver:
                                % (a.host_discovery_script, e))
 
     def usable(self, found):
-        """[(host, slots)] usable now, oldest hosts first, at most --max-np slots in all."""
+        """[(host, slots)] usable now, oldest hosts first, at most --max-np slots in all. A new
+        host this machine cannot resolve is left out (said once): mpirun would fail on it."""
         now = time.monotonic()
         for h in found:
             if h not in self.order:
                 self.order.append(h)
+                try:
+                    hosts_mod.check_resolvable([(h, 1)], "discovered hosts")
+                except UsageError as e:
+                    say("%s; left out" % e)
+                    self.unknown.add(h)
         hosts = [(h, found[h]) for h in self.order
-                 if h in found and not self.blacklist.blocked(h, now)]
+                 if h in found and h not in self.unknown and not self.blacklist.blocked(h, now)]
         return take_slots(hosts, self.max_np) if self.max_np else hosts
 
     def wait_for_slots(self, want, why):

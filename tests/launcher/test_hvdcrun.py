@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
+import types
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -123,6 +125,20 @@ class Discovery(unittest.TestCase):
         self.assertTrue(40.0 <= second <= 50.0, second)
         for _ in range(10):
             self.assertLessEqual(b.add("node2", 3000.0), 300.0)
+
+
+class Usable(unittest.TestCase):
+    def test_hosts_left_out(self):
+        """Discovered hosts that do not resolve, or are in their cool-down, are not used;
+        the oldest hosts come first and --max-np caps the slots."""
+        d = elastic.ElasticDriver(types.SimpleNamespace(blacklist_cooldown_range=[1.0, 2.0]))
+        d.max_np = None
+        self.assertEqual(d.usable({"localhost": 2, "no-such-host.invalid": 2}),
+                         [("localhost", 2)])
+        d.blacklist.add("localhost", time.monotonic())
+        self.assertEqual(d.usable({"localhost": 2, "127.0.0.1": 3}), [("127.0.0.1", 3)])
+        d.max_np = 2
+        self.assertEqual(d.usable({"127.0.0.1": 3}), [("127.0.0.1", 2)])
 
 
 def parse(argv):

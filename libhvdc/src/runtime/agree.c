@@ -91,7 +91,8 @@ hvd_status hvdc__agree_settings(MPI_Comm comm, const hvdc_config *config) {
             st = hvdc__fail(HVD_ERR_CONFIG,
                             "%s differs across ranks (%s). It changes what ranks send to each "
                             "other, so it must be the same on every rank: set it in every "
-                            "rank's environment (with mpirun: -x %s)",
+                            "rank's environment (hvdcrun passes every HVD_* variable set "
+                            "where it runs; with mpirun by hand: -x %s)",
                             agreed[k]->name, report, agreed[k]->name);
             goto fail;
         }

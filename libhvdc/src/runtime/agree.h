@@ -2,7 +2,8 @@
  * agree.h - hvd_init's agreement steps. A start that fails on one rank must fail on every rank,
  * or the others wait forever for it in their first collective; and settings that change what a
  * rank sends must be the same everywhere, or ranks run different algorithms against each other
- * (environment variables reach other hosts only with mpirun -x).
+ * (environment variables reach other hosts only when the launcher passes them: hvdcrun passes
+ * every HVD_* variable, mpirun only those named with -x).
  *
  *   every rank: try a step ──> hvdc__agree ──> all OK: go on
  *                                          └─> else: every rank fails with the first failing

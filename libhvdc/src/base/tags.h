@@ -15,9 +15,9 @@ typedef enum hvdc_tag {
     HVDC_TAG_ANSWER = 2,          /* negotiation: rank 0's response list */
     HVDC_TAG_FAILURE = 3,         /* liveness: "rank r died" notices */
     /* executor communicators (and the hierarchical node / cross-node ones) */
-    HVDC_TAG_REDUCE_SCATTER = 10, /* the ring's reduce-scatter phase */
-    HVDC_TAG_ALLGATHER = 11,      /* the ring's all-gather phase */
-    HVDC_TAG_DOUBLING = 12,       /* recursive doubling */
+    HVDC_TAG_REDUCE_SCATTER = 10, /* the direct reduce-scatter in rank order */
+    HVDC_TAG_ALLGATHER = 11,      /* the ring's all-gather */
+    HVDC_TAG_SMALL = 12,          /* the one-step all-reduce of small buffers */
 } hvdc_tag;
 
 #endif

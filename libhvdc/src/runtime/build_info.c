@@ -5,7 +5,7 @@
  * (MPI_Get_library_version needs no initialized MPI).
  *
  *   version: 0.1.0
- *   cpu_ring: yes                         the host ring / recursive doubling / hierarchical
+ *   cpu_ring: yes                         the host all-reduces (allreduce.h), flat and two-level
  *   shm_allreduce: no (...)               a shared-memory all-reduce inside a node
  *   mpi: yes, Open MPI v4.1.4, ...        the MPI libhvdc was built and runs with
  *   cuda: yes, CUDA 13.0 | no: <why>      the GPU backend (device tensors)
@@ -44,7 +44,7 @@ static void build(void) {
         mpi[strcspn(mpi, ",")] = '\0';
     }
     add(&off, "version: %s\n", hvd_version());
-    add(&off, "cpu_ring: %s\n", "yes, ring, recursive doubling and hierarchical, over MPI");
+    add(&off, "cpu_ring: %s\n", "yes, one-step exchange, direct reduce-scatter + ring all-gather, two-level, over MPI");
     add(&off, "shm_allreduce: %s\n", "no (not implemented yet: ranks on one node use MPI's "
         "shared-memory transport)");
     add(&off, "mpi: yes, %s\n", mpi);

@@ -3,9 +3,11 @@
  * in the same order, so the collectives here always match up.
  *
  * All-reduce: the response's tensors are planned by fusion.c; packed pieces are copied into the
- * fusion buffer (applying the prescale on the way in), reduced by one ring (or MPI_Allreduce),
- * and copied out (applying postscale and the average's division on the way out). Large tensors
- * are reduced where they lie. Background thread.
+ * fusion buffer (applying the prescale on the way in), reduced by one host all-reduce
+ * (allreduce.h; or MPI_Allreduce), and copied out (applying postscale and the average's
+ * division on the way out). Large tensors are reduced where they lie. The host all-reduces
+ * combine every element in rank order, so which piece a tensor lands in, at which offset, and
+ * which algorithm its piece's size selects never change its bits. Background thread.
  */
 #include "runtime/execute.h"
 
@@ -16,9 +18,10 @@
 
 #include "base/dtype.h"
 #include "base/status.h"
+#include "collectives/allreduce.h"
+#include "collectives/block.h"
 #include "collectives/fusion.h"
 #include "collectives/reduce.h"
-#include "collectives/ring.h"
 #include "collectives/widen.h"
 
 /* A widened tensor (widen.h) too big to pack goes through the fusion buffer in chunks this big. */
@@ -89,15 +92,11 @@ fail:
 
 /* The scratch allreduce_buffer's algorithm needs for count elements. */
 static size_t scratch_for(const hvdc_executor *ex, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
-    size_t nbytes = count * hvd_dtype_size(dtype);
     if (uses_mpi(ex, dtype, op)) return 0;
-    if (nbytes <= ex->small_bytes) return nbytes;
-    if (ex->hierarchical) {
-        size_t local = hvdc__ring_scratch_bytes(count, dtype, ex->local_size);
-        size_t cross = hvdc__ring_scratch_bytes(count / (size_t)ex->local_size + 1, dtype, ex->cross_size);
-        return local > cross ? local : cross;
-    }
-    return hvdc__ring_scratch_bytes(count, dtype, ex->size);
+    if (ex->hierarchical)
+        return hvdc__hierarchical_scratch_bytes(count, dtype, ex->local_size, ex->cross_size,
+                                                ex->small_bytes);
+    return hvdc__allreduce_scratch_bytes(count, dtype, ex->size, ex->small_bytes);
 }
 
 /* dst = all-reduce of src over count elements, with the configured CPU algorithm. */
@@ -116,12 +115,11 @@ static hvd_status allreduce_buffer(hvdc_executor *ex, const void *src, void *dst
         }
         return HVD_OK;
     }
-    if (count * hvd_dtype_size(dtype) <= ex->small_bytes)
-        return hvdc__doubling_allreduce(ex->comm, src, dst, count, dtype, op, &ex->scratch, ex->liveness);
     if (ex->hierarchical)
         return hvdc__hierarchical_allreduce(ex->local_comm, ex->cross_comm, src, dst, count, dtype,
-                                            op, &ex->scratch, ex->liveness);
-    return hvdc__ring_allreduce(ex->comm, src, dst, count, dtype, op, &ex->scratch, ex->liveness);
+                                            op, ex->small_bytes, &ex->scratch, ex->liveness);
+    return hvdc__allreduce(ex->comm, src, dst, count, dtype, op, ex->small_bytes, &ex->scratch,
+                           ex->liveness);
 fail:
     return st;
 }
@@ -340,7 +338,7 @@ static hvd_status execute_reducescatter(hvdc_executor *ex, hvdc_op *op) {
     hvd_dtype acc = hvdc__accumulation_dtype(dtype, rop);
     size_t elem = hvd_dtype_size(dtype), acc_elem = hvd_dtype_size(acc), start, len;
     CHECK(reserve_agreed(ex, "reducescatter", op->desc.name, t->count * acc_elem,
-                         hvdc__ring_scratch_bytes(t->count, acc, ex->size)));
+                         hvdc__direct_scratch_bytes(t->count, acc, ex->size)));
     const void *src = t->send;
     if (acc != dtype && t->count > 0) {
         hvdc__widen(ex->fusion.data, acc, t->send, dtype, t->count, op->desc.prescale, ex->size);
@@ -350,8 +348,8 @@ static hvd_status execute_reducescatter(hvdc_executor *ex, hvdc_op *op) {
         hvdc__scale(ex->fusion.data, t->count, dtype, op->desc.prescale);
         src = ex->fusion.data;
     }
-    CHECK(hvdc__ring_reduce_scatter(ex->comm, src, ex->fusion.data, t->count, acc, rop,
-                                    &ex->scratch, ex->liveness));
+    CHECK(hvdc__direct_reduce_scatter(ex->comm, src, ex->fusion.data, t->count, acc, rop,
+                                      &ex->scratch, ex->liveness));
     hvdc__block_range(t->count, ex->size, ex->rank, &start, &len);
     char *block = (char *)ex->fusion.data + start * acc_elem;
     if (acc != dtype) {

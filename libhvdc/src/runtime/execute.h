@@ -27,9 +27,9 @@ typedef struct hvdc_executor {
     MPI_Comm cross_comm;       /* ranks with this local rank, one per node (hierarchical only) */
     size_t pack_piece_bytes;   /* packed runs of small tensors are at most this big */
     size_t large_tensor_bytes; /* tensors at least this big are reduced where they lie */
-    size_t small_bytes;        /* buffers up to this size use recursive doubling, not the ring */
+    size_t small_bytes;        /* buffers up to this size take the one-step exchange (allreduce.h) */
     hvdc_buffer fusion;        /* packed pieces; also reducescatter's work area */
-    hvdc_buffer scratch;       /* ring receive window */
+    hvdc_buffer scratch;       /* the all-reduces' receive space */
     size_t fusion_agreed, scratch_agreed; /* bytes every rank is known to hold (the same
                                              number on every rank) */
     int failed_before_data;    /* the last error came before any data moved, on every rank

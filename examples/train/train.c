@@ -108,8 +108,8 @@ static void usage(FILE *f) {
             "  --checkpoint PATH        rank 0 saves a checkpoint there after every epoch\n"
             "  --checkpoint-every N     ... and every N steps (default 0: epochs only)\n"
             "  --resume                 continue from --checkpoint PATH\n"
-            "  --stop-after N           stop after N steps in all (saving a checkpoint first),\n"
-            "                           as if interrupted\n"
+            "  --stop-after N           stop after N steps in all (saving a checkpoint first\n"
+            "                           with --checkpoint), as if interrupted\n"
             "  --elastic                keep the training state in an elastic commit (run under\n"
             "                           hvdcrun --min-np/--max-np/--host-discovery-script): after\n"
             "                           a restart on other hosts, continue from the last commit\n"
@@ -550,7 +550,7 @@ int main(int argc, char **argv) {
                 break;
             }
             if (cfg.stop_after > 0 && global_step == cfg.stop_after) {
-                checkpoint_save(&cfg, opt, sampler, epoch, step + 1, rank);
+                if (cfg.checkpoint != NULL) checkpoint_save(&cfg, opt, sampler, epoch, step + 1, rank);
                 stopped = 1;
                 break;
             }

@@ -12,7 +12,7 @@
  * How it works. Any user thread submits named tensors. A background thread, the only one that
  * talks to the network, negotiates with the other ranks which names are ready everywhere, checks
  * that every rank asked for the same thing (dtype, count, op, root), fuses ready all-reduces into
- * one buffer and runs one ring all-reduce over it, then completes the handles. All ranks execute
+ * one buffer and runs one all-reduce over it, then completes the handles. All ranks execute
  * the same operations in the same order, whatever order they submitted in.
  *
  * Threads. Every function may be called from any thread once hvd_init has returned HVD_OK, except
@@ -202,7 +202,10 @@ HVD_API hvd_status hvd_cross_size(int *cross_size); /* processes with this local
  * any other overlap is refused with HVD_ERR_INVALID_ARG, never reduced into wrong numbers. */
 
 /* Reduces count elements across ranks; every rank gets the result in recvbuf.
- * sendbuf == recvbuf reduces in place; buffers that overlap otherwise are refused. */
+ * sendbuf == recvbuf reduces in place; buffers that overlap otherwise are refused. Host memory: each element is combined in rank order,
+ * ((rank 0 op rank 1) op rank 2) ..., so its bits are the same on every rank and do not depend
+ * on fusion, timing or submission order (README, Reproducibility); with
+ * HVD_HIERARCHICAL_ALLREDUCE=1, rank order inside each node, then node order. */
 HVD_API hvd_status hvd_allreduce(const char *name, const void *sendbuf, void *recvbuf,
                                  size_t count, hvd_dtype dtype, hvd_reduce_op op);
 HVD_API hvd_status hvd_allreduce_async(const char *name, const void *sendbuf, void *recvbuf,
@@ -241,7 +244,8 @@ HVD_API hvd_status hvd_allgather_async(const char *name, const void *sendbuf, si
                                        size_t *recv_count, size_t *rank_counts,
                                        hvd_handle *handle);
 
-/* Reduces count elements across ranks and leaves rank r with its block of the result:
+/* Reduces count elements across ranks (in rank order, like hvd_allreduce, on host memory)
+ * and leaves rank r with its block of the result:
  * block r starts at r*(count/size) + min(r, count%size) and holds count/size elements, plus one
  * if r < count%size. recvbuf must hold that many; *recv_count (if not NULL) gets it.
  * recvbuf == sendbuf is allowed (the block lands at the start of it); other overlaps are not. */

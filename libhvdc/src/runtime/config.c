@@ -46,7 +46,9 @@ const hvdc_setting hvdc__settings[] = {
      NULL, NULL, "1", "ms to wait for new submissions after a round that made no progress", 0},
     {"HVD_CPU_ALLREDUCE", "HOROVOD_CPU_ALLREDUCE", HVDC_SETTING_CHOICE, FIELD(cpu_allreduce), 0,
      0, cpu_allreduce_choices, NULL, "`ring`",
-     "`ring` (libhvdc's ring) or `mpi` (`MPI_Allreduce`; float16/bfloat16 always use the ring)",
+     "`ring` (libhvdc's own all-reduce, bitwise reproducible: see "
+     "[Reproducibility](#reproducibility)) or `mpi` (`MPI_Allreduce`, whose order is MPI's; "
+     "float16/bfloat16 always use libhvdc's)",
      1},
     {"HVD_LOG_LEVEL", "HOROVOD_LOG_LEVEL", HVDC_SETTING_CHOICE, FIELD(log_level), 0, 0,
      level_choices, level_values, "`warning`", "`trace`, `debug`, `info`, `warning`, `error`",

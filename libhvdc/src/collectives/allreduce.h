@@ -9,7 +9,10 @@
  * algorithm ran, and every rank ends with the same bits (one rank computes each element and
  * the others copy it, or every rank computes it alike), NaN payloads included. Two-level
  * (HVD_HIERARCHICAL_ALLREDUCE): rank order inside each node, then node order
- * (cross rank) across nodes, for every size: fixed for a given host layout.
+ * (cross rank) across nodes, for every size: fixed for a given host layout. (Each cross
+ * communicator orders its nodes by its members' world ranks; with by-slot or by-node placement
+ * that is the same node order for every local rank. A rankfile that breaks this would make the
+ * node order depend on the block, which nothing checks.)
  *
  * Direct reduce-scatter (buffers over small_bytes), N = 3, blocks B0 B1 B2 (block.h):
  *

@@ -2,14 +2,17 @@
  * allreduce_bench.c - all-reduce bandwidth of hvd_allreduce against raw MPI_Allreduce, in the
  * style of nccl-tests: one row per size and implementation with time, algbw, busbw and #wrong.
  *
- * What is timed. "hvd-ring" and "hvd-mpi" are end-to-end blocking hvd_allreduce calls
- * (submission, negotiation, fusion planning and the reduction) with libhvdc's CPU all-reduce set
- * by HVD_CPU_ALLREDUCE=ring or =mpi. The library reads that variable in hvd_init, so the
+ * What is timed. "hvd-shm", "hvd-ring" and "hvd-mpi" are end-to-end blocking hvd_allreduce
+ * calls (submission, negotiation, fusion planning and the reduction) with libhvdc's CPU
+ * all-reduce set by HVD_CPU_ALLREDUCE=shm, =ring or =mpi. The library reads that variable in hvd_init, so the
  * benchmark sets it and re-initializes libhvdc whenever it switches between the two; MPI itself
  * stays up (we initialize it, with MPI_THREAD_MULTIPLE). "mpi" is MPI_Allreduce on
  * MPI_COMM_WORLD from the main thread, the baseline. At each size, each hvd pass alternates
  * one hvd call and one MPI call per iteration, so both see the same machine; the ratio vs_mpi
- * of an hvd row is busbw(hvd) / busbw(MPI) over the MPI calls of that same pass.
+ * of an hvd row is busbw(hvd) / busbw(MPI) over the MPI calls of that same pass. "memcpy" is
+ * rank 0 alone copying the same bytes with memcpy (the others wait): what one core can move, the
+ * physical ceiling an all-reduce on this machine is measured against; its busbw column is
+ * that copy rate (bytes / time), not scaled by 2(n-1)/n.
  *
  * One iteration: MPI_Barrier, then time one call; the iteration's time is the slowest rank's,
  * and a row reports the median over iterations. algbw = bytes / time; busbw = algbw * 2(n-1)/n,
@@ -32,8 +35,10 @@
 
 #include "bench_common.h"
 
-enum { IMPL_HVD_RING, IMPL_HVD_MPI, IMPL_MPI, IMPL_COUNT };
-static const char *const impl_names[IMPL_COUNT] = {"hvd-ring", "hvd-mpi", "mpi"};
+/* The hvd impls first (up to IMPL_MPI), each HVD_CPU_ALLREDUCE=<impl_setting>. */
+enum { IMPL_HVD_SHM, IMPL_HVD_RING, IMPL_HVD_MPI, IMPL_MPI, IMPL_MEMCPY, IMPL_COUNT };
+static const char *const impl_names[IMPL_COUNT] = {"hvd-shm", "hvd-ring", "hvd-mpi", "mpi", "memcpy"};
+static const char *const impl_setting[IMPL_MPI] = {"shm", "ring", "mpi"};
 
 typedef struct options {
     size_t min_bytes, max_bytes; /* -b, -e */
@@ -63,8 +68,9 @@ static void usage(FILE *out) {
             "  -d TYPE    float, double, half, bfloat16, int32, int64, int8, uint8 (default float)\n"
             "  -o OP      sum, avg, min, max, prod (default sum)\n"
             "  -c 0|1     check every result exactly (default 1)\n"
-            "  --impl L   comma-separated from hvd-ring, hvd-mpi, mpi (default hvd-ring,mpi, or\n"
-            "             hvd-<HVD_CPU_ALLREDUCE>,mpi when that variable is set)\n"
+            "  --impl L   comma-separated from hvd-shm, hvd-ring, hvd-mpi, mpi, memcpy (default\n"
+            "             hvd-shm,hvd-ring,mpi,memcpy, or hvd-<HVD_CPU_ALLREDUCE>,mpi,memcpy when\n"
+            "             that variable is set to shm, ring or mpi)\n"
             "  --csv FILE also write the table as CSV\n"
             "  -h, --help this text\n"
             "Columns: size (B), count (elements), type, redop, impl, time (us, median), algbw and\n"
@@ -130,8 +136,12 @@ static int parse_options(int argc, char **argv, void *out, int rank) {
     *o = (options){.min_bytes = 1024, .max_bytes = 64u << 20, .factor = 2, .iters = 20,
                    .warmup = 5, .check = 1, .dtype = HVD_FLOAT32, .op = HVD_SUM};
     const char *env = getenv("HVD_CPU_ALLREDUCE");
-    o->impl[env && strcmp(env, "mpi") == 0 ? IMPL_HVD_MPI : IMPL_HVD_RING] = 1;
-    o->impl[IMPL_MPI] = 1;
+    int chosen = -1;
+    for (int i = 0; env && i < IMPL_MPI; i++)
+        if (strcmp(env, impl_setting[i]) == 0) chosen = i;
+    if (chosen >= 0) o->impl[chosen] = 1;
+    else o->impl[IMPL_HVD_SHM] = o->impl[IMPL_HVD_RING] = 1;
+    o->impl[IMPL_MPI] = o->impl[IMPL_MEMCPY] = 1;
     int parsed = bench_parse_options(argc, argv, rank, "allreduce_bench", usage, parse_option, o);
     if (parsed != 0) return parsed;
     if (o->min_bytes == 0 || o->min_bytes > o->max_bytes) {
@@ -221,7 +231,7 @@ static long long count_wrong(const void *buf, size_t count, hvd_dtype dtype, hvd
 static void hvd_use(int impl, int *current) {
     if (*current == impl) return;
     if (*current >= 0) BENCH_CHECK_HVD(hvd_shutdown());
-    setenv("HVD_CPU_ALLREDUCE", impl == IMPL_HVD_MPI ? "mpi" : "ring", 1);
+    setenv("HVD_CPU_ALLREDUCE", impl_setting[impl], 1);
     BENCH_CHECK_HVD(hvd_init());
     *current = impl;
 }
@@ -288,10 +298,28 @@ static void run_pass(int impl, int with_mpi, size_t count, const options *o, con
     free(t_mpi);
 }
 
+/* The median time of rank 0 alone copying count elements (the others wait at the barrier). */
+static double time_memcpy(const options *o, buffers *b, size_t count, int rank) {
+    int n = o->iters;
+    double *t = calloc((size_t)n, sizeof *t), median = 0.0;
+    if (!t) MPI_Abort(MPI_COMM_WORLD, 2);
+    for (int it = 0; it < o->warmup + n; it++) {
+        BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        if (rank != 0) continue;
+        double t0 = bench_now_us();
+        memcpy(b->recv, b->send[it & 1], count * hvd_dtype_size(o->dtype));
+        double t1 = bench_now_us();
+        if (it >= o->warmup) t[it - o->warmup] = t1 - t0;
+    }
+    if (rank == 0) median = bench_median(t, (size_t)n);
+    free(t);
+    return median;
+}
+
 static void print_row(FILE *out, FILE *csv, size_t bytes, size_t count, const options *o,
                       int impl, double time_us, long long wrong, double mpi_time_us, int size) {
     double algbw = time_us > 0 ? (double)bytes / (time_us * 1e3) : 0.0; /* GB/s */
-    double busbw = algbw * 2.0 * (size - 1) / size;
+    double busbw = impl == IMPL_MEMCPY ? algbw : algbw * 2.0 * (size - 1) / size;
     char ratio[16] = "-";
     if (impl != IMPL_MPI && mpi_time_us > 0) snprintf(ratio, sizeof ratio, "%.2f", mpi_time_us / time_us);
     fprintf(out, "%12zu %12zu %8s %6s %9s %11.1f %8.3f %8.3f %7lld %7s\n", bytes, count,
@@ -335,7 +363,9 @@ int main(int argc, char **argv) {
         else fprintf(csv, "bytes,count,dtype,op,impl,ranks,time_us,algbw_gbs,busbw_gbs,wrong,vs_mpi\n");
     }
     int current = -1; /* the impl libhvdc runs with, -1 while not initialized */
-    int first_hvd = o.impl[IMPL_HVD_RING] ? IMPL_HVD_RING : o.impl[IMPL_HVD_MPI] ? IMPL_HVD_MPI : -1;
+    int first_hvd = -1;
+    for (int i = IMPL_MPI - 1; i >= 0; i--)
+        if (o.impl[i]) first_hvd = i;
     if (first_hvd >= 0) hvd_use(first_hvd, &current);
     if (rank == 0) {
         bench_print_settings(stdout, "allreduce_bench", size);
@@ -368,7 +398,7 @@ int main(int argc, char **argv) {
         row rows[IMPL_COUNT] = {{0}};
         long long mpi_wrong = 0;
         int measured_mpi = 0;
-        for (int impl = IMPL_HVD_RING; impl <= IMPL_HVD_MPI; impl++) {
+        for (int impl = 0; impl < IMPL_MPI; impl++) {
             if (!o.impl[impl]) continue;
             hvd_use(impl, &current);
             run_pass(impl, o.impl[IMPL_MPI], count, &o, &p, &b, size, &rows[impl], &mpi_wrong,
@@ -378,9 +408,10 @@ int main(int argc, char **argv) {
         if (o.impl[IMPL_MPI] && !measured_mpi)
             run_pass(IMPL_MPI, 1, count, &o, &p, &b, size, &rows[IMPL_MPI], &mpi_wrong, mpi_all,
                      &n_mpi);
+        double memcpy_us = o.impl[IMPL_MEMCPY] ? time_memcpy(&o, &b, count, rank) : 0.0;
         if (rank != 0) continue;
         size_t nbytes = count * elem;
-        for (int impl = IMPL_HVD_RING; impl <= IMPL_HVD_MPI; impl++) {
+        for (int impl = 0; impl < IMPL_MPI; impl++) {
             if (!o.impl[impl]) continue;
             print_row(stdout, csv, nbytes, count, &o, impl, rows[impl].time_us, rows[impl].wrong,
                       rows[impl].mpi_time_us, size);
@@ -393,6 +424,8 @@ int main(int argc, char **argv) {
                       mpi_wrong, 0.0, size);
             total_wrong += mpi_wrong;
         }
+        if (o.impl[IMPL_MEMCPY])
+            print_row(stdout, csv, nbytes, count, &o, IMPL_MEMCPY, memcpy_us, 0, 0.0, size);
     }
     if (current >= 0) BENCH_CHECK_HVD(hvd_shutdown());
     BENCH_CHECK_MPI(MPI_Bcast(&total_wrong, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD));

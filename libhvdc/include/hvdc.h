@@ -144,7 +144,7 @@ typedef uint64_t hvd_handle;
  *   (settings: generated from libhvdc/src/runtime/config.c by tests/unit/test_settings_doc)
  *   HVD_FUSION_THRESHOLD (HOROVOD_FUSION_THRESHOLD)                default 16M host, 128M device
  *   HVD_CYCLE_TIME (HOROVOD_CYCLE_TIME)                            default 1
- *   HVD_CPU_ALLREDUCE (HOROVOD_CPU_ALLREDUCE)                      default ring
+ *   HVD_CPU_ALLREDUCE (HOROVOD_CPU_ALLREDUCE)                      default auto
  *   HVD_LOG_LEVEL (HOROVOD_LOG_LEVEL)                              default warning
  *   HVD_HIERARCHICAL_ALLREDUCE (HOROVOD_HIERARCHICAL_ALLREDUCE)    default 0
  *   HVD_STALL_CHECK_TIME (HOROVOD_STALL_CHECK_TIME_SECONDS)        default 60

@@ -13,7 +13,7 @@
  *          payloads and signs (quiet and signalling) on different ranks, +0 against -0, and
  *          +inf against -inf: element results whose bits depend on operand order.
  * Configurations: HVD_FUSION_THRESHOLD 0, 1K, 64K, the default and 128M, with different
- * HVD_CYCLE_TIMEs; each is one hvd_init .. hvd_shutdown (the application keeps MPI up). In each,
+ * HVD_CYCLE_TIMEs and HVD_CPU_ALLREDUCE ring, shm and the default; each is one hvd_init .. hvd_shutdown (the application keeps MPI up). In each,
  * three schedules: every tensor in order, out of place; a rank-dependent permutation with
  * rank-dependent pauses, in place; one grouped all-reduce per dtype and op.
  * Checks:
@@ -41,10 +41,12 @@ enum { N_SCHEDULES = 3, MAX_CASES = 128 };
 typedef struct config {
     const char *threshold; /* NULL: the default */
     const char *cycle_ms;  /* NULL: the default */
+    const char *cpu;       /* HVD_CPU_ALLREDUCE; NULL: the default (auto: shm on one node) */
 } config;
 
-static const config CONFIGS[] = {{"0", "0.2"}, {"1K", NULL}, {"64K", "5"}, {NULL, NULL},
-                                 {"128M", "2"}};
+/* ring and shm (and auto, which picks one of them) must give the same bits */
+static const config CONFIGS[] = {{"0", "0.2", "ring"}, {"1K", NULL, "shm"}, {"64K", "5", "ring"},
+                                 {NULL, NULL, NULL}, {"128M", "2", "shm"}, {NULL, NULL, "ring"}};
 enum { N_CONFIGS = sizeof CONFIGS / sizeof CONFIGS[0] };
 
 typedef enum data_kind { DATA_ORDER, DATA_NAN } data_kind;
@@ -349,17 +351,21 @@ int main(int argc, char **argv) {
      * node's ranks in local-rank order. Where each rank sits comes from libhvdc itself. */
     int where[2] = {0, 0}, *all = malloc(2 * (size_t)size * sizeof *all), *order = malloc((size_t)size * sizeof *order);
     int *rotated = malloc((size_t)size * sizeof *rotated);
-    int group_size = size;
+    int group_size = size, local_size = size;
+    if (hvd_init() != HVD_OK) {
+        printf("hvd_init failed: %s\nFAIL\n", hvd_last_error());
+        return 1;
+    }
+    hvd_local_size(&local_size);
     if (hierarchical) {
-        if (hvd_init() != HVD_OK) {
-            printf("hvd_init failed: %s\nFAIL\n", hvd_last_error());
-            return 1;
-        }
         hvd_local_rank(&where[0]);
         hvd_cross_rank(&where[1]);
-        hvd_local_size(&group_size);
-        hvd_shutdown();
+        group_size = local_size;
     }
+    hvd_shutdown();
+    /* HVD_CPU_ALLREDUCE=shm across nodes is the two-level all-reduce (node order): the flat
+     * checks (rank order) take the ring there */
+    int shm_is_flat = hierarchical || local_size == size;
     MPI_Allgather(where, 2, MPI_INT, all, 2, MPI_INT, MPI_COMM_WORLD);
     for (int r = 0; r < size; r++) order[hierarchical ? all[2 * r + 1] * group_size + all[2 * r] : r] = r;
     for (int k = 0; k < size; k++) rotated[k] = (k + 1) % size; /* flat, starting at rank 1 */
@@ -396,16 +402,20 @@ int main(int argc, char **argv) {
     for (int cfg = 0; cfg < N_CONFIGS; cfg++) {
         set_env("HVD_FUSION_THRESHOLD", CONFIGS[cfg].threshold);
         set_env("HVD_CYCLE_TIME", CONFIGS[cfg].cycle_ms);
+        const char *cpu = CONFIGS[cfg].cpu;
+        set_env("HVD_CPU_ALLREDUCE", cpu && strcmp(cpu, "shm") == 0 && !shm_is_flat ? "ring" : cpu);
         hvd_status st = hvd_init();
         if (st != HVD_OK) {
             printf("[rank %d] hvd_init failed: %s\nFAIL\n", rank, hvd_last_error());
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         for (int s = 0; s < N_SCHEDULES; s++) {
-            char where_s[128];
-            snprintf(where_s, sizeof where_s, "HVD_FUSION_THRESHOLD=%s HVD_CYCLE_TIME=%s schedule %d",
+            char where_s[160];
+            snprintf(where_s, sizeof where_s,
+                     "HVD_FUSION_THRESHOLD=%s HVD_CYCLE_TIME=%s HVD_CPU_ALLREDUCE=%s schedule %d",
                      CONFIGS[cfg].threshold ? CONFIGS[cfg].threshold : "(default)",
-                     CONFIGS[cfg].cycle_ms ? CONFIGS[cfg].cycle_ms : "(default)", s);
+                     CONFIGS[cfg].cycle_ms ? CONFIGS[cfg].cycle_ms : "(default)",
+                     CONFIGS[cfg].cpu ? CONFIGS[cfg].cpu : "(default)", s);
             mt_begin(&t, "%s: every tensor as in the reference and in the first run", where_s);
             run_schedule(&t, s, cfg);
             check_reference(&t, where_s);

@@ -23,7 +23,7 @@ int main(void) {
     hvdc_config c;
     const char *none[] = {NULL};
     CHECK_TRUE(parse(&c, none) == HVD_OK, "defaults parse");
-    CHECK_TRUE(c.cpu_allreduce == HVDC_CPU_ALLREDUCE_RING && c.cycle_time_ms > 0, "defaults");
+    CHECK_TRUE(c.cpu_allreduce == HVDC_CPU_ALLREDUCE_AUTO && c.cycle_time_ms > 0, "defaults");
 
     const char *good[] = {"HVD_FUSION_THRESHOLD", "64M", "HVD_CYCLE_TIME", "0.5",
                           "HVD_CPU_ALLREDUCE", "mpi", "HVD_LOG_LEVEL", "debug", NULL};

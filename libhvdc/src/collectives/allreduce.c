@@ -24,9 +24,13 @@ size_t hvdc__allreduce_scratch_bytes(size_t count, hvd_dtype dtype, int size, si
 }
 
 size_t hvdc__hierarchical_scratch_bytes(size_t count, hvd_dtype dtype, int local_size,
-                                        int cross_size, size_t small_bytes) {
+                                        int cross_size, int shm, size_t small_bytes) {
     size_t local, cross;
-    if (count * hvd_dtype_size(dtype) <= small_bytes) {
+    if (shm) { /* only the cross-node stage, on one block */
+        local = 0;
+        cross = hvdc__allreduce_scratch_bytes(count / (size_t)local_size + 1, dtype, cross_size,
+                                              small_bytes);
+    } else if (count * hvd_dtype_size(dtype) <= small_bytes) {
         local = hvdc__small_scratch_bytes(count, dtype, local_size);
         cross = hvdc__small_scratch_bytes(count, dtype, cross_size);
     } else {
@@ -37,15 +41,23 @@ size_t hvdc__hierarchical_scratch_bytes(size_t count, hvd_dtype dtype, int local
     return local > cross ? local : cross;
 }
 
-hvd_status hvdc__hierarchical_allreduce(MPI_Comm local, MPI_Comm cross, const void *src,
-                                        void *dst, size_t count, hvd_dtype dtype,
-                                        hvd_reduce_op op, size_t small_bytes,
+hvd_status hvdc__hierarchical_allreduce(MPI_Comm local, MPI_Comm cross, hvdc_shm *shm,
+                                        const void *src, void *dst, size_t count,
+                                        hvd_dtype dtype, hvd_reduce_op op, size_t small_bytes,
                                         hvdc_buffer *scratch, hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
     int local_rank, local_size;
     CHECK_MPI(MPI_Comm_rank(local, &local_rank));
     CHECK_MPI(MPI_Comm_size(local, &local_size));
     size_t start, len, elem = hvd_dtype_size(dtype);
+    if (shm) { /* the same three stages, the inside-node ones through shared memory */
+        CHECK(hvdc__shm_reduce_scatter(shm, src, dst, count, dtype, op, watch));
+        hvdc__block_range(count, (size_t)local_size, (size_t)local_rank, &start, &len);
+        char *block = (char *)dst + start * elem;
+        CHECK(hvdc__allreduce(cross, block, block, len, dtype, op, small_bytes, scratch, watch));
+        CHECK(hvdc__shm_allgather_blocks(shm, dst, count, dtype, watch));
+        return HVD_OK;
+    }
     if (count * elem <= small_bytes) { /* node sum on every local rank, then across nodes */
         CHECK(hvdc__small_allreduce(local, src, dst, count, dtype, op, scratch, watch));
         CHECK(hvdc__small_allreduce(cross, dst, dst, count, dtype, op, scratch, watch));

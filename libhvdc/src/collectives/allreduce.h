@@ -55,6 +55,7 @@
 
 #include "base/buffer.h"
 #include "base/liveness.h"
+#include "collectives/shm.h"
 #include "hvdc.h"
 
 /* dst = every rank's src in rank order (src may equal dst): the one-step exchange up to
@@ -64,10 +65,11 @@ hvd_status hvdc__allreduce(MPI_Comm comm, const void *src, void *dst, size_t cou
                            hvdc_buffer *scratch, hvdc_liveness *watch);
 
 /* The two-level all-reduce: local = the ranks of this node, cross = the ranks with this local
- * rank, one per node. Needs the same number of ranks on every node (the caller checks). */
-hvd_status hvdc__hierarchical_allreduce(MPI_Comm local, MPI_Comm cross, const void *src,
-                                        void *dst, size_t count, hvd_dtype dtype,
-                                        hvd_reduce_op op, size_t small_bytes,
+ * rank, one per node. Needs the same number of ranks on every node (the caller checks). With
+ * shm (the node's segment, shm.h; else NULL) the inside-node stages go through it. */
+hvd_status hvdc__hierarchical_allreduce(MPI_Comm local, MPI_Comm cross, hvdc_shm *shm,
+                                        const void *src, void *dst, size_t count,
+                                        hvd_dtype dtype, hvd_reduce_op op, size_t small_bytes,
                                         hvdc_buffer *scratch, hvdc_liveness *watch);
 
 /* Leaves block `rank` (block.h) of work holding every rank's block `rank` of src folded in
@@ -90,7 +92,7 @@ hvd_status hvdc__small_allreduce(MPI_Comm comm, const void *src, void *dst, size
  * caller can reserve it (and agree that every rank could) before any data moves. */
 size_t hvdc__allreduce_scratch_bytes(size_t count, hvd_dtype dtype, int size, size_t small_bytes);
 size_t hvdc__hierarchical_scratch_bytes(size_t count, hvd_dtype dtype, int local_size,
-                                        int cross_size, size_t small_bytes);
+                                        int cross_size, int shm, size_t small_bytes);
 size_t hvdc__direct_scratch_bytes(size_t count, hvd_dtype dtype, int size);
 size_t hvdc__small_scratch_bytes(size_t count, hvd_dtype dtype, int size);
 

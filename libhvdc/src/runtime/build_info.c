@@ -6,7 +6,7 @@
  *
  *   version: 0.1.0
  *   cpu_ring: yes                         the host all-reduces (allreduce.h), flat and two-level
- *   shm_allreduce: no (...)               a shared-memory all-reduce inside a node
+ *   shm_allreduce: yes, ...               the shared-memory all-reduce inside a node
  *   mpi: yes, Open MPI v4.1.4, ...        the MPI libhvdc was built and runs with
  *   cuda: yes, CUDA 13.0 | no: <why>      the GPU backend (device tensors)
  *   nccl: yes, NCCL 2.28.9 | no
@@ -45,8 +45,8 @@ static void build(void) {
     }
     add(&off, "version: %s\n", hvd_version());
     add(&off, "cpu_ring: %s\n", "yes, one-step exchange, direct reduce-scatter + ring all-gather, two-level, over MPI");
-    add(&off, "shm_allreduce: %s\n", "no (not implemented yet: ranks on one node use MPI's "
-        "shared-memory transport)");
+    add(&off, "shm_allreduce: %s\n", "yes, POSIX shared memory among a node's ranks "
+        "(HVD_CPU_ALLREDUCE=auto or shm)");
     add(&off, "mpi: yes, %s\n", mpi);
     add(&off, "cuda: %s\n", HVDC_BUILD_CUDA);
     add(&off, "nccl: %s\n", HVDC_BUILD_NCCL);

@@ -28,7 +28,7 @@
 
 #define FIELD(f) offsetof(hvdc_config, f)
 
-static const char *const cpu_allreduce_choices[] = {"ring", "mpi", NULL};
+static const char *const cpu_allreduce_choices[] = {"ring", "mpi", "shm", "auto", NULL};
 static const char *const flag_choices[] = {"0", "1", NULL};
 static const char *const level_choices[] = {"trace", "debug", "info", "warning", "error", "warn", NULL};
 static const int level_values[] = {HVDC_LOG_TRACE, HVDC_LOG_DEBUG, HVDC_LOG_INFO,
@@ -45,10 +45,13 @@ const hvdc_setting hvdc__settings[] = {
     {"HVD_CYCLE_TIME", "HOROVOD_CYCLE_TIME", HVDC_SETTING_MS, FIELD(cycle_time_ms), 0, 10000,
      NULL, NULL, "1", "ms to wait for new submissions after a round that made no progress", 0},
     {"HVD_CPU_ALLREDUCE", "HOROVOD_CPU_ALLREDUCE", HVDC_SETTING_CHOICE, FIELD(cpu_allreduce), 0,
-     0, cpu_allreduce_choices, NULL, "`ring`",
-     "`ring` (libhvdc's own all-reduce, bitwise reproducible: see "
-     "[Reproducibility](#reproducibility)) or `mpi` (`MPI_Allreduce`, whose order is MPI's; "
-     "float16/bfloat16 always use libhvdc's)",
+     0, cpu_allreduce_choices, NULL, "`auto`",
+     "`auto`: `shm` when every rank is on one node, or for the inside-node stage of "
+     "`HVD_HIERARCHICAL_ALLREDUCE=1`; else `ring`. `shm`: the ranks of a node reduce in one "
+     "shared memory segment (across nodes: the two-level all-reduce, shared memory inside each "
+     "node). `ring`: libhvdc's all-reduce over MPI point-to-point messages. All three are "
+     "bitwise reproducible and give the same bits (see [Reproducibility](#reproducibility)). "
+     "`mpi`: `MPI_Allreduce`, whose order is MPI's (float16/bfloat16 always use libhvdc's)",
      1},
     {"HVD_LOG_LEVEL", "HOROVOD_LOG_LEVEL", HVDC_SETTING_CHOICE, FIELD(log_level), 0, 0,
      level_choices, level_values, "`warning`", "`trace`, `debug`, `info`, `warning`, `error`",
@@ -86,7 +89,7 @@ void hvdc__config_default(hvdc_config *config) {
         .fusion_threshold_bytes = DEFAULT_FUSION_THRESHOLD,
         .gpu_fusion_threshold_bytes = DEFAULT_GPU_FUSION_THRESHOLD,
         .cycle_time_ms = 1.0,
-        .cpu_allreduce = HVDC_CPU_ALLREDUCE_RING,
+        .cpu_allreduce = HVDC_CPU_ALLREDUCE_AUTO,
         .log_level = HVDC_LOG_WARNING,
         .stall_check_s = 60.0,
         .stall_shutdown_s = 0.0,

@@ -22,8 +22,10 @@
 #include "hvdc.h"
 
 typedef enum hvdc_cpu_allreduce {
-    HVDC_CPU_ALLREDUCE_RING = 0, /* our ring over MPI point-to-point */
+    HVDC_CPU_ALLREDUCE_RING = 0, /* our all-reduces over MPI point-to-point (allreduce.h) */
     HVDC_CPU_ALLREDUCE_MPI = 1,  /* MPI_Allreduce (the baseline) */
+    HVDC_CPU_ALLREDUCE_SHM = 2,  /* shared memory inside a node (shm.h); across nodes, two-level */
+    HVDC_CPU_ALLREDUCE_AUTO = 3, /* shm where the node's ranks can share it, else ring */
 } hvdc_cpu_allreduce;
 
 #define HVDC_PATH_MAX 1024

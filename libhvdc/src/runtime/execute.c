@@ -95,7 +95,8 @@ static size_t scratch_for(const hvdc_executor *ex, size_t count, hvd_dtype dtype
     if (uses_mpi(ex, dtype, op)) return 0;
     if (ex->hierarchical)
         return hvdc__hierarchical_scratch_bytes(count, dtype, ex->local_size, ex->cross_size,
-                                                ex->small_bytes);
+                                                ex->shm != NULL, ex->small_bytes);
+    if (ex->shm) return 0;
     return hvdc__allreduce_scratch_bytes(count, dtype, ex->size, ex->small_bytes);
 }
 
@@ -116,8 +117,10 @@ static hvd_status allreduce_buffer(hvdc_executor *ex, const void *src, void *dst
         return HVD_OK;
     }
     if (ex->hierarchical)
-        return hvdc__hierarchical_allreduce(ex->local_comm, ex->cross_comm, src, dst, count, dtype,
-                                            op, ex->small_bytes, &ex->scratch, ex->liveness);
+        return hvdc__hierarchical_allreduce(ex->local_comm, ex->cross_comm, ex->shm, src, dst,
+                                            count, dtype, op, ex->small_bytes, &ex->scratch,
+                                            ex->liveness);
+    if (ex->shm) return hvdc__shm_allreduce(ex->shm, src, dst, count, dtype, op, ex->liveness);
     return hvdc__allreduce(ex->comm, src, dst, count, dtype, op, ex->small_bytes, &ex->scratch,
                            ex->liveness);
 fail:

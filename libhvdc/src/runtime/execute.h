@@ -11,6 +11,7 @@
 
 #include "base/buffer.h"
 #include "base/liveness.h"
+#include "collectives/shm.h"
 #include "gpu/gpu.h"
 #include "negotiation/wire.h"
 #include "runtime/config.h"
@@ -23,8 +24,9 @@ typedef struct hvdc_executor {
     int rank, size;
     hvdc_cpu_allreduce cpu_allreduce;
     int hierarchical;          /* HVD_HIERARCHICAL_ALLREDUCE with the same ranks on every node */
-    MPI_Comm local_comm;       /* ranks on this node (hierarchical only) */
+    MPI_Comm local_comm;       /* ranks on this node (hierarchical or shm only) */
     MPI_Comm cross_comm;       /* ranks with this local rank, one per node (hierarchical only) */
+    hvdc_shm *shm;             /* the node's shared segment: NULL unless the all-reduce uses it */
     size_t pack_piece_bytes;   /* packed runs of small tensors are at most this big */
     size_t large_tensor_bytes; /* tensors at least this big are reduced where they lie */
     size_t small_bytes;        /* buffers up to this size take the one-step exchange (allreduce.h) */

@@ -161,6 +161,45 @@ fail:
     return st;
 }
 
+/* HVD_CPU_ALLREDUCE=auto|shm: the ranks of a node share one segment when they all run the same
+ * all-reduce through it: every rank on one node, or the inside-node stage of the two-level
+ * all-reduce. (Both conditions read the same on every rank.) */
+static int wants_shm(const hvdc_runtime *rt) {
+    int choice = rt->config.cpu_allreduce;
+    if (choice != HVDC_CPU_ALLREDUCE_AUTO && choice != HVDC_CPU_ALLREDUCE_SHM) return 0;
+    if (rt->topo.local_size < 2) return 0;
+    return rt->topo.local_size == rt->topo.size || rt->executor.hierarchical;
+}
+
+static hvd_status setup_shm(hvdc_runtime *rt) {
+    hvd_status st = HVD_OK;
+    hvdc_executor *ex = &rt->executor;
+    if (ex->local_comm == MPI_COMM_NULL) CHECK(hvdc__split_node(ex->comm, &ex->local_comm));
+    CHECK(hvdc__shm_create(ex->local_comm, &ex->shm));
+fail:
+    return st;
+}
+
+/* The segment, agreed: every rank uses it or none does. Where it cannot be had, `auto` goes on
+ * with the ring (and says so once); `shm`, asked for by name, fails hvd_init. */
+static hvd_status agree_shm(hvdc_runtime *rt) {
+    hvdc_executor *ex = &rt->executor;
+    hvd_status st = hvdc__agree(rt->control_comm, setup_shm(rt));
+    if (st == HVD_OK || rt->config.cpu_allreduce == HVDC_CPU_ALLREDUCE_SHM) return st;
+    if (rt->topo.rank == 0)
+        HVDC_LOG(HVDC_LOG_WARNING, "HVD_CPU_ALLREDUCE=auto: no shared-memory all-reduce (%s); "
+                 "using the ring", hvd_last_error());
+    hvdc__shm_destroy(ex->shm);
+    ex->shm = NULL;
+    hvdc__clear_error();
+    return HVD_OK;
+}
+
+static const char *cpu_allreduce_name(const hvdc_runtime *rt) {
+    if (rt->config.cpu_allreduce == HVDC_CPU_ALLREDUCE_MPI) return "mpi";
+    return rt->executor.shm ? "shm" : "ring";
+}
+
 static void runtime_free(hvdc_runtime *rt) {
     if (!rt) return;
     if (rt->executor.local_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.local_comm);
@@ -170,6 +209,7 @@ static void runtime_free(hvdc_runtime *rt) {
     hvdc__timeline_close(rt->executor.timeline);
     hvdc__gpu_destroy(rt->executor.gpu);
     hvdc__liveness_destroy(rt->executor.liveness);
+    hvdc__shm_destroy(rt->executor.shm);
     hvdc__buffer_free(&rt->executor.fusion);
     hvdc__buffer_free(&rt->executor.scratch);
     hvdc__name_table_free(&rt->in_flight);
@@ -257,7 +297,11 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     CHECK(hvdc__topology_detect(rt->control_comm, &rt->topo));
     hvdc__log_init((hvdc_log_level)rt->config.log_level, rt->topo.rank);
     set_up_executor(rt);
-    if (rt->config.hierarchical_allreduce) CHECK(hvdc__agree(rt->control_comm, setup_hierarchical(rt)));
+    /* HVD_CPU_ALLREDUCE=shm across nodes means the two-level all-reduce, shared memory inside */
+    if (rt->config.hierarchical_allreduce ||
+        (rt->config.cpu_allreduce == HVDC_CPU_ALLREDUCE_SHM && rt->topo.local_size != rt->topo.size))
+        CHECK(hvdc__agree(rt->control_comm, setup_hierarchical(rt)));
+    if (wants_shm(rt)) CHECK(agree_shm(rt));
     CHECK(hvdc__agree(rt->control_comm,
                       hvdc__liveness_create(rt->control_comm, &rt->executor.liveness)));
     st = HVD_OK;
@@ -270,7 +314,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     HVDC_LOG(HVDC_LOG_INFO, "started: size %d, local %d/%d, cross %d/%d, fusion threshold %zu bytes, cycle %.3g ms, cpu allreduce %s%s",
              rt->topo.size, rt->topo.local_rank, rt->topo.local_size, rt->topo.cross_rank,
              rt->topo.cross_size, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms,
-             rt->config.cpu_allreduce == HVDC_CPU_ALLREDUCE_RING ? "ring" : "mpi",
+             cpu_allreduce_name(rt),
              rt->executor.hierarchical ? " (hierarchical)" : "");
     if (rt->config.sigusr1_dump) hvdc__dump_install(&rt->dump_requested, wake_background, rt);
     pthread_mutex_lock(&gate_mutex);

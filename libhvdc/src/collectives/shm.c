@@ -1,0 +1,228 @@
+/*
+ * shm.c - the shared-memory all-reduce among the ranks of a node (shm.h has the picture).
+ *
+ * Segment layout: N arrival counters, one per 64-byte line (no false sharing), padded to a
+ * page; then N slots and the result slot, SLOT_BYTES each. The counters only grow: arriving
+ * for the e-th time stores e, so a waiter never confuses one step with the next and nothing is
+ * ever reset. POSIX shm rather than MPI_Win_allocate_shared: unmapping needs no collective, so
+ * a runtime whose peer died can still free it.
+ * Background thread (create: the thread that calls hvd_init).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* posix_fallocate and shm_open under -std=c11 */
+#endif
+#include "collectives/shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/dtype.h"
+#include "base/status.h"
+#include "collectives/block.h"
+#include "collectives/fold.h"
+
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the arrival counters must be lock-free to be shared");
+
+enum {
+    SLOT_BYTES = 256 * 1024, /* per rank and step: N + 1 slots stay in L2/L3 while folded */
+    LINE = 64,               /* one counter per cache line */
+    SPINS = 200,             /* busy polls before yielding the core to another rank */
+    NAME_MAX_BYTES = 64,
+};
+
+struct hvdc_shm {
+    int rank, size;
+    char *base;              /* the mapping */
+    size_t map_bytes;
+    char *slots;             /* slot q at slots + q * SLOT_BYTES; the result slot at q = size */
+    uint64_t epoch;          /* arrivals so far: the same on every rank of the node */
+    const void **in;         /* (size) a fold's inputs */
+};
+
+static _Atomic uint64_t *counter(const hvdc_shm *s, int q) {
+    return (_Atomic uint64_t *)(s->base + (size_t)q * LINE);
+}
+
+static char *slot(const hvdc_shm *s, int q) { return s->slots + (size_t)q * SLOT_BYTES; }
+
+static size_t header_bytes(int size) {
+    size_t page = 4096, bytes = (size_t)size * LINE;
+    return (bytes + page - 1) / page * page;
+}
+
+static void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Arrives for the next step and waits until every rank of the node has. */
+static hvd_status arrive_and_wait(hvdc_shm *s, hvdc_liveness *watch) {
+    uint64_t e = ++s->epoch;
+    atomic_store_explicit(counter(s, s->rank), e, memory_order_release);
+    for (int q = 0; q < s->size; q++) {
+        unsigned spins = 0;
+        while (atomic_load_explicit(counter(s, q), memory_order_acquire) < e) {
+            if (++spins < SPINS) {
+                cpu_relax();
+                continue;
+            }
+            sched_yield();
+            if (watch && spins % 64 == 0) {
+                hvd_status st = hvdc__liveness_check(watch);
+                if (st != HVD_OK) return st;
+            }
+        }
+    }
+    return HVD_OK;
+}
+
+hvd_status hvdc__shm_create(MPI_Comm local, hvdc_shm **out) {
+    static _Atomic unsigned segments; /* several runtimes (process sets) in one process */
+    hvd_status st = HVD_OK;
+    hvdc_shm *s = calloc(1, sizeof *s);
+    char name[NAME_MAX_BYTES] = "", why[160] = "";
+    int fd = -1;
+    *out = NULL;
+    if (!s) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the shared-memory all-reduce");
+    s->base = MAP_FAILED;
+    CHECK_MPI(MPI_Comm_rank(local, &s->rank));
+    CHECK_MPI(MPI_Comm_size(local, &s->size));
+    s->in = calloc((size_t)s->size, sizeof *s->in);
+    s->map_bytes = header_bytes(s->size) + ((size_t)s->size + 1) * SLOT_BYTES;
+    if (s->rank == 0) {
+        snprintf(name, sizeof name, "/hvdc-%ld-%u-%lx", (long)getpid(), atomic_fetch_add(&segments, 1),
+                 (unsigned long)time(NULL));
+        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        int err = fd < 0 ? errno : 0;
+        if (!err && ftruncate(fd, (off_t)s->map_bytes) != 0) err = errno;
+        if (!err) err = posix_fallocate(fd, 0, (off_t)s->map_bytes); /* no SIGBUS later on a full /dev/shm */
+        if (err) {
+            snprintf(why, sizeof why, "could not create a %zu-byte shared memory segment in /dev/shm: %s",
+                     s->map_bytes, strerror(err));
+            if (fd >= 0) shm_unlink(name);
+            name[0] = '\0';
+        }
+    }
+    CHECK_MPI(MPI_Bcast(name, NAME_MAX_BYTES, MPI_CHAR, 0, local));
+    if (name[0] && s->rank != 0) {
+        fd = shm_open(name, O_RDWR, 0);
+        if (fd < 0) snprintf(why, sizeof why, "could not open the node's shared memory segment %s: %s",
+                             name, strerror(errno));
+    }
+    if (fd >= 0) {
+        s->base = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (s->base == MAP_FAILED)
+            snprintf(why, sizeof why, "could not map the node's shared memory segment: %s", strerror(errno));
+        close(fd);
+    }
+    CHECK_MPI(MPI_Barrier(local)); /* every rank has mapped it (or failed): the name can go */
+    if (s->rank == 0 && name[0]) shm_unlink(name);
+    if (!name[0] && !why[0]) snprintf(why, sizeof why, "local rank 0 could not create the node's shared memory segment");
+    if (why[0] || !s->in) {
+        st = hvdc__fail(s->in ? HVD_ERR_INTERNAL : HVD_ERR_NO_MEMORY, "%s",
+                        s->in ? why : "out of memory for the shared-memory all-reduce");
+        goto fail;
+    }
+    s->slots = s->base + header_bytes(s->size);
+    *out = s;
+    return HVD_OK;
+fail:
+    hvdc__shm_destroy(s);
+    return st;
+}
+
+void hvdc__shm_destroy(hvdc_shm *s) {
+    if (!s) return;
+    if (s->base != MAP_FAILED && s->base) munmap(s->base, s->map_bytes);
+    free(s->in);
+    free(s);
+}
+
+hvd_status hvdc__shm_allreduce(hvdc_shm *s, const void *src, void *dst, size_t count,
+                               hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch) {
+    hvd_status st = HVD_OK;
+    size_t elem = hvd_dtype_size(dtype), step = SLOT_BYTES / elem;
+    if (s->size == 1 || count == 0) {
+        if (src != dst && count) memmove(dst, src, count * elem);
+        return HVD_OK;
+    }
+    char *result = slot(s, s->size);
+    for (size_t at = 0; at < count; at += step) {
+        size_t len = count - at < step ? count - at : step, off, n;
+        const char *mine = (const char *)src + at * elem;
+        /* the others' parts only: this rank folds its own part from src itself */
+        hvdc__block_range(len, (size_t)s->size, (size_t)s->rank, &off, &n);
+        if (off > 0) memcpy(slot(s, s->rank), mine, off * elem);
+        if (off + n < len) memcpy(slot(s, s->rank) + (off + n) * elem, mine + (off + n) * elem, (len - off - n) * elem);
+        CHECK(arrive_and_wait(s, watch));
+        for (int q = 0; q < s->size; q++) s->in[q] = slot(s, q) + off * elem;
+        s->in[s->rank] = mine + off * elem;
+        hvdc__fold(result + off * elem, s->in, s->size, n, dtype, op);
+        CHECK(arrive_and_wait(s, watch));
+        memcpy((char *)dst + at * elem, result, len * elem);
+    }
+fail:
+    return st;
+}
+
+hvd_status hvdc__shm_reduce_scatter(hvdc_shm *s, const void *src, void *dst, size_t count,
+                                    hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch) {
+    hvd_status st = HVD_OK;
+    size_t elem = hvd_dtype_size(dtype), parts = (size_t)s->size, me = (size_t)s->rank;
+    size_t piece = SLOT_BYTES / elem / parts, first_len, off, n;
+    if (piece == 0) piece = 1;
+    hvdc__block_range(count, parts, 0, &off, &first_len); /* block 0 is the longest */
+    for (size_t at = 0; at < first_len; at += piece) {
+        for (size_t q = 0; q < parts; q++) { /* piece `at` of the others' blocks into my slot */
+            if (q == me) continue;
+            hvdc__block_range(count, parts, q, &off, &n);
+            size_t len = at < n ? (n - at < piece ? n - at : piece) : 0;
+            if (len) memcpy(slot(s, s->rank) + q * piece * elem, (const char *)src + (off + at) * elem, len * elem);
+        }
+        CHECK(arrive_and_wait(s, watch));
+        hvdc__block_range(count, parts, me, &off, &n);
+        size_t len = at < n ? (n - at < piece ? n - at : piece) : 0;
+        for (int q = 0; q < s->size; q++) s->in[q] = slot(s, q) + me * piece * elem;
+        s->in[me] = (const char *)src + (off + at) * elem; /* my own block: straight from src */
+        hvdc__fold((char *)dst + (off + at) * elem, s->in, s->size, len, dtype, op);
+        CHECK(arrive_and_wait(s, watch)); /* every slot read: they may be written again */
+    }
+fail:
+    return st;
+}
+
+hvd_status hvdc__shm_allgather_blocks(hvdc_shm *s, void *buf, size_t count, hvd_dtype dtype,
+                                      hvdc_liveness *watch) {
+    hvd_status st = HVD_OK;
+    size_t elem = hvd_dtype_size(dtype), parts = (size_t)s->size, me = (size_t)s->rank;
+    size_t piece = SLOT_BYTES / elem / parts, first_len, off, n;
+    char *result = slot(s, s->size);
+    if (piece == 0) piece = 1;
+    hvdc__block_range(count, parts, 0, &off, &first_len);
+    for (size_t at = 0; at < first_len; at += piece) {
+        hvdc__block_range(count, parts, me, &off, &n);
+        size_t len = at < n ? (n - at < piece ? n - at : piece) : 0;
+        if (len) memcpy(result + me * piece * elem, (char *)buf + (off + at) * elem, len * elem);
+        CHECK(arrive_and_wait(s, watch));
+        for (size_t q = 0; q < parts; q++) {
+            if (q == me) continue;
+            hvdc__block_range(count, parts, q, &off, &n);
+            len = at < n ? (n - at < piece ? n - at : piece) : 0;
+            if (len) memcpy((char *)buf + (off + at) * elem, result + q * piece * elem, len * elem);
+        }
+        CHECK(arrive_and_wait(s, watch)); /* every rank has copied: the result slot is free */
+    }
+fail:
+    return st;
+}

@@ -1,0 +1,60 @@
+/*
+ * shm.h - the all-reduce among the ranks of one node through one shared memory segment: no
+ * message copies, no MPI call per step.
+ *
+ * The segment (POSIX shm, mapped by every rank of the node) holds one arrival counter per rank,
+ * one slot per rank and one result slot. A buffer goes through in steps of at most SLOT_BYTES
+ * (shm.c) per rank, sized to stay in cache; each step, for N ranks:
+ *
+ *   1. rank r copies its step's data into slot r                     then: all ranks arrive
+ *   2. rank r folds part r of the step from slots 0..N-1, in rank     then: all ranks arrive
+ *      order (fold.h), into the result slot (all-reduce) or straight
+ *      into its own output (reduce-scatter)
+ *   3. all-reduce: every rank copies the whole step out of the result slot
+ *
+ * The second arrival also says "slots free": nobody writes slot r again before every rank has
+ * folded from it. Each element is combined in rank order, x0 op x1 op ... x(N-1), like every
+ * host all-reduce (allreduce.h), so the bits equal theirs. Waiting spins briefly, then yields
+ * the core (ranks may outnumber cores), and checks `watch`, so a dead peer fails the
+ * collective (HVD_ERR_RANK_FAILED) instead of hanging it.
+ *
+ * Every rank of the node must make the same calls in the same order with the same counts (the
+ * background threads execute the same responses in the same order).
+ *
+ * defines: hvdc_shm, hvdc__shm_create, _destroy, _allreduce, _reduce_scatter, _allgather_blocks
+ * Background thread (create: the thread that calls hvd_init).
+ */
+#ifndef HVDC_SHM_H
+#define HVDC_SHM_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+#include "base/liveness.h"
+#include "hvdc.h"
+
+typedef struct hvdc_shm hvdc_shm;
+
+/* Collective over local (the ranks of one node): local rank 0 creates the segment, the others
+ * map it, and its name is removed at once (nothing is left in /dev/shm, even after a crash).
+ * A failure on one rank is returned there only: the caller agrees on the outcome. */
+hvd_status hvdc__shm_create(MPI_Comm local, hvdc_shm **out);
+
+/* Unmaps; not collective (safe after a peer died). NULL-safe. */
+void hvdc__shm_destroy(hvdc_shm *shm);
+
+/* dst = every local rank's src, combined in local rank order (src may equal dst). */
+hvd_status hvdc__shm_allreduce(hvdc_shm *shm, const void *src, void *dst, size_t count,
+                               hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch);
+
+/* Block r (block.h, count over the node's ranks) of dst, for local rank r, gets every local
+ * rank's block r of src combined in rank order; dst's other blocks are not written. src may
+ * equal dst. */
+hvd_status hvdc__shm_reduce_scatter(hvdc_shm *shm, const void *src, void *dst, size_t count,
+                                    hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch);
+
+/* Local rank r holds block r of buf; afterwards every local rank holds all blocks. */
+hvd_status hvdc__shm_allgather_blocks(hvdc_shm *shm, void *buf, size_t count, hvd_dtype dtype,
+                                      hvdc_liveness *watch);
+
+#endif

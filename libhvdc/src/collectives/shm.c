@@ -33,8 +33,13 @@
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the arrival counters must be lock-free to be shared");
 
+/* per rank and step: N + 1 slots stay in L2/L3 while folded (-D to measure others) */
+#ifndef HVDC_SHM_SLOT_BYTES
+#define HVDC_SHM_SLOT_BYTES (256 * 1024)
+#endif
+
 enum {
-    SLOT_BYTES = 256 * 1024, /* per rank and step: N + 1 slots stay in L2/L3 while folded */
+    SLOT_BYTES = HVDC_SHM_SLOT_BYTES,
     LINE = 64,               /* one counter per cache line */
     SPINS = 200,             /* busy polls before yielding the core to another rank */
     NAME_MAX_BYTES = 64,

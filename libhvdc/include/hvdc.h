@@ -82,7 +82,13 @@ typedef enum hvd_status {
 } hvd_status;
 
 /* Element types. float16 is IEEE binary16, bfloat16 the top half of a float32; both are
- * reduced by converting each pair to float32, combining, and rounding back to nearest-even. */
+ * reduced by converting each pair to float32, combining, and rounding back to nearest-even.
+ * Integers wrap around on overflow. HVD_BOOL is one byte, 0 or 1 (any non-zero input byte
+ * counts as 1, results are always 0 or 1), reduced as torch's collectives reduce bool:
+ * HVD_SUM and HVD_MAX are logical or, HVD_PRODUCT and HVD_MIN logical and; HVD_AVERAGE of
+ * bool is undefined and refused (HVD_ERR_INVALID_ARG). On a CUDA device (NCCL has no 16-bit
+ * integers) int16 and uint16 move (broadcast, allgather, alltoall) but do not reduce
+ * (HVD_ERR_UNSUPPORTED). */
 typedef enum hvd_dtype {
     HVD_UINT8 = 0,
     HVD_INT8 = 1,
@@ -92,14 +98,19 @@ typedef enum hvd_dtype {
     HVD_BFLOAT16 = 5,
     HVD_FLOAT32 = 6,
     HVD_FLOAT64 = 7,
+    HVD_INT16 = 8,
+    HVD_UINT16 = 9,
+    HVD_BOOL = 10,
 } hvd_dtype;
-#define HVD_DTYPE_COUNT 8
+#define HVD_DTYPE_COUNT 11
 
 /* Reductions. HVD_AVERAGE is the sum divided by the number of ranks, summed in a type wide
- * enough not to overflow: int8, uint8 and int32 in int64 (the division then truncates toward
+ * enough not to overflow: int8, uint8, int16, uint16 and int32 in int64 (the division then
+ * truncates toward
  * zero; int64 sums in int64), float16 and bfloat16 in float32 (each value divided first, the
  * result rounded once to nearest-even). HVD_MIN and HVD_MAX on floating dtypes propagate NaN
- * (a NaN on any rank gives NaN, as torch.minimum/maximum do). Every rank gets the same bits. */
+ * (a NaN on any rank gives NaN, as torch.minimum/maximum do). Every rank gets the same bits.
+ * bool: see hvd_dtype (no average). */
 typedef enum hvd_reduce_op {
     HVD_SUM = 0,
     HVD_AVERAGE = 1,

@@ -232,6 +232,20 @@ static void test_bad_args(mt_ctx *t) {
     EXPECT_INVALID(t, hvd_reducescatter("bad.op", buf, out, 8, HVD_INT32, (hvd_reduce_op)99,
                                         NULL));
     EXPECT_INVALID(t, hvd_reducescatter("bad.null", NULL, out, 8, HVD_INT32, HVD_SUM, NULL));
+    /* the average of bool is undefined (sum is or, min is and): refused, with what to use */
+    EXPECT_INVALID(t, hvd_allreduce("bad.boolavg", buf, out, 8, HVD_BOOL, HVD_AVERAGE));
+    MT_CHECK(t, strstr(hvd_last_error(), "bool") && strstr(hvd_last_error(), "HVD_SUM"),
+             "bool average: the message \"%s\" does not say what to use", hvd_last_error());
+    EXPECT_INVALID(t, hvd_reducescatter("bad.boolavg", buf, out, 8, HVD_BOOL, HVD_AVERAGE, NULL));
+    {
+        const char *names[1] = {"bad.boolavg"};
+        const void *sends[1] = {buf};
+        void *recvs[1] = {out};
+        size_t gcounts[1] = {8};
+        EXPECT_INVALID(t, hvd_grouped_allreduce(1, names, sends, recvs, gcounts, HVD_BOOL,
+                                                HVD_AVERAGE));
+    }
+    EXPECT_INVALID(t, hvd_allreduce("bad.dtype", buf, out, 8, (hvd_dtype)HVD_DTYPE_COUNT, HVD_SUM));
     EXPECT_INVALID(t, hvd_alltoall("bad.counts", buf, NULL, out, 8, HVD_INT32, NULL, NULL));
     EXPECT_INVALID(t, hvd_alltoall(long_name, buf, counts, out, 8, HVD_INT32, NULL, NULL));
     {

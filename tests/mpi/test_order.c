@@ -88,7 +88,7 @@ static void setup_case(mt_ctx *t, op_case *c, int k, int mixed) {
     memset(c, 0, sizeof *c);
     c->kind = mixed ? (kind)(k % 5) : K_ALLREDUCE;
     c->dt = mt_all_dtypes[k % HVD_DTYPE_COUNT];
-    c->op = mt_all_ops[(k / HVD_DTYPE_COUNT) % HVD_REDUCE_OP_COUNT];
+    c->op = mt_defined_op(c->dt, mt_all_ops[(k / HVD_DTYPE_COUNT) % HVD_REDUCE_OP_COUNT]);
     c->count = mixed ? count_of(k) / 4 : count_of(k);
     c->in_place = k % 2 == 0;
     c->root = k % t->size;

@@ -108,7 +108,7 @@ static void plan_op(soak_op *o, uint64_t *s, long id, int slot, int size, size_t
     /* half the reductions are float32 sums, so neighbours fuse; the rest anything */
     int common = rng_below(s, 2) == 0;
     o->dt = common ? HVD_FLOAT32 : mt_all_dtypes[rng_below(s, HVD_DTYPE_COUNT)];
-    o->op = common ? HVD_SUM : mt_all_ops[rng_below(s, HVD_REDUCE_OP_COUNT)];
+    o->op = common ? HVD_SUM : mt_defined_op(o->dt, mt_all_ops[rng_below(s, HVD_REDUCE_OP_COUNT)]);
     o->prescale = o->postscale = 1.0;
     if (mt_is_float(o->dt) && (o->kind == K_ALLREDUCE || o->kind == K_GROUPED ||
                                o->kind == K_REDUCESCATTER) && rng_below(s, 4) == 0) {

@@ -35,13 +35,16 @@ static hvd_status check_name(const char *fn, const char *name) {
 
 static hvd_status check_dtype(const char *fn, const char *name, int dtype) {
     if (!hvdc__dtype_valid(dtype))
-        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': dtype %d is unknown; expected one of HVD_UINT8, HVD_INT8, HVD_INT32, HVD_INT64, HVD_FLOAT16, HVD_BFLOAT16, HVD_FLOAT32, HVD_FLOAT64", fn, name, dtype);
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': dtype %d is unknown; expected one of HVD_UINT8, HVD_INT8, HVD_INT16, HVD_UINT16, HVD_INT32, HVD_INT64, HVD_FLOAT16, HVD_BFLOAT16, HVD_FLOAT32, HVD_FLOAT64, HVD_BOOL", fn, name, dtype);
     return HVD_OK;
 }
 
-static hvd_status check_op(const char *fn, const char *name, int op) {
+/* A reduce op that is known and defined on dtype (checked after check_dtype). */
+static hvd_status check_op(const char *fn, const char *name, int op, hvd_dtype dtype) {
     if (!hvdc__op_valid(op))
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': reduce op %d is unknown; expected HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX or HVD_PRODUCT", fn, name, op);
+    if (dtype == HVD_BOOL && op == HVD_AVERAGE)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': HVD_AVERAGE of bool is undefined; use HVD_SUM or HVD_MAX (logical or), or HVD_MIN or HVD_PRODUCT (logical and)", fn, name);
     return HVD_OK;
 }
 
@@ -74,6 +77,13 @@ static hvd_status check_options(const char *fn, const char *name, const hvd_opti
 /* Where a tensor lives: the device asked for, else wherever its memory is. */
 static int tensor_device(const hvd_options *o, const void *buf) {
     return o->device != HVD_DEVICE_CPU ? o->device : hvdc__gpu_pointer_device(buf);
+}
+
+/* A reduction on a device: NCCL has no 16-bit integers (hvdc.h). */
+static hvd_status check_device_reduce(const char *fn, const char *name, int device, hvd_dtype dtype) {
+    if (device != HVD_DEVICE_CPU && (dtype == HVD_INT16 || dtype == HVD_UINT16))
+        return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s '%s': %s on CUDA device %d cannot be reduced (NCCL has no 16-bit integer type); use int32, or host memory", fn, name, hvdc__dtype_name(dtype), device);
+    return HVD_OK;
 }
 
 static uint64_t *copy_counts(const size_t *counts, size_t n) {
@@ -202,9 +212,10 @@ static hvd_status check_reduction(const char *fn, const char *name, const hvd_ha
     CHECK(check_name(fn, name));
     if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
     CHECK(check_dtype(fn, name, (int)dtype));
-    CHECK(check_op(fn, name, (int)op));
+    CHECK(check_op(fn, name, (int)op, dtype));
     CHECK(check_buffer(fn, name, "sendbuf", sendbuf, count, dtype));
     CHECK(check_options(fn, name, o, dtype));
+    CHECK(check_device_reduce(fn, name, tensor_device(o, sendbuf), dtype));
 fail:
     return st;
 }
@@ -263,13 +274,14 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
         names_bytes += strlen(names[i]) + 1;
     }
     CHECK(check_dtype(fn, names[0], (int)dtype));
-    CHECK(check_op(fn, names[0], (int)op));
+    CHECK(check_op(fn, names[0], (int)op, dtype));
     for (int i = 0; i < n; i++) {
         CHECK(check_buffer(fn, names[i], "sendbufs[i]", sendbufs[i], counts[i], dtype));
         CHECK(check_buffer(fn, names[i], "recvbufs[i]", recvbufs[i], counts[i], dtype));
     }
     CHECK(hvdc__check_group(fn, n, names, sendbufs, recvbufs, counts, hvd_dtype_size(dtype)));
     CHECK(check_options(fn, names[0], o, dtype));
+    CHECK(check_device_reduce(fn, names[0], tensor_device(o, recvbufs[0]), dtype));
     hvdc_op *req = hvdc__op_create((size_t)n);
     if (req) req->member_names = malloc(names_bytes);
     if (req) req->desc.counts = copy_counts(counts, (size_t)n);

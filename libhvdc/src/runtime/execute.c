@@ -33,9 +33,11 @@ static MPI_Datatype mpi_native_type(hvd_dtype dtype) {
     case HVD_INT8: return MPI_INT8_T;
     case HVD_INT32: return MPI_INT32_T;
     case HVD_INT64: return MPI_INT64_T;
+    case HVD_INT16: return MPI_INT16_T;
+    case HVD_UINT16: return MPI_UINT16_T;
     case HVD_FLOAT32: return MPI_FLOAT;
     case HVD_FLOAT64: return MPI_DOUBLE;
-    default: return MPI_DATATYPE_NULL; /* half types: MPI has none */
+    default: return MPI_DATATYPE_NULL; /* half types: MPI has none; bool: MPI_SUM is not or */
     }
 }
 

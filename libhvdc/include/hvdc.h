@@ -5,7 +5,7 @@
  *          hvd_rank, hvd_size, hvd_local_rank, hvd_local_size, hvd_cross_rank, hvd_cross_size,
  *          hvd_allreduce[_async], hvd_grouped_allreduce[_async], hvd_broadcast[_async],
  *          hvd_allgather[_async], hvd_reducescatter[_async], hvd_alltoall[_async], hvd_barrier,
- *          hvd_join,
+ *          hvd_join, hvd_start_timeline, hvd_stop_timeline,
  *          hvd_poll, hvd_wait, hvd_status_string, hvd_last_error, hvd_dtype_size, hvd_version,
  *          hvd_build_info
  *
@@ -300,6 +300,24 @@ HVD_API hvd_status hvd_poll(hvd_handle handle, int *done);
  * @return the operation's status (with hvd_last_error() set on this thread on failure), or
  *         HVD_ERR_INVALID_ARG for a handle that is not live (released already, or never valid). */
 HVD_API hvd_status hvd_wait(hvd_handle *handle);
+
+/* ---- Timeline ------------------------------------------------------------------------------ */
+
+/* Starts writing a Chrome-trace timeline (what HVD_TIMELINE does from hvd_init) to path,
+ * replacing the file: one row per tensor with its phases (queued, negotiating, waiting for
+ * other ranks, executing); mark_cycles != 0 adds an instant event per negotiation round. Call
+ * it on every rank, like Horovod's start_timeline: rank 0 writes the file, the other ranks only
+ * check the arguments. The file is valid JSON at every moment.
+ * @return HVD_OK; HVD_ERR_NOT_INITIALIZED; HVD_ERR_INVALID_ARG for a NULL or empty path, a file
+ *         that cannot be written (the message names it and the system error), or a timeline
+ *         already being written (the message names its file; stop it first). Never blocks on
+ *         other ranks. */
+HVD_API hvd_status hvd_start_timeline(const char *path, int mark_cycles);
+
+/* Stops the timeline started by hvd_start_timeline or HVD_TIMELINE: when it returns, every
+ * event so far is in the file, which is closed. Does nothing when no timeline is being
+ * written. @return HVD_OK; HVD_ERR_NOT_INITIALIZED. Blocks only for the file's last write. */
+HVD_API hvd_status hvd_stop_timeline(void);
 
 /* ---- Errors and misc ------------------------------------------------------------------------ */
 

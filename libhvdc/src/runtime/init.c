@@ -260,7 +260,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     CHECK(hvdc__agree(rt->control_comm,
                       hvdc__liveness_create(rt->control_comm, &rt->executor.liveness)));
     st = HVD_OK;
-    if (rt->config.timeline_path[0] && rt->topo.rank == 0)
+    if (rt->topo.rank == 0) /* recording from the start only with HVD_TIMELINE */
         st = hvdc__timeline_open(rt->config.timeline_path, rt->topo.rank,
                                  rt->config.timeline_mark_cycles, &rt->executor.timeline);
     CHECK(hvdc__agree(rt->control_comm, st));

@@ -4,10 +4,11 @@
  * defines: hvd_init, hvd_init_comm, hvd_shutdown, hvd_is_initialized,
  *          hvd_rank, hvd_size, hvd_local_rank, hvd_local_size, hvd_cross_rank, hvd_cross_size,
  *          hvd_allreduce[_async], hvd_grouped_allreduce[_async], hvd_broadcast[_async],
- *          hvd_allgather[_async], hvd_reducescatter[_async], hvd_alltoall[_async], hvd_barrier,
+ *          hvd_allgather[_async], hvd_allgather_alloc_async, hvd_reducescatter[_async],
+ *          hvd_alltoall[_async], hvd_alltoall_alloc_async, hvd_free, hvd_barrier,
  *          hvd_join, hvd_start_timeline, hvd_stop_timeline,
- *          hvd_poll, hvd_wait, hvd_status_string, hvd_last_error, hvd_dtype_size, hvd_version,
- *          hvd_build_info
+ *          hvd_poll, hvd_wait, hvd_status_string, hvd_last_error, hvd_dtype_size, hvd_gpu_built,
+ *          hvd_version, hvd_build_info
  *
  * How it works. Any user thread submits named tensors. A background thread, the only one that
  * talks to the network, negotiates with the other ranks which names are ready everywhere, checks
@@ -252,6 +253,18 @@ HVD_API hvd_status hvd_allgather_async(const char *name, const void *sendbuf, si
                                        size_t *recv_count, size_t *rank_counts,
                                        hvd_handle *handle);
 
+/* Allgather whose output libhvdc allocates, once negotiation has told every rank's count, so
+ * the caller needs no bound on the total and no extra round to learn it (what a framework
+ * binding needs to allocate a tensor of the gathered shape). On completion *recvbuf holds a
+ * buffer of *recv_count elements, 64-byte aligned (NULL when the total is 0), which the caller
+ * owns and releases with hvd_free; on failure it stays NULL. Host memory only: a device
+ * sendbuf or options->device gives HVD_ERR_UNSUPPORTED. options may be NULL; its scale factors
+ * must be 1. recv_count and rank_counts as for hvd_allgather. */
+HVD_API hvd_status hvd_allgather_alloc_async(const char *name, const void *sendbuf, size_t count,
+                                             hvd_dtype dtype, const hvd_options *options,
+                                             void **recvbuf, size_t *recv_count,
+                                             size_t *rank_counts, hvd_handle *handle);
+
 /* Reduces count elements across ranks and leaves rank r with its block of the result:
  * block r starts at r*(count/size) + min(r, count%size) and holds count/size elements, plus one
  * if r < count%size. recvbuf must hold that many; *recv_count (if not NULL) gets it.
@@ -277,6 +290,17 @@ HVD_API hvd_status hvd_alltoall_async(const char *name, const void *sendbuf,
                                       const size_t sendcounts[], void *recvbuf,
                                       size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
                                       size_t recvcounts[], hvd_handle *handle);
+
+/* Alltoall whose output libhvdc allocates once the ranks have exchanged their counts (see
+ * hvd_allgather_alloc_async for the buffer's ownership and the options). */
+HVD_API hvd_status hvd_alltoall_alloc_async(const char *name, const void *sendbuf,
+                                            const size_t sendcounts[], hvd_dtype dtype,
+                                            const hvd_options *options, void **recvbuf,
+                                            size_t *recv_count, size_t recvcounts[],
+                                            hvd_handle *handle);
+
+/* Releases a buffer that an _alloc call handed over. NULL-safe. Never blocks. */
+HVD_API void hvd_free(void *buf);
 
 /* Returns once every rank has called hvd_barrier (the n-th call on each rank matches). */
 HVD_API hvd_status hvd_barrier(void);
@@ -330,6 +354,10 @@ HVD_API const char *hvd_last_error(void);
 
 /* Bytes per element of dtype, or 0 for an unknown dtype. */
 HVD_API size_t hvd_dtype_size(hvd_dtype dtype);
+
+/* 1 if this build has the GPU backend (CUDA kernels and NCCL), else 0. Never blocks; needs no
+ * hvd_init. */
+HVD_API int hvd_gpu_built(void);
 
 /* "major.minor.patch". */
 HVD_API const char *hvd_version(void);

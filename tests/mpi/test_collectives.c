@@ -296,6 +296,23 @@ static void test_allgather(mt_ctx *t, hvd_dtype dt, size_t count) {
     snprintf(name, sizeof name, "ag.nullouts.%s.%zu", mt_dtype_name(dt), count);
     if (MT_EXPECT(t, hvd_allgather(name, send, mine, recv, capacity, dt, NULL, NULL), HVD_OK))
         mt_compare(t, recv, ref, dt, total, 0, name);
+    /* libhvdc allocates the result: same data, counts, a 64-byte aligned buffer (NULL if empty) */
+    snprintf(name, sizeof name, "ag.alloc.%s.%zu", mt_dtype_name(dt), count);
+    void *got = (void *)&recv_count; /* must be overwritten */
+    hvd_handle h = HVD_HANDLE_NULL;
+    recv_count = 12345;
+    if (MT_EXPECT(t, hvd_allgather_alloc_async(name, send, mine, dt, NULL, &got, &recv_count,
+                                               rank_counts, &h), HVD_OK) &&
+        MT_EXPECT(t, hvd_wait(&h), HVD_OK)) {
+        MT_CHECK(t, recv_count == total, "alloc: recv_count %zu, expected %zu", recv_count, total);
+        MT_CHECK(t, total > 0 ? got != NULL && (uintptr_t)got % 64 == 0 : got == NULL,
+                 "alloc: buffer %p for %zu elements", got, total);
+        for (int r = 0; r < t->size; r++)
+            MT_CHECK(t, rank_counts[r] == count + (size_t)r, "alloc: rank_counts[%d] = %zu", r,
+                     rank_counts[r]);
+        if (got && recv_count == total) mt_compare(t, got, ref, dt, total, 0, name);
+        hvd_free(got);
+    }
     mt_end(t);
     free(send), free(orig), free(recv), free(ref), free(rank_counts);
 }
@@ -390,6 +407,21 @@ static void test_alltoall(mt_ctx *t, hvd_dtype dt, size_t count) {
         mt_compare(t, recv, ref, dt, recv_total, 0, name);
         check_guard(t, recv, capacity, dt, name);
         MT_CHECK(t, memcmp(send, orig, send_total * es) == 0, "sendbuf was modified");
+    }
+    /* libhvdc allocates the result once the counts are exchanged */
+    snprintf(name, sizeof name, "a2a.alloc.%s.%zu", mt_dtype_name(dt), count);
+    void *got = (void *)&recv_count;
+    hvd_handle h = HVD_HANDLE_NULL;
+    recv_count = 12345;
+    if (MT_EXPECT(t, hvd_alltoall_alloc_async(name, send, sendcounts, dt, NULL, &got, &recv_count,
+                                              recvcounts, &h), HVD_OK) &&
+        MT_EXPECT(t, hvd_wait(&h), HVD_OK)) {
+        MT_CHECK(t, recv_count == recv_total, "alloc: recv_count %zu, expected %zu", recv_count,
+                 recv_total);
+        MT_CHECK(t, recv_total > 0 ? got != NULL && (uintptr_t)got % 64 == 0 : got == NULL,
+                 "alloc: buffer %p for %zu elements", got, recv_total);
+        if (got && recv_count == recv_total) mt_compare(t, got, ref, dt, recv_total, 0, name);
+        hvd_free(got);
     }
     mt_end(t);
     free(sendcounts), free(recvcounts), free(send), free(orig), free(recv), free(ref);

@@ -247,6 +247,19 @@ static void test_bad_args(mt_ctx *t) {
     }
     EXPECT_INVALID(t, hvd_allreduce("bad.dtype", buf, out, 8, (hvd_dtype)HVD_DTYPE_COUNT, HVD_SUM));
     EXPECT_INVALID(t, hvd_alltoall("bad.counts", buf, NULL, out, 8, HVD_INT32, NULL, NULL));
+    {
+        hvd_options scaled = HVD_OPTIONS_DEFAULT;
+        scaled.postscale = 2.0;
+        void *got = NULL;
+        EXPECT_INVALID(t, hvd_allgather_alloc_async("bad.alloc", buf, 1, HVD_FLOAT32, &scaled,
+                                                    &got, NULL, NULL, &h));
+        EXPECT_INVALID(t, hvd_allgather_alloc_async("bad.alloc", buf, 1, HVD_INT32, NULL, NULL,
+                                                    NULL, NULL, &h));
+        EXPECT_INVALID(t, hvd_alltoall_alloc_async("bad.alloc", buf, NULL, HVD_INT32, NULL, &got,
+                                                   NULL, NULL, &h));
+        MT_CHECK(t, got == NULL && h == HVD_HANDLE_NULL, "a refused _alloc call left a buffer or handle");
+        hvd_free(NULL); /* NULL-safe */
+    }
     EXPECT_INVALID(t, hvd_alltoall(long_name, buf, counts, out, 8, HVD_INT32, NULL, NULL));
     {
         const char *names[2] = {"bad.g0", NULL};

@@ -344,21 +344,40 @@ hvd_status hvd_broadcast(const char *name, void *buf, size_t count, hvd_dtype dt
     return wait_for(hvd_broadcast_async(name, buf, count, dtype, root, &h), &h);
 }
 
+/* The _alloc variants: libhvdc allocates the output once negotiation knows its size. Only host
+ * memory (the buffer is malloc'ed); the options may not scale (nothing is reduced). */
+static hvd_status check_alloc(const char *fn, const char *name, void **alloc_out,
+                              const void *sendbuf, const hvd_options *o) {
+    if (!alloc_out) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': recvbuf (where the allocated result goes) is NULL", fn, name);
+    *alloc_out = NULL;
+    if (o && (o->prescale != 1.0 || o->postscale != 1.0))
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': prescale/postscale apply to reductions only", fn, name);
+    if ((o && o->device != HVD_DEVICE_CPU) || hvdc__gpu_pointer_device(sendbuf) >= 0)
+        return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s '%s': libhvdc allocates results in host memory only; for device tensors allocate the output and use the call without _alloc", fn, name);
+    return HVD_OK;
+}
+
 static hvd_status hvd_allgather_async_entered(const char *name, const void *sendbuf, size_t count, void *recvbuf,
                                size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
-                               size_t *rank_counts, hvd_handle *handle) {
-    const char *fn = "hvd_allgather";
+                               size_t *rank_counts, hvd_handle *handle, void **alloc_out,
+                               const hvd_options *options) {
+    const char *fn = alloc_out ? "hvd_allgather_alloc" : "hvd_allgather";
     hvd_status st;
     hvdc_op *req = NULL;
     CHECK(check_name(fn, name));
     if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
     CHECK(check_dtype(fn, name, (int)dtype));
     CHECK(check_buffer(fn, name, "sendbuf", sendbuf, count, dtype));
-    CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
-    CHECK(hvdc__check_overlap(fn, name, sendbuf, count * hvd_dtype_size(dtype), recvbuf,
-                              recv_capacity * hvd_dtype_size(dtype), 0));
+    if (recv_capacity == SIZE_MAX) {
+        CHECK(check_alloc(fn, name, alloc_out, sendbuf, options));
+    } else {
+        CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
+        CHECK(hvdc__check_overlap(fn, name, sendbuf, count * hvd_dtype_size(dtype), recvbuf,
+                                  recv_capacity * hvd_dtype_size(dtype), 0));
+    }
     CHECK(single_op(fn, HVDC_KIND_ALLGATHER, name, sendbuf, recvbuf, count, dtype, &req));
-    req->desc.capacity = recv_capacity;
+    req->alloc_out = alloc_out;
+    req->desc.capacity = recv_capacity == SIZE_MAX ? UINT64_MAX : recv_capacity;
     req->recv_count_out = recv_count;
     req->rank_counts_out = rank_counts;
     req->desc.device = hvdc__gpu_pointer_device(recvbuf);
@@ -402,8 +421,9 @@ hvd_status hvd_reducescatter(const char *name, const void *sendbuf, void *recvbu
 
 static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendbuf, const size_t sendcounts[],
                               void *recvbuf, size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
-                              size_t recvcounts[], hvd_handle *handle) {
-    const char *fn = "hvd_alltoall";
+                              size_t recvcounts[], hvd_handle *handle, void **alloc_out,
+                              const hvd_options *options) {
+    const char *fn = alloc_out ? "hvd_alltoall_alloc" : "hvd_alltoall";
     hvd_status st;
     hvdc_op *req = NULL;
     CHECK(check_name(fn, name));
@@ -417,10 +437,15 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
         total += sendcounts[d];
     }
     CHECK(check_buffer(fn, name, "sendbuf", sendbuf, total, dtype));
-    CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
-    CHECK(hvdc__check_overlap(fn, name, sendbuf, total * hvd_dtype_size(dtype), recvbuf,
-                              recv_capacity * hvd_dtype_size(dtype), 0));
+    if (recv_capacity == SIZE_MAX) {
+        CHECK(check_alloc(fn, name, alloc_out, sendbuf, options));
+    } else {
+        CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
+        CHECK(hvdc__check_overlap(fn, name, sendbuf, total * hvd_dtype_size(dtype), recvbuf,
+                                  recv_capacity * hvd_dtype_size(dtype), 0));
+    }
     CHECK(single_op(fn, HVDC_KIND_ALLTOALL, name, sendbuf, recvbuf, total, dtype, &req));
+    req->alloc_out = alloc_out;
     free(req->desc.counts);
     req->desc.counts = copy_counts(sendcounts, size);
     if (!req->desc.counts) {
@@ -428,7 +453,7 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
         return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory", fn, name);
     }
     req->desc.n_counts = (uint32_t)size;
-    req->desc.capacity = recv_capacity;
+    req->desc.capacity = recv_capacity == SIZE_MAX ? UINT64_MAX : recv_capacity;
     req->recv_count_out = recv_count;
     req->rank_counts_out = recvcounts;
     req->desc.device = hvdc__gpu_pointer_device(recvbuf);
@@ -505,7 +530,15 @@ hvd_status hvd_broadcast_async(const char *name, void *buf, size_t count, hvd_dt
 hvd_status hvd_allgather_async(const char *name, const void *sendbuf, size_t count, void *recvbuf,
                                size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
                                size_t *rank_counts, hvd_handle *handle) {
-    HVDC_GATED("hvd_allgather", hvd_allgather_async_entered(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count, rank_counts, handle));
+    /* SIZE_MAX is the _alloc variant's marker: no caller's buffer holds that many elements */
+    if (recv_capacity == SIZE_MAX) recv_capacity = SIZE_MAX - 1;
+    HVDC_GATED("hvd_allgather", hvd_allgather_async_entered(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count, rank_counts, handle, NULL, NULL));
+}
+
+hvd_status hvd_allgather_alloc_async(const char *name, const void *sendbuf, size_t count,
+                                     hvd_dtype dtype, const hvd_options *options, void **recvbuf,
+                                     size_t *recv_count, size_t *rank_counts, hvd_handle *handle) {
+    HVDC_GATED("hvd_allgather_alloc", hvd_allgather_async_entered(name, sendbuf, count, NULL, SIZE_MAX, dtype, recv_count, rank_counts, handle, recvbuf, options));
 }
 
 hvd_status hvd_reducescatter_async(const char *name, const void *sendbuf, void *recvbuf, size_t count,
@@ -517,8 +550,18 @@ hvd_status hvd_reducescatter_async(const char *name, const void *sendbuf, void *
 hvd_status hvd_alltoall_async(const char *name, const void *sendbuf, const size_t sendcounts[],
                               void *recvbuf, size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
                               size_t recvcounts[], hvd_handle *handle) {
-    HVDC_GATED("hvd_alltoall", hvd_alltoall_async_entered(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count, recvcounts, handle));
+    if (recv_capacity == SIZE_MAX) recv_capacity = SIZE_MAX - 1;
+    HVDC_GATED("hvd_alltoall", hvd_alltoall_async_entered(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count, recvcounts, handle, NULL, NULL));
 }
+
+hvd_status hvd_alltoall_alloc_async(const char *name, const void *sendbuf,
+                                    const size_t sendcounts[], hvd_dtype dtype,
+                                    const hvd_options *options, void **recvbuf,
+                                    size_t *recv_count, size_t recvcounts[], hvd_handle *handle) {
+    HVDC_GATED("hvd_alltoall_alloc", hvd_alltoall_async_entered(name, sendbuf, sendcounts, NULL, SIZE_MAX, dtype, recv_count, recvcounts, handle, recvbuf, options));
+}
+
+void hvd_free(void *buf) { free(buf); }
 
 hvd_status hvd_barrier(void) {
     HVDC_GATED("hvd_barrier", hvd_barrier_entered());

@@ -1,7 +1,7 @@
 /*
  * control.c - public calls that change how the running runtime behaves, rather than submit
  * work: hvd_start_timeline / hvd_stop_timeline (the timeline at run time, as HVD_TIMELINE does
- * at hvd_init).
+ * at hvd_init), and what the build contains (hvd_gpu_built).
  * Any user thread, between hvd_init and hvd_shutdown (each call enters the runtime's gate).
  */
 #include <stddef.h>
@@ -30,4 +30,12 @@ hvd_status hvd_stop_timeline(void) {
     hvdc__timeline_stop(hvdc__runtime->executor.timeline);
     hvdc__leave();
     return HVD_OK;
+}
+
+int hvd_gpu_built(void) {
+#ifdef HVDC_HAVE_CUDA
+    return 1;
+#else
+    return 0;
+#endif
 }

@@ -292,6 +292,29 @@ fail:
     return st;
 }
 
+/* The _alloc variants: op's output, allocated now that negotiation or the count exchange has
+ * told its size (count elements), 64-byte aligned like torch's own tensors; NULL for 0. */
+static hvd_status allocate_output(hvdc_op *op, size_t count) {
+    size_t nbytes = count * hvd_dtype_size((hvd_dtype)op->desc.dtype);
+    void *buf = NULL;
+    if (nbytes > 0 && posix_memalign(&buf, 64, nbytes) != 0)
+        return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory for the %zu-byte result",
+                          hvdc__kind_name(op->desc.kind), op->desc.name, nbytes);
+    op->tensors[0].recv = buf;
+    return HVD_OK;
+}
+
+/* Hands an allocated output to the caller on success, frees it on failure. */
+static void settle_output(hvdc_op *op, hvd_status st) {
+    if (!op->alloc_out) return;
+    if (st == HVD_OK) {
+        *op->alloc_out = op->tensors[0].recv;
+    } else {
+        free(op->tensors[0].recv);
+        op->tensors[0].recv = NULL;
+    }
+}
+
 /* An MPI datatype of one element of dtype, so counts stay in elements. */
 static hvd_status element_type(hvd_dtype dtype, MPI_Datatype *type) {
     hvd_status st = HVD_OK;
@@ -318,6 +341,7 @@ static hvd_status execute_allgather(hvdc_executor *ex, hvdc_op *op, const hvdc_w
         total += r->rank_counts[i];
     }
     CHECK(element_type((hvd_dtype)op->desc.dtype, &type));
+    if (op->alloc_out) CHECK(allocate_output(op, total));
     const hvdc_tensor *t = &op->tensors[0];
     MPI_Request request;
     CHECK_MPI(MPI_Iallgatherv(t->send, (int)t->count, type, t->recv, counts, displs, type, ex->comm, &request));
@@ -326,6 +350,7 @@ static hvd_status execute_allgather(hvdc_executor *ex, hvdc_op *op, const hvdc_w
     if (op->rank_counts_out)
         for (int i = 0; i < ex->size; i++) op->rank_counts_out[i] = r->rank_counts[i];
 fail:
+    settle_output(op, st);
     if (type != MPI_DATATYPE_NULL) MPI_Type_free(&type);
     free(counts);
     free(displs);
@@ -391,6 +416,7 @@ static hvd_status execute_alltoall(hvdc_executor *ex, hvdc_op *op) {
         received += recv64[i];
     }
     CHECK(element_type((hvd_dtype)op->desc.dtype, &type));
+    if (op->alloc_out) CHECK(allocate_output(op, received));
     const hvdc_tensor *t = &op->tensors[0];
     CHECK_MPI(MPI_Ialltoallv(t->send, scounts, sdispls, type, t->recv, rcounts, rdispls, type, ex->comm, &request));
     CHECK(hvdc__wait_requests(1, &request, ex->liveness));
@@ -398,6 +424,7 @@ static hvd_status execute_alltoall(hvdc_executor *ex, hvdc_op *op) {
     if (op->rank_counts_out)
         for (size_t i = 0; i < n; i++) op->rank_counts_out[i] = recv64[i];
 fail:
+    settle_output(op, st);
     if (type != MPI_DATATYPE_NULL) MPI_Type_free(&type);
     free(recv64);
     free(ints);

@@ -35,6 +35,8 @@ typedef struct hvdc_op {
     char *member_names;         /* grouped allreduce: the names, NUL-separated */
     size_t *recv_count_out;     /* allgather/alltoall/reducescatter, may be NULL */
     size_t *rank_counts_out;    /* allgather/alltoall, (size) may be NULL */
+    void **alloc_out;           /* allgather/alltoall _alloc: the output libhvdc allocates once
+                                   negotiation knows its size goes here (tensors[0].recv too) */
     /* completion, written by the background thread under completion_mutex */
     int done;
     hvd_status status;

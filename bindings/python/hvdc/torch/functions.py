@@ -5,6 +5,7 @@ Any thread.
 """
 import collections.abc
 import io
+import itertools
 import pickle
 
 import torch
@@ -44,10 +45,20 @@ def broadcast_parameters(params, root_rank, prefix="Parameter."):
             M.synchronize(h)
 
 
+_object_calls = itertools.count()
+
+
+def _object_name(kind):
+    # Horovod names these after type(obj), which differs between ranks in the common
+    # broadcast_object(x if rank == 0 else None) and stalls; a call count is the same on every
+    # rank (collectives are called in the same order everywhere anyway)
+    return f"{kind}.{next(_object_calls)}"
+
+
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
     """Returns root_rank's obj (any picklable object) on every rank: its size, then its bytes."""
     if name is None:
-        name = type(obj).__name__
+        name = _object_name("broadcast_object")
     if B.rank() == root_rank:
         buf = io.BytesIO()
         _pickler.dump(obj, buf)
@@ -68,7 +79,7 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     """Returns the list of every rank's obj, in rank order (one allgather: libhvdc reports each
     rank's size with the data)."""
     if name is None:
-        name = type(obj).__name__
+        name = _object_name("allgather_object")
     buf = io.BytesIO()
     _pickler.dump(obj, buf)
     payload = torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)

@@ -15,7 +15,7 @@ BOUND_S = 5.0
 
 def test_survivors_raise_horovod_internal_error():
     assert hvd.size() == 1, "run this file without mpirun: it starts its own job"
-    env = dict(os.environ)
+    env = dict(os.environ)  # from before hvd.init(): see test_example_resume.py
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
     run = subprocess.run(["mpirun", "--oversubscribe", "--bind-to", "none", "--enable-recovery",

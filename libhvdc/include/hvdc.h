@@ -5,8 +5,9 @@
  *          hvd_rank, hvd_size, hvd_local_rank, hvd_local_size, hvd_cross_rank, hvd_cross_size,
  *          hvd_allreduce[_async], hvd_grouped_allreduce[_async], hvd_broadcast[_async],
  *          hvd_allgather[_async], hvd_allgather_alloc_async, hvd_reducescatter[_async],
- *          hvd_alltoall[_async], hvd_alltoall_alloc_async, hvd_free, hvd_barrier,
- *          hvd_join, hvd_start_timeline, hvd_stop_timeline,
+ *          hvd_alltoall[_async], hvd_alltoall_alloc_async, hvd_free, hvd_barrier[_async],
+ *          hvd_join, hvd_add_process_set, hvd_remove_process_set, hvd_process_set_rank,
+ *          hvd_process_set_size, hvd_start_timeline, hvd_stop_timeline,
  *          hvd_poll, hvd_wait, hvd_status_string, hvd_last_error, hvd_dtype_size, hvd_gpu_built,
  *          hvd_version, hvd_build_info
  *
@@ -124,11 +125,13 @@ typedef enum hvd_reduce_op {
 /* Where a tensor's memory lives. */
 #define HVD_DEVICE_CPU (-1)
 
-/* Options for the _async calls that take them; NULL means HVD_OPTIONS_DEFAULT. Scale factors
- * other than 1.0 need a floating dtype (else HVD_ERR_INVALID_ARG) and must be finite. A device
- * other than HVD_DEVICE_CPU needs the GPU backend (else HVD_ERR_UNSUPPORTED) and a visible CUDA
- * device (else HVD_ERR_CUDA, "no CUDA device visible: ..."). Device tensors are reduced by NCCL
- * on the runtime's own stream; the handle completes when that work has finished. */
+/* Options of the _async calls; NULL means HVD_OPTIONS_DEFAULT. Scale factors other than 1.0
+ * apply to reductions only, need a floating dtype (else HVD_ERR_INVALID_ARG) and must be finite.
+ * A device other than HVD_DEVICE_CPU needs the GPU backend (else HVD_ERR_UNSUPPORTED) and a
+ * visible CUDA device (else HVD_ERR_CUDA, "no CUDA device visible: ..."). Device tensors are
+ * reduced by NCCL on the runtime's own stream; the handle completes when that work has finished.
+ * process_set sends the operation to a process set (hvd_add_process_set): only its ranks take
+ * part, and ranks, roots, counts and sizes are the set's (see "Process sets" below). */
 typedef struct hvd_options {
     double prescale;   /* inputs are multiplied by this before reducing */
     double postscale;  /* the result is multiplied by this after reducing */
@@ -137,8 +140,10 @@ typedef struct hvd_options {
     void *ready_event; /* device tensors: a cudaEvent_t recorded after the data was written;
                           the runtime's stream waits on it (no host sync). NULL: the work already
                           queued on the legacy default stream */
+    int process_set;   /* HVD_PROCESS_SET_GLOBAL (every rank) or an id from hvd_add_process_set */
 } hvd_options;
-#define HVD_OPTIONS_DEFAULT {1.0, 1.0, HVD_DEVICE_CPU, NULL}
+#define HVD_PROCESS_SET_GLOBAL 0
+#define HVD_OPTIONS_DEFAULT {1.0, 1.0, HVD_DEVICE_CPU, NULL, HVD_PROCESS_SET_GLOBAL}
 
 /* An in-flight operation. 0 is never a valid handle. A handle is released by exactly one
  * successful hvd_wait; using it afterwards returns HVD_ERR_INVALID_ARG (it is never a crash).
@@ -238,7 +243,8 @@ HVD_API hvd_status hvd_grouped_allreduce_async(int n, const char *const names[],
 HVD_API hvd_status hvd_broadcast(const char *name, void *buf, size_t count, hvd_dtype dtype,
                                  int root);
 HVD_API hvd_status hvd_broadcast_async(const char *name, void *buf, size_t count,
-                                       hvd_dtype dtype, int root, hvd_handle *handle);
+                                       hvd_dtype dtype, int root, const hvd_options *options,
+                                       hvd_handle *handle);
 
 /* Concatenates every rank's sendbuf in rank order into recvbuf. Counts may differ between
  * ranks (like the first dimension in Horovod). recv_capacity is recvbuf's size in elements;
@@ -251,7 +257,7 @@ HVD_API hvd_status hvd_allgather(const char *name, const void *sendbuf, size_t c
 HVD_API hvd_status hvd_allgather_async(const char *name, const void *sendbuf, size_t count,
                                        void *recvbuf, size_t recv_capacity, hvd_dtype dtype,
                                        size_t *recv_count, size_t *rank_counts,
-                                       hvd_handle *handle);
+                                       const hvd_options *options, hvd_handle *handle);
 
 /* Allgather whose output libhvdc allocates, once negotiation has told every rank's count, so
  * the caller needs no bound on the total and no extra round to learn it (what a framework
@@ -289,7 +295,8 @@ HVD_API hvd_status hvd_alltoall(const char *name, const void *sendbuf, const siz
 HVD_API hvd_status hvd_alltoall_async(const char *name, const void *sendbuf,
                                       const size_t sendcounts[], void *recvbuf,
                                       size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
-                                      size_t recvcounts[], hvd_handle *handle);
+                                      size_t recvcounts[], const hvd_options *options,
+                                      hvd_handle *handle);
 
 /* Alltoall whose output libhvdc allocates once the ranks have exchanged their counts (see
  * hvd_allgather_alloc_async for the buffer's ownership and the options). */
@@ -302,8 +309,10 @@ HVD_API hvd_status hvd_alltoall_alloc_async(const char *name, const void *sendbu
 /* Releases a buffer that an _alloc call handed over. NULL-safe. Never blocks. */
 HVD_API void hvd_free(void *buf);
 
-/* Returns once every rank has called hvd_barrier (the n-th call on each rank matches). */
+/* Returns once every rank has called hvd_barrier (the n-th call on each rank matches).
+ * hvd_barrier_async: the same among options->process_set's ranks (other options unused). */
 HVD_API hvd_status hvd_barrier(void);
+HVD_API hvd_status hvd_barrier_async(const hvd_options *options, hvd_handle *handle);
 
 /* For uneven data: a rank that has run out of batches calls hvd_join and blocks until every
  * rank has. Meanwhile the other ranks' all-reduces complete without it: it contributes neutral
@@ -324,6 +333,38 @@ HVD_API hvd_status hvd_poll(hvd_handle handle, int *done);
  * @return the operation's status (with hvd_last_error() set on this thread on failure), or
  *         HVD_ERR_INVALID_ARG for a handle that is not live (released already, or never valid). */
 HVD_API hvd_status hvd_wait(hvd_handle *handle);
+
+/* ---- Process sets ----------------------------------------------------------------------------
+ * A process set is a subset of the ranks whose collectives run among themselves: an operation
+ * whose options name the set is negotiated, fused and executed by the set's own background
+ * thread on the set's own communicators, so operations of different sets (the global set
+ * included) never wait for each other. Inside a set, ranks are the global ranks' positions in
+ * the set (0 .. set size - 1) for sizes, counts and messages, but a broadcast's root is a global
+ * rank, which must belong to the set. A rank outside a set that submits to it gets
+ * HVD_ERR_INVALID_ARG at once. Not for device tensors yet (untested: HVD_ERR_UNSUPPORTED),
+ * no hierarchical all-reduce inside a set, no hvd_join (it is global). */
+
+/* Makes the ranks (n of them, any order, no duplicates) a process set and stores its id (never
+ * HVD_PROCESS_SET_GLOBAL; ids are not reused) in *process_set, on every rank. Collective over
+ * every rank, members or not, which must make the same calls in the same order.
+ * @return HVD_OK; HVD_ERR_INVALID_ARG for NULL, n < 1, a rank out of range or given twice, or a
+ *         set with the same ranks already (the message names its id); HVD_ERR_MISMATCH on every
+ *         rank when ranks passed different sets (the message names them); HVD_ERR_MPI.
+ *         Blocks until every rank has called it. */
+HVD_API hvd_status hvd_add_process_set(const int *ranks, int n, int *process_set);
+
+/* Removes a process set, on every rank: its thread stops and its communicators are freed.
+ * Collective over every rank. Refused on every rank, with nothing removed, while any rank has
+ * an operation of the set in flight (submitted and not yet completed): wait for them first.
+ * Handles of the set's operations that completed but were never waited for are released.
+ * @return HVD_OK; HVD_ERR_INVALID_ARG for the global set, an unknown id, or work in flight
+ *         (the message names the ranks that have it). Blocks until every rank has called it. */
+HVD_API hvd_status hvd_remove_process_set(int process_set);
+
+/* This rank's position in the set (-1 if it is not a member) and the set's number of ranks.
+ * @return HVD_OK; HVD_ERR_INVALID_ARG for NULL or an unknown set. Never blocks. */
+HVD_API hvd_status hvd_process_set_rank(int process_set, int *rank);
+HVD_API hvd_status hvd_process_set_size(int process_set, int *size);
 
 /* ---- Timeline ------------------------------------------------------------------------------ */
 

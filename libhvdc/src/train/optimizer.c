@@ -256,7 +256,7 @@ static hvd_status broadcast_params(hvd_optimizer *opt, int root) {
         hvd_param *p = &opt->params[i].p;
         st = order_for_broadcast(opt, &opt->params[i]);
         if (st == HVD_OK)
-            st = hvd_broadcast_async(name, p->data, p->count, p->dtype, root,
+            st = hvd_broadcast_async(name, p->data, p->count, p->dtype, root, NULL,
                                      &opt->params[i].handle);
     }
     hvd_status waited = wait_all(opt);
@@ -506,7 +506,7 @@ hvd_status hvd_broadcast_optimizer_state(hvd_optimizer *opt, int root) {
         st = order_for_broadcast(opt, q);
         if (st == HVD_OK)
             st = hvd_broadcast_async(name, q->state, q->p.count * (size_t)opt->slots,
-                                     HVD_FLOAT64, root, &q->handle);
+                                     HVD_FLOAT64, root, NULL, &q->handle);
     }
     hvd_status waited = wait_all(opt);
     CHECK(st);

@@ -10,7 +10,7 @@ import ctypes
 import itertools
 
 from hvdc.common import library as L
-from hvdc.common.exceptions import HorovodInternalError
+from hvdc.common.exceptions import HorovodInternalError, HvdcValueError  # noqa: F401
 from hvdc.common.process_sets import ProcessSet, global_process_set, _registry
 
 # Reduction ops, with Horovod's values so that code comparing or storing them keeps working.

@@ -54,7 +54,8 @@ class Options(ctypes.Structure):
     _fields_ = [("prescale", ctypes.c_double),
                 ("postscale", ctypes.c_double),
                 ("device", ctypes.c_int),
-                ("ready_event", ctypes.c_void_p)]
+                ("ready_event", ctypes.c_void_p),
+                ("process_set", ctypes.c_int)]
 
 
 def _candidates():
@@ -126,10 +127,10 @@ for _h in (lib, fast):
              [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(_vp),
               ctypes.POINTER(_vp), _size_p, ctypes.c_int, ctypes.c_int, _opt_p, _handle_p])
     _declare(_h, "hvd_broadcast_async", ctypes.c_int,
-             [ctypes.c_char_p, _vp, _size_t, ctypes.c_int, ctypes.c_int, _handle_p])
+             [ctypes.c_char_p, _vp, _size_t, ctypes.c_int, ctypes.c_int, _opt_p, _handle_p])
     _declare(_h, "hvd_allgather_async", ctypes.c_int,
              [ctypes.c_char_p, _vp, _size_t, _vp, _size_t, ctypes.c_int, _size_p, _size_p,
-              _handle_p])
+              _opt_p, _handle_p])
     _declare(_h, "hvd_allgather_alloc_async", ctypes.c_int,
              [ctypes.c_char_p, _vp, _size_t, ctypes.c_int, _opt_p, ctypes.POINTER(_vp), _size_p,
               _size_p, _handle_p])
@@ -138,12 +139,17 @@ for _h in (lib, fast):
               _handle_p])
     _declare(_h, "hvd_alltoall_async", ctypes.c_int,
              [ctypes.c_char_p, _vp, _size_p, _vp, _size_t, ctypes.c_int, _size_p, _size_p,
-              _handle_p])
+              _opt_p, _handle_p])
     _declare(_h, "hvd_alltoall_alloc_async", ctypes.c_int,
              [ctypes.c_char_p, _vp, _size_p, ctypes.c_int, _opt_p, ctypes.POINTER(_vp), _size_p,
               _size_p, _handle_p])
     _declare(_h, "hvd_free", None, [_vp])
     _declare(_h, "hvd_barrier", ctypes.c_int, [])
+    _declare(_h, "hvd_barrier_async", ctypes.c_int, [_opt_p, _handle_p])
+    _declare(_h, "hvd_add_process_set", ctypes.c_int, [_int_p, ctypes.c_int, _int_p])
+    _declare(_h, "hvd_remove_process_set", ctypes.c_int, [ctypes.c_int])
+    _declare(_h, "hvd_process_set_rank", ctypes.c_int, [ctypes.c_int, _int_p])
+    _declare(_h, "hvd_process_set_size", ctypes.c_int, [ctypes.c_int, _int_p])
     _declare(_h, "hvd_join", ctypes.c_int, [_int_p])
     _declare(_h, "hvd_poll", ctypes.c_int, [ctypes.c_uint64, _int_p])
     _declare(_h, "hvd_wait", ctypes.c_int, [_handle_p])

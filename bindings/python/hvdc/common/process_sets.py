@@ -69,14 +69,45 @@ global_process_set = ProcessSet([])
 _registry = {}  # id -> ProcessSet, for the sets registered with libhvdc
 
 
+def _ranks_of_comm(comm):
+    """The world ranks of an mpi4py communicator's processes."""
+    from mpi4py import MPI
+    group = comm.Get_group()
+    return list(MPI.Group.Translate_ranks(group, list(range(group.Get_size())),
+                                          MPI.COMM_WORLD.Get_group()))
+
+
 def add_process_set(process_set):
-    """Registers a set of ranks with libhvdc (collective over every rank, in the same order
-    everywhere); returns the registered ProcessSet."""
-    raise NotImplementedError("process sets other than the global one need libhvdc's process "
-                              "set support, which this build does not have yet")
+    """Registers a set of ranks (a ProcessSet, a list of ranks or an mpi4py communicator) with
+    libhvdc; collective over every rank, members or not, in the same order everywhere. Returns
+    the registered ProcessSet; its operations run on their own communicators and thread."""
+    import ctypes
+    from hvdc.common import library as L
+    if not isinstance(process_set, ProcessSet):
+        process_set = ProcessSet(process_set)
+    if process_set.process_set_id is not None:
+        raise ValueError(f"{process_set} is already registered")
+    ranks = process_set.ranks if process_set.mpi_comm is None else _ranks_of_comm(process_set.mpi_comm)
+    if not L.fast.hvd_is_initialized():
+        raise ValueError(L.NOT_INITIALIZED_MESSAGE)
+    arr = (ctypes.c_int * max(1, len(ranks)))(*ranks)
+    out = ctypes.c_int(-1)
+    L.check(L.lib.hvd_add_process_set(arr, len(ranks), ctypes.byref(out)), submitting=True)
+    process_set._register(out.value, sorted(ranks))
+    _registry[out.value] = process_set
+    return process_set
 
 
 def remove_process_set(process_set):
-    """Unregisters a set (collective). Returns True if it was registered."""
-    raise NotImplementedError("process sets other than the global one need libhvdc's process "
-                              "set support, which this build does not have yet")
+    """Unregisters a set (collective over every rank). Returns True if it was registered and is
+    now removed, False if it was not registered. Refused (ValueError, on every rank) while any
+    rank has an operation of the set in flight."""
+    from hvdc.common import library as L
+    if process_set is global_process_set or process_set.process_set_id == 0:
+        raise ValueError("the global process set cannot be removed")
+    if process_set.process_set_id is None:
+        return False
+    L.check(L.lib.hvd_remove_process_set(process_set.process_set_id), submitting=True)
+    _registry.pop(process_set.process_set_id, None)
+    process_set._invalidate()
+    return True

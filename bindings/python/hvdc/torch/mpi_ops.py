@@ -41,7 +41,11 @@ def _set(process_set):
     if process_set is global_process_set or process_set is None:
         return 0
     process_set._require()
-    raise NotImplementedError("only the global process set is supported by this build")
+    if not process_set.included():
+        raise B.HvdcValueError(f"rank {B.rank()} is not in process set "
+                               f"{process_set.process_set_id} (ranks {process_set.ranks}); only "
+                               "its members may submit to it")
+    return process_set.process_set_id
 
 
 def _name(name, kind):
@@ -62,10 +66,10 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     dtype = T.c_dtype(tensor, "allreduce")
     T.check_dense(tensor, "allreduce")
     cop = B.c_op(op)
-    _set(process_set)
+    sid = _set(process_set)
     send = T.contiguous(tensor)
     recv = send if output is tensor else output
-    opts, event = T.options(send, prescale_factor, postscale_factor)
+    opts, event = T.options(send, prescale_factor, postscale_factor, sid)
     h = ctypes.c_uint64(0)
     _submitted(L.fast.hvd_allreduce_async(_name(name, "allreduce"), send.data_ptr(),
                                           recv.data_ptr(), send.numel(), dtype, cop, opts,
@@ -111,7 +115,7 @@ def _grouped_async(tensors, outputs, name, op, prescale_factor, postscale_factor
     if not tensors:
         raise ValueError("grouped_allreduce: the list of tensors is empty")
     cop = B.c_op(op)
-    _set(process_set)
+    sid = _set(process_set)
     base = _name(name, "grouped_allreduce")
     sends = [T.contiguous(t) for t in tensors]
     recvs = [s if o is t else o for s, o, t in zip(sends, outputs, tensors)]
@@ -126,7 +130,7 @@ def _grouped_async(tensors, outputs, name, op, prescale_factor, postscale_factor
         send_p = (ctypes.c_void_p * n)(*[sends[i].data_ptr() for i in idx])
         recv_p = (ctypes.c_void_p * n)(*[recvs[i].data_ptr() for i in idx])
         counts = (ctypes.c_size_t * n)(*[sends[i].numel() for i in idx])
-        opts, event = T.options(sends[idx[0]], prescale_factor, postscale_factor)
+        opts, event = T.options(sends[idx[0]], prescale_factor, postscale_factor, sid)
         h = ctypes.c_uint64(0)
         status = L.fast.hvd_grouped_allreduce_async(n, names, send_p, recv_p, counts, dtype, cop,
                                                     opts, ctypes.byref(h))
@@ -199,18 +203,19 @@ def _allgather_async(tensor, name, process_set):
     """Submits an allgather; synchronize returns (output, first dimension of every rank)."""
     dtype = T.c_dtype(tensor, "allgather")
     T.check_dense(tensor, "allgather")
-    _set(process_set)
+    sid = _set(process_set)
     dim0, row, trailing = T.rows(tensor, "allgather")
     send = T.contiguous(tensor)
     name = _name(name, "allgather")
     n = process_set.size()
     if row == 0 or send.device.type != "cpu":
-        return _allgather_two_rounds(send, name, dtype, dim0, row, trailing, process_set)
+        return _allgather_two_rounds(send, name, dtype, dim0, row, trailing, process_set, sid)
     out = ctypes.c_void_p(None)
     total = ctypes.c_size_t(0)
     counts = (ctypes.c_size_t * n)()
     h = ctypes.c_uint64(0)
-    _submitted(L.fast.hvd_allgather_alloc_async(name, send.data_ptr(), send.numel(), dtype, None,
+    sopts = T.set_options(sid)
+    _submitted(L.fast.hvd_allgather_alloc_async(name, send.data_ptr(), send.numel(), dtype, sopts,
                                                 ctypes.byref(out), ctypes.byref(total), counts,
                                                 ctypes.byref(h)))
 
@@ -228,7 +233,7 @@ def _allgather_async(tensor, name, process_set):
     return B.register([h.value], (tensor, send, out, total, counts), finish)
 
 
-def _allgather_two_rounds(send, name, dtype, dim0, row, trailing, process_set):
+def _allgather_two_rounds(send, name, dtype, dim0, row, trailing, process_set, sid):
     """Device tensors (libhvdc allocates host memory only) and rows of 0 elements: first the
     first dimensions (a host allgather), then the data into an output allocated for them."""
     n = process_set.size()
@@ -237,14 +242,15 @@ def _allgather_two_rounds(send, name, dtype, dim0, row, trailing, process_set):
     h = ctypes.c_uint64(0)
     _submitted(L.fast.hvd_allgather_async(name + b".dims", dims.data_ptr(), 1,
                                           ctypes.addressof(got), n, L.INT64, None, None,
-                                          ctypes.byref(h)))
+                                          T.set_options(sid), ctypes.byref(h)))
     B.wait_all([h.value])
     all_dims = list(got)
     output = torch.empty((sum(all_dims),) + trailing, dtype=send.dtype, device=send.device)
-    opts, event = T.options(send)
+    opts, event = T.options(send, process_set=sid)
     h = ctypes.c_uint64(0)
     _submitted(L.fast.hvd_allgather_async(name, send.data_ptr(), send.numel(), output.data_ptr(),
-                                          output.numel(), dtype, None, None, ctypes.byref(h)))
+                                          output.numel(), dtype, None, None, opts,
+                                          ctypes.byref(h)))
     return B.register([h.value], (send, output, opts, event), lambda: (output, all_dims))
 
 
@@ -282,7 +288,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
 def _broadcast_async(tensor, output, root_rank, name, process_set):
     dtype = T.c_dtype(tensor, "broadcast")
     T.check_dense(tensor, "broadcast")
-    _set(process_set)
+    sid = _set(process_set)
     if output is tensor:
         buf = T.contiguous(tensor)
     else:
@@ -292,15 +298,16 @@ def _broadcast_async(tensor, output, root_rank, name, process_set):
     h = ctypes.c_uint64(0)
     if buf.device.type == "cuda":  # libhvdc recognises device memory; order it after the data
         torch.cuda.current_stream(buf.device).synchronize()
+    sopts = T.set_options(sid)
     _submitted(L.fast.hvd_broadcast_async(_name(name, "broadcast"), buf.data_ptr(), buf.numel(),
-                                          dtype, root_rank, ctypes.byref(h)))
+                                          dtype, root_rank, sopts, ctypes.byref(h)))
     if output is tensor and buf is not tensor:
         def finish():
             return tensor.copy_(buf)
     else:
         def finish():
             return buf
-    return B.register([h.value], (tensor, buf), finish)
+    return B.register([h.value], (tensor, buf, sopts), finish)
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
@@ -341,7 +348,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     synchronize() returns (output, received_splits)."""
     dtype = T.c_dtype(tensor, "alltoall")
     T.check_dense(tensor, "alltoall")
-    _set(process_set)
+    sid = _set(process_set)
+    sopts = T.set_options(sid)
     n = process_set.size()
     dim0, row, trailing = T.rows(tensor, "alltoall")
     split_list = _splits(splits, dim0, n)
@@ -352,7 +360,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     h = ctypes.c_uint64(0)
     if send.device.type == "cpu" and row > 0:
         out, total = ctypes.c_void_p(None), ctypes.c_size_t(0)
-        _submitted(L.fast.hvd_alltoall_alloc_async(name, send.data_ptr(), sendcounts, dtype, None,
+        _submitted(L.fast.hvd_alltoall_alloc_async(name, send.data_ptr(), sendcounts, dtype, sopts,
                                                    ctypes.byref(out), ctypes.byref(total),
                                                    recvcounts, ctypes.byref(h)))
 
@@ -360,13 +368,14 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
             got = [recvcounts[r] // row for r in range(n)]
             output = T.from_allocated(out.value, tensor.dtype, (sum(got),) + trailing)
             return output, torch.tensor(got, dtype=torch.int32)
-        return B.register([h.value], (tensor, send, sendcounts, recvcounts, out, total), finish)
+        return B.register([h.value], (tensor, send, sendcounts, recvcounts, out, total, sopts),
+                          finish)
     # device tensors and rows of 0 elements: the received splits first, then the data
     got = torch.empty(n, dtype=torch.int64)
     mine = torch.tensor(split_list, dtype=torch.int64)
     counts = (ctypes.c_size_t * n)(*([1] * n))
     _submitted(L.fast.hvd_alltoall_async(name + b".splits", mine.data_ptr(), counts,
-                                         got.data_ptr(), n, L.INT64, None, None,
+                                         got.data_ptr(), n, L.INT64, None, None, sopts,
                                          ctypes.byref(h)))
     B.wait_all([h.value])
     received = got.tolist()
@@ -375,7 +384,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         torch.cuda.current_stream(send.device).synchronize()
     h = ctypes.c_uint64(0)
     _submitted(L.fast.hvd_alltoall_async(name, send.data_ptr(), sendcounts, output.data_ptr(),
-                                         output.numel(), dtype, None, recvcounts,
+                                         output.numel(), dtype, None, recvcounts, sopts,
                                          ctypes.byref(h)))
     return B.register([h.value], (tensor, send, sendcounts, recvcounts, output),
                       lambda: (output, torch.tensor(received, dtype=torch.int32)))
@@ -393,7 +402,7 @@ def _reducescatter_async(tensor, name, op, process_set, prescale_factor, postsca
     dtype = T.c_dtype(tensor, "reducescatter")
     T.check_dense(tensor, "reducescatter")
     cop = B.c_op(op)
-    _set(process_set)
+    sid = _set(process_set)
     n, me = process_set.size(), process_set.rank()
     dim0, row, trailing = T.rows(tensor, "reducescatter")
     first, mine = _block_rows(dim0, n, me)
@@ -410,7 +419,7 @@ def _reducescatter_async(tensor, name, op, process_set, prescale_factor, postsca
     else:
         recv_rows = mine
     recv = torch.empty((recv_rows,) + trailing, dtype=tensor.dtype, device=tensor.device)
-    opts, event = T.options(send, prescale_factor, postscale_factor)
+    opts, event = T.options(send, prescale_factor, postscale_factor, sid)
     h = ctypes.c_uint64(0)
     _submitted(L.fast.hvd_reducescatter_async(_name(name, "reducescatter"), send.data_ptr(),
                                               recv.data_ptr(), send.numel(), dtype, cop, opts,
@@ -450,8 +459,10 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
 
 def barrier(process_set=global_process_set):
     """Returns once every rank (of the set) has called barrier."""
-    _set(process_set)
-    L.check(L.lib.hvd_barrier(), submitting=True)
+    sid = _set(process_set)
+    h = ctypes.c_uint64(0)
+    _submitted(L.fast.hvd_barrier_async(T.set_options(sid), ctypes.byref(h)))
+    B.wait_all([h.value])
 
 
 def join(device=-1):

@@ -43,14 +43,14 @@ def contiguous(tensor):
     return tensor if tensor.is_contiguous() else tensor.contiguous()
 
 
-def options(tensor, prescale=1.0, postscale=1.0):
-    """An hvd_options for tensor, or None (NULL) when the defaults do. CUDA tensors name their
-    device and carry an event recorded on the current stream, so libhvdc's stream waits for the
-    data on the device instead of the host waiting; the event must outlive the operation (the
-    caller keeps the returned objects)."""
-    if prescale == 1.0 and postscale == 1.0 and tensor.device.type == "cpu":
+def options(tensor, prescale=1.0, postscale=1.0, process_set=0):
+    """An hvd_options for tensor in process set process_set (an id), or None (NULL) when the
+    defaults do. CUDA tensors name their device and carry an event recorded on the current
+    stream, so libhvdc's stream waits for the data on the device instead of the host waiting;
+    the event must outlive the operation (the caller keeps the returned objects)."""
+    if prescale == 1.0 and postscale == 1.0 and process_set == 0 and tensor.device.type == "cpu":
         return _DEFAULT_OPTIONS, None
-    o = L.Options(float(prescale), float(postscale), L.DEVICE_CPU, None)
+    o = L.Options(float(prescale), float(postscale), L.DEVICE_CPU, None, process_set)
     event = None
     if tensor.device.type == "cuda":
         o.device = tensor.device.index if tensor.device.index is not None else torch.cuda.current_device()
@@ -59,6 +59,12 @@ def options(tensor, prescale=1.0, postscale=1.0):
     elif tensor.device.type != "cpu":
         raise ValueError(f"tensors on {tensor.device} are not supported (CPU and CUDA only)")
     return ctypes.pointer(o), event
+
+
+def set_options(process_set):
+    """An hvd_options that only names a process set (id), or None for the global set."""
+    return None if process_set == 0 else ctypes.pointer(
+        L.Options(1.0, 1.0, L.DEVICE_CPU, None, process_set))
 
 
 def from_allocated(ptr, dtype, shape):

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/dtype.h"
+#include "base/fault.h"
 #include "base/status.h"
 #include "collectives/fusion.h"
 #include "collectives/reduce.h"
@@ -297,11 +298,35 @@ fail:
 static hvd_status allocate_output(hvdc_op *op, size_t count) {
     size_t nbytes = count * hvd_dtype_size((hvd_dtype)op->desc.dtype);
     void *buf = NULL;
-    if (nbytes > 0 && posix_memalign(&buf, 64, nbytes) != 0)
+    if (nbytes > 0 && (hvdc__fault("alloc_output") || posix_memalign(&buf, 64, nbytes) != 0))
         return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory for the %zu-byte result",
                           hvdc__kind_name(op->desc.kind), op->desc.name, nbytes);
     op->tensors[0].recv = buf;
     return HVD_OK;
+}
+
+/* Every allgather and alltoall passes here right before its data moves: the _alloc variants
+ * allocate their output (count elements), and every rank learns whether every rank could, so a
+ * result too big for one rank's memory fails on every rank alone instead of leaving the others
+ * in the collective (reserve_agreed's rule). The agreement runs whether this rank allocates or
+ * not, so ranks that mix the call with and without _alloc still run the same MPI calls. */
+static hvd_status allocate_agreed(hvdc_executor *ex, hvdc_op *op, size_t count) {
+    hvd_status st = HVD_OK;
+    char why[HVDC_ERROR_MAX] = "";
+    hvd_status mine = op->alloc_out ? allocate_output(op, count) : HVD_OK;
+    if (mine != HVD_OK) snprintf(why, sizeof why, "%s", hvd_last_error());
+    int first_failed = mine == HVD_OK ? INT_MAX : ex->rank;
+    MPI_Request request;
+    CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, ex->comm, &request));
+    CHECK(hvdc__wait_requests(1, &request, ex->liveness));
+    if (first_failed == INT_MAX) return HVD_OK;
+    ex->failed_before_data = 1;
+    return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': rank %d could not allocate its result%s%s; no "
+                      "rank ran it, later operations are not affected",
+                      hvdc__kind_name(op->desc.kind), op->desc.name, first_failed,
+                      why[0] ? ": " : "", why);
+fail:
+    return st;
 }
 
 /* Hands an allocated output to the caller on success, frees it on failure. */
@@ -341,7 +366,7 @@ static hvd_status execute_allgather(hvdc_executor *ex, hvdc_op *op, const hvdc_w
         total += r->rank_counts[i];
     }
     CHECK(element_type((hvd_dtype)op->desc.dtype, &type));
-    if (op->alloc_out) CHECK(allocate_output(op, total));
+    CHECK(allocate_agreed(ex, op, total));
     const hvdc_tensor *t = &op->tensors[0];
     MPI_Request request;
     CHECK_MPI(MPI_Iallgatherv(t->send, (int)t->count, type, t->recv, counts, displs, type, ex->comm, &request));
@@ -416,7 +441,7 @@ static hvd_status execute_alltoall(hvdc_executor *ex, hvdc_op *op) {
         received += recv64[i];
     }
     CHECK(element_type((hvd_dtype)op->desc.dtype, &type));
-    if (op->alloc_out) CHECK(allocate_output(op, received));
+    CHECK(allocate_agreed(ex, op, received));
     const hvdc_tensor *t = &op->tensors[0];
     CHECK_MPI(MPI_Ialltoallv(t->send, scounts, sdispls, type, t->recv, rcounts, rdispls, type, ex->comm, &request));
     CHECK(hvdc__wait_requests(1, &request, ex->liveness));

@@ -2,8 +2,8 @@
 """torch_latency.py - what hvdc.torch adds to a small all-reduce: a blocking 4-byte
 hvd.allreduce from Python against the C call it makes, side by side in one run.
 
-    scripts/mpirun.sh -np 2 /usr/bin/python3 benchmarks/torch_latency.py [-n 2000]
-    scripts/mpirun.sh -np 2 build/benchmarks/latency_bench -n 2000   # the pure C figure
+    build/hvdcrun -np 2 /usr/bin/python3 benchmarks/torch_latency.py [-n 2000]
+    build/hvdcrun -np 2 build/benchmarks/latency_bench -n 2000   # the pure C figure
 
 Rows (every one a blocking all-reduce of one float32, i.e. 4 bytes):
   c-call      libhvdc's hvd_allreduce called through ctypes (the floor from Python: the C call

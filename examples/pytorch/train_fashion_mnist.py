@@ -2,7 +2,7 @@
 """train_fashion_mnist.py - a CNN on Fashion-MNIST, data-parallel with hvdc.torch, written as a
 Horovod PyTorch script (only the import names hvdc):
 
-    scripts/mpirun.sh -np 2 /usr/bin/python3 examples/pytorch/train_fashion_mnist.py
+    build/hvdcrun -np 2 /usr/bin/python3 examples/pytorch/train_fashion_mnist.py
     ... --checkpoint ck.pt            rank 0 saves after every epoch (atomically)
     ... --checkpoint ck.pt --resume   continues from the epoch the checkpoint ends with
     (--stop-after N ends a run after N epochs, as if interrupted)

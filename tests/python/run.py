@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""run.py - runs one test of the Python bindings for meson: a pytest file under mpirun, or a
-script. Each run is bounded (a hang fails loudly) and skips, saying why, when the interpreter
-cannot import what the bindings need.
+"""run.py - runs one test of the Python bindings for meson: a pytest file under hvdcrun
+(build/hvdcrun), or a script. Each run is bounded (a hang fails loudly) and skips, saying why,
+when the interpreter cannot import what the bindings need.
 
-  run.py PYTHON MPIRUN NP pytest FILE     NP ranks each run `PYTHON -m pytest FILE`
-  run.py PYTHON MPIRUN NP script FILE ... NP ranks run FILE with the arguments after it
-  run.py PYTHON MPIRUN NP migrate FILE    FILE is a Horovod script (`import horovod.torch as
-                                          hvd`): run a copy where only that line differs
-  run.py - - 0 skip REASON                prints the reason and exits 77 (skipped)
+  run.py PYTHON HVDCRUN NP pytest FILE     NP ranks each run `PYTHON -m pytest FILE`
+  run.py PYTHON HVDCRUN NP script FILE ... NP ranks run FILE with the arguments after it
+  run.py PYTHON HVDCRUN NP migrate FILE    FILE is a Horovod script (`import horovod.torch as
+                                           hvd`): run a copy where only that line differs
+  run.py - - 0 skip REASON                 prints the reason and exits 77 (skipped)
 Environment: HVDC_TEST_TIMEOUT (seconds, default 240) bounds the whole run.
 """
 import os
@@ -20,7 +20,7 @@ SKIP = 77
 
 
 def main():
-    python, mpirun, np_, mode, target, *rest = sys.argv[1:]
+    python, launcher, np_, mode, target, *rest = sys.argv[1:]
     if mode == "skip":
         print("SKIP:", target)
         return SKIP
@@ -54,7 +54,8 @@ def main():
         print(f"run.py: unknown mode {mode!r}")
         return 2
     if int(np_) > 0:
-        cmd = [mpirun, "--oversubscribe", "--bind-to", "none", "-np", np_] + cmd
+        # hvdcrun allows root, oversubscribes, leaves ranks unbound and makes them yield
+        cmd = [launcher, "-np", np_] + cmd
     timeout = float(os.environ.get("HVDC_TEST_TIMEOUT", "240"))
     proc = subprocess.Popen(cmd, start_new_session=True)
     try:

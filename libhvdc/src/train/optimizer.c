@@ -238,9 +238,9 @@ static hvd_status device_options(const hvd_optimizer *opt, hvdc__opt_param *q, h
     return hvdc__gpu_optim_event_record(q->p.device, q->event, opt->cfg.stream);
 }
 
-/* Before a broadcast of q's device memory (hvd_broadcast_async takes no options, and waits for
- * the work queued on the legacy default stream): the legacy stream waits, on the device, for
- * what the caller queued on cfg.stream. Nothing for host parameters. */
+/* Before a broadcast of q's device memory (submitted without options, so without a ready
+ * event: it waits for the work queued on the legacy default stream): the legacy stream waits,
+ * on the device, for what the caller queued on cfg.stream. Nothing for host parameters. */
 static hvd_status order_for_broadcast(const hvd_optimizer *opt, hvdc__opt_param *q) {
     if (q->p.device < 0) return HVD_OK;
     hvd_status st = hvdc__gpu_optim_event_record(q->p.device, q->event, opt->cfg.stream);

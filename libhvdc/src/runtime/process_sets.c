@@ -207,13 +207,14 @@ static hvd_status add_entered(const int *ranks, int n, int *out) {
     memcpy(sorted, ranks, (size_t)n * sizeof *sorted);
     qsort(sorted, (size_t)n, sizeof *sorted, compare_int);
     for (int i = 0; i < n; i++) {
-        if (sorted[i] < 0 || sorted[i] >= size) {
+        int r = sorted[i]; /* the messages below are written after sorted is freed */
+        if (r < 0 || r >= size) {
             free(sorted);
-            return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_add_process_set: rank %d is out of range; expected 0..%d", sorted[i], size - 1);
+            return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_add_process_set: rank %d is out of range; expected 0..%d", r, size - 1);
         }
-        if (i > 0 && sorted[i] == sorted[i - 1]) {
+        if (i > 0 && r == sorted[i - 1]) {
             free(sorted);
-            return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_add_process_set: rank %d is given twice", sorted[i]);
+            return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_add_process_set: rank %d is given twice", r);
         }
     }
     pthread_mutex_lock(&change_lock);

@@ -156,6 +156,9 @@ static double exact_limit(hvd_dtype dtype) {
     switch (dtype) {
     case HVD_UINT8: return 255;
     case HVD_INT8: return 127;
+    case HVD_INT16: return 32767;
+    case HVD_UINT16: return 65535;
+    case HVD_BOOL: return 1; /* or/and, not sums: no pattern fits (refused below) */
     case HVD_BFLOAT16: return 256;
     case HVD_FLOAT16: return 2048;
     default: return 16777216; /* float32; wider types do not need more */
@@ -215,7 +218,8 @@ static void fill_input(void *buf, size_t count, const options *o, const pattern 
 static long long count_wrong(const void *buf, size_t count, hvd_dtype dtype, hvd_reduce_op op,
                              const pattern *p, int size, int parity) {
     long long wrong = 0;
-    int is_int = dtype == HVD_UINT8 || dtype == HVD_INT8 || dtype == HVD_INT32 || dtype == HVD_INT64;
+    int is_int = dtype == HVD_UINT8 || dtype == HVD_INT8 || dtype == HVD_INT16 ||
+                 dtype == HVD_UINT16 || dtype == HVD_INT32 || dtype == HVD_INT64;
     size_t j = (size_t)parity % p->period;
     for (size_t i = 0; i < count; i++) {
         double want = p->expected[j], got = bench_get_value(buf, dtype, i);

@@ -107,7 +107,8 @@ static const struct {
     {"float16", HVD_FLOAT16}, {"bfloat16", HVD_BFLOAT16}, {"bf16", HVD_BFLOAT16},
     {"double", HVD_FLOAT64},  {"float64", HVD_FLOAT64}, {"int32", HVD_INT32},
     {"int", HVD_INT32},       {"int64", HVD_INT64},     {"int8", HVD_INT8},
-    {"uint8", HVD_UINT8},
+    {"uint8", HVD_UINT8},     {"int16", HVD_INT16},     {"uint16", HVD_UINT16},
+    {"bool", HVD_BOOL},
 };
 
 int bench_dtype_from_name(const char *name) {
@@ -126,6 +127,9 @@ const char *bench_dtype_name(hvd_dtype dtype) {
     case HVD_BFLOAT16: return "bfloat16";
     case HVD_FLOAT32: return "float";
     case HVD_FLOAT64: return "double";
+    case HVD_INT16: return "int16";
+    case HVD_UINT16: return "uint16";
+    case HVD_BOOL: return "bool";
     }
     return "?";
 }
@@ -150,6 +154,8 @@ MPI_Datatype bench_mpi_type(hvd_dtype dtype) {
     case HVD_INT8: return MPI_INT8_T;
     case HVD_INT32: return MPI_INT32_T;
     case HVD_INT64: return MPI_INT64_T;
+    case HVD_INT16: return MPI_INT16_T;
+    case HVD_UINT16: return MPI_UINT16_T;
     case HVD_FLOAT32: return MPI_FLOAT;
     case HVD_FLOAT64: return MPI_DOUBLE;
     default: return MPI_DATATYPE_NULL;
@@ -202,6 +208,9 @@ void bench_set_value(void *buf, hvd_dtype dtype, size_t i, double v) {
     }
     case HVD_FLOAT32: ((float *)buf)[i] = (float)v; break;
     case HVD_FLOAT64: ((double *)buf)[i] = v; break;
+    case HVD_INT16: ((int16_t *)buf)[i] = (int16_t)v; break;
+    case HVD_UINT16: ((uint16_t *)buf)[i] = (uint16_t)v; break;
+    case HVD_BOOL: ((uint8_t *)buf)[i] = v != 0; break;
     }
 }
 
@@ -211,6 +220,9 @@ double bench_get_value(const void *buf, hvd_dtype dtype, size_t i) {
     case HVD_INT8: return ((const int8_t *)buf)[i];
     case HVD_INT32: return ((const int32_t *)buf)[i];
     case HVD_INT64: return (double)((const int64_t *)buf)[i];
+    case HVD_INT16: return ((const int16_t *)buf)[i];
+    case HVD_UINT16: return ((const uint16_t *)buf)[i];
+    case HVD_BOOL: return ((const uint8_t *)buf)[i];
     case HVD_FLOAT16: return f32_from_f16(((const uint16_t *)buf)[i]);
     case HVD_BFLOAT16: {
         uint32_t bits = (uint32_t)((const uint16_t *)buf)[i] << 16;

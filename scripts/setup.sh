@@ -6,8 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # g++: meson's CUDA support needs a host C++ compiler when the GPU backend is built.
+# python3-torch & co: the Python bindings (bindings/python) and their tests, for /usr/bin/python3.
 scripts/ensure_packages.sh openmpi-bin libopenmpi-dev meson ninja-build pkg-config gcc g++ \
-    libc6-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist python3 iproute2 util-linux
+    libc6-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist python3 iproute2 util-linux \
+    python3-dev python3-torch python3-torchvision python3-numpy python3-pytest
 
 if [ ! -f build/build.ninja ]; then
     meson setup build "$@"

@@ -25,7 +25,7 @@ TSAN_TESTS=('threads np=2' 'threads np=4' 'shutdown inflight np=2' 'shutdown ear
             'shutdown early np=3' 'order np=2' 'order np=3' 'order np=3 app-initialized MPI'
             'collectives np=2' 'mismatch np=2' 'stall np=3 idle withholder'
             'stall np=3 busy withholder' 'join np=2' 'join np=3' 'sigusr1 state dump np=2'
-            'timeline complete')
+            'timeline complete' 'timeline startstop' 'process sets np=4')
 TSAN_SOAK_OPS=4000
 
 # gcc's sanitizer runtimes (libasan8, libubsan1, libtsan2) come with gcc.

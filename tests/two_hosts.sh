@@ -214,6 +214,8 @@ run_case "order $on2" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_order"
 run_case "order $on2 hvd_init_comm on split halves" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_order" --split
 run_case "threads $on2" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_threads"
 run_case "mismatch $on2" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_mismatch"
+# {0, 2} and {1, 3}: each process set spans both hosts
+run_case "process sets $on2" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_process_sets"
 
 # ---- training: the same parameters on two hosts as on one ---------------------------------------
 # The flat all-reduce combines every element in rank order whatever the transport, the fusion

@@ -4,10 +4,12 @@
  * defines: hvd_init, hvd_init_comm, hvd_shutdown, hvd_is_initialized,
  *          hvd_rank, hvd_size, hvd_local_rank, hvd_local_size, hvd_cross_rank, hvd_cross_size,
  *          hvd_allreduce[_async], hvd_grouped_allreduce[_async], hvd_broadcast[_async],
- *          hvd_allgather[_async], hvd_reducescatter[_async], hvd_alltoall[_async], hvd_barrier,
- *          hvd_join,
- *          hvd_poll, hvd_wait, hvd_status_string, hvd_last_error, hvd_dtype_size, hvd_version,
- *          hvd_build_info
+ *          hvd_allgather[_async], hvd_allgather_alloc_async, hvd_reducescatter[_async],
+ *          hvd_alltoall[_async], hvd_alltoall_alloc_async, hvd_free, hvd_barrier[_async],
+ *          hvd_join, hvd_add_process_set, hvd_remove_process_set, hvd_process_set_rank,
+ *          hvd_process_set_size, hvd_start_timeline, hvd_stop_timeline,
+ *          hvd_poll, hvd_wait, hvd_status_string, hvd_last_error, hvd_dtype_size, hvd_gpu_built,
+ *          hvd_version, hvd_build_info
  *
  * How it works. Any user thread submits named tensors. A background thread, the only one that
  * talks to the network, negotiates with the other ranks which names are ready everywhere, checks
@@ -82,7 +84,13 @@ typedef enum hvd_status {
 } hvd_status;
 
 /* Element types. float16 is IEEE binary16, bfloat16 the top half of a float32; both are
- * reduced by converting each pair to float32, combining, and rounding back to nearest-even. */
+ * reduced by converting each pair to float32, combining, and rounding back to nearest-even.
+ * Integers wrap around on overflow. HVD_BOOL is one byte, 0 or 1 (any non-zero input byte
+ * counts as 1, results are always 0 or 1), reduced as torch's collectives reduce bool:
+ * HVD_SUM and HVD_MAX are logical or, HVD_PRODUCT and HVD_MIN logical and; HVD_AVERAGE of
+ * bool is undefined and refused (HVD_ERR_INVALID_ARG). On a CUDA device (NCCL has no 16-bit
+ * integers) int16 and uint16 move (broadcast, allgather, alltoall) but do not reduce
+ * (HVD_ERR_UNSUPPORTED). */
 typedef enum hvd_dtype {
     HVD_UINT8 = 0,
     HVD_INT8 = 1,
@@ -92,14 +100,19 @@ typedef enum hvd_dtype {
     HVD_BFLOAT16 = 5,
     HVD_FLOAT32 = 6,
     HVD_FLOAT64 = 7,
+    HVD_INT16 = 8,
+    HVD_UINT16 = 9,
+    HVD_BOOL = 10,
 } hvd_dtype;
-#define HVD_DTYPE_COUNT 8
+#define HVD_DTYPE_COUNT 11
 
 /* Reductions. HVD_AVERAGE is the sum divided by the number of ranks, summed in a type wide
- * enough not to overflow: int8, uint8 and int32 in int64 (the division then truncates toward
+ * enough not to overflow: int8, uint8, int16, uint16 and int32 in int64 (the division then
+ * truncates toward
  * zero; int64 sums in int64), float16 and bfloat16 in float32 (each value divided first, the
  * result rounded once to nearest-even). HVD_MIN and HVD_MAX on floating dtypes propagate NaN
- * (a NaN on any rank gives NaN, as torch.minimum/maximum do). Every rank gets the same bits. */
+ * (a NaN on any rank gives NaN, as torch.minimum/maximum do). Every rank gets the same bits.
+ * bool: see hvd_dtype (no average). */
 typedef enum hvd_reduce_op {
     HVD_SUM = 0,
     HVD_AVERAGE = 1,
@@ -112,11 +125,13 @@ typedef enum hvd_reduce_op {
 /* Where a tensor's memory lives. */
 #define HVD_DEVICE_CPU (-1)
 
-/* Options for the _async calls that take them; NULL means HVD_OPTIONS_DEFAULT. Scale factors
- * other than 1.0 need a floating dtype (else HVD_ERR_INVALID_ARG) and must be finite. A device
- * other than HVD_DEVICE_CPU needs the GPU backend (else HVD_ERR_UNSUPPORTED) and a visible CUDA
- * device (else HVD_ERR_CUDA, "no CUDA device visible: ..."). Device tensors are reduced by NCCL
- * on the runtime's own stream; the handle completes when that work has finished. */
+/* Options of the _async calls; NULL means HVD_OPTIONS_DEFAULT. Scale factors other than 1.0
+ * apply to reductions only, need a floating dtype (else HVD_ERR_INVALID_ARG) and must be finite.
+ * A device other than HVD_DEVICE_CPU needs the GPU backend (else HVD_ERR_UNSUPPORTED) and a
+ * visible CUDA device (else HVD_ERR_CUDA, "no CUDA device visible: ..."). Device tensors are
+ * reduced by NCCL on the runtime's own stream; the handle completes when that work has finished.
+ * process_set sends the operation to a process set (hvd_add_process_set): only its ranks take
+ * part, and ranks, roots, counts and sizes are the set's (see "Process sets" below). */
 typedef struct hvd_options {
     double prescale;   /* inputs are multiplied by this before reducing */
     double postscale;  /* the result is multiplied by this after reducing */
@@ -125,8 +140,10 @@ typedef struct hvd_options {
     void *ready_event; /* device tensors: a cudaEvent_t recorded after the data was written;
                           the runtime's stream waits on it (no host sync). NULL: the work already
                           queued on the legacy default stream */
+    int process_set;   /* HVD_PROCESS_SET_GLOBAL (every rank) or an id from hvd_add_process_set */
 } hvd_options;
-#define HVD_OPTIONS_DEFAULT {1.0, 1.0, HVD_DEVICE_CPU, NULL}
+#define HVD_PROCESS_SET_GLOBAL 0
+#define HVD_OPTIONS_DEFAULT {1.0, 1.0, HVD_DEVICE_CPU, NULL, HVD_PROCESS_SET_GLOBAL}
 
 /* An in-flight operation. 0 is never a valid handle. A handle is released by exactly one
  * successful hvd_wait; using it afterwards returns HVD_ERR_INVALID_ARG (it is never a crash).
@@ -229,7 +246,8 @@ HVD_API hvd_status hvd_grouped_allreduce_async(int n, const char *const names[],
 HVD_API hvd_status hvd_broadcast(const char *name, void *buf, size_t count, hvd_dtype dtype,
                                  int root);
 HVD_API hvd_status hvd_broadcast_async(const char *name, void *buf, size_t count,
-                                       hvd_dtype dtype, int root, hvd_handle *handle);
+                                       hvd_dtype dtype, int root, const hvd_options *options,
+                                       hvd_handle *handle);
 
 /* Concatenates every rank's sendbuf in rank order into recvbuf. Counts may differ between
  * ranks (like the first dimension in Horovod). recv_capacity is recvbuf's size in elements;
@@ -242,7 +260,19 @@ HVD_API hvd_status hvd_allgather(const char *name, const void *sendbuf, size_t c
 HVD_API hvd_status hvd_allgather_async(const char *name, const void *sendbuf, size_t count,
                                        void *recvbuf, size_t recv_capacity, hvd_dtype dtype,
                                        size_t *recv_count, size_t *rank_counts,
-                                       hvd_handle *handle);
+                                       const hvd_options *options, hvd_handle *handle);
+
+/* Allgather whose output libhvdc allocates, once negotiation has told every rank's count, so
+ * the caller needs no bound on the total and no extra round to learn it (what a framework
+ * binding needs to allocate a tensor of the gathered shape). On completion *recvbuf holds a
+ * buffer of *recv_count elements, 64-byte aligned (NULL when the total is 0), which the caller
+ * owns and releases with hvd_free; on failure it stays NULL. Host memory only: a device
+ * sendbuf or options->device gives HVD_ERR_UNSUPPORTED. options may be NULL; its scale factors
+ * must be 1. recv_count and rank_counts as for hvd_allgather. */
+HVD_API hvd_status hvd_allgather_alloc_async(const char *name, const void *sendbuf, size_t count,
+                                             hvd_dtype dtype, const hvd_options *options,
+                                             void **recvbuf, size_t *recv_count,
+                                             size_t *rank_counts, hvd_handle *handle);
 
 /* Reduces count elements across ranks (in rank order, like hvd_allreduce, on host memory)
  * and leaves rank r with its block of the result:
@@ -269,10 +299,24 @@ HVD_API hvd_status hvd_alltoall(const char *name, const void *sendbuf, const siz
 HVD_API hvd_status hvd_alltoall_async(const char *name, const void *sendbuf,
                                       const size_t sendcounts[], void *recvbuf,
                                       size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
-                                      size_t recvcounts[], hvd_handle *handle);
+                                      size_t recvcounts[], const hvd_options *options,
+                                      hvd_handle *handle);
 
-/* Returns once every rank has called hvd_barrier (the n-th call on each rank matches). */
+/* Alltoall whose output libhvdc allocates once the ranks have exchanged their counts (see
+ * hvd_allgather_alloc_async for the buffer's ownership and the options). */
+HVD_API hvd_status hvd_alltoall_alloc_async(const char *name, const void *sendbuf,
+                                            const size_t sendcounts[], hvd_dtype dtype,
+                                            const hvd_options *options, void **recvbuf,
+                                            size_t *recv_count, size_t recvcounts[],
+                                            hvd_handle *handle);
+
+/* Releases a buffer that an _alloc call handed over. NULL-safe. Never blocks. */
+HVD_API void hvd_free(void *buf);
+
+/* Returns once every rank has called hvd_barrier (the n-th call on each rank matches).
+ * hvd_barrier_async: the same among options->process_set's ranks (other options unused). */
 HVD_API hvd_status hvd_barrier(void);
+HVD_API hvd_status hvd_barrier_async(const hvd_options *options, hvd_handle *handle);
 
 /* For uneven data: a rank that has run out of batches calls hvd_join and blocks until every
  * rank has. Meanwhile the other ranks' all-reduces complete without it: it contributes neutral
@@ -294,6 +338,56 @@ HVD_API hvd_status hvd_poll(hvd_handle handle, int *done);
  *         HVD_ERR_INVALID_ARG for a handle that is not live (released already, or never valid). */
 HVD_API hvd_status hvd_wait(hvd_handle *handle);
 
+/* ---- Process sets ----------------------------------------------------------------------------
+ * A process set is a subset of the ranks whose collectives run among themselves: an operation
+ * whose options name the set is negotiated, fused and executed by the set's own background
+ * thread on the set's own communicators, so operations of different sets (the global set
+ * included) never wait for each other. Inside a set, ranks are the global ranks' positions in
+ * the set (0 .. set size - 1) for sizes, counts and messages, but a broadcast's root is a global
+ * rank, which must belong to the set. A rank outside a set that submits to it gets
+ * HVD_ERR_INVALID_ARG at once. Not for device tensors yet (untested: HVD_ERR_UNSUPPORTED),
+ * no hierarchical all-reduce inside a set, no hvd_join (it is global). */
+
+/* Makes the ranks (n of them, any order, no duplicates) a process set and stores its id (never
+ * HVD_PROCESS_SET_GLOBAL; ids are not reused) in *process_set, on every rank. Collective over
+ * every rank, members or not, which must make the same calls in the same order.
+ * @return HVD_OK; HVD_ERR_INVALID_ARG for NULL, n < 1, a rank out of range or given twice, or a
+ *         set with the same ranks already (the message names its id); HVD_ERR_MISMATCH on every
+ *         rank when ranks passed different sets (the message names them); HVD_ERR_MPI.
+ *         Blocks until every rank has called it. */
+HVD_API hvd_status hvd_add_process_set(const int *ranks, int n, int *process_set);
+
+/* Removes a process set, on every rank: its thread stops and its communicators are freed.
+ * Collective over every rank. Refused on every rank, with nothing removed, while any rank has
+ * an operation of the set in flight (submitted and not yet completed): wait for them first.
+ * Handles of the set's operations that completed but were never waited for are released.
+ * @return HVD_OK; HVD_ERR_INVALID_ARG for the global set, an unknown id, or work in flight
+ *         (the message names the ranks that have it). Blocks until every rank has called it. */
+HVD_API hvd_status hvd_remove_process_set(int process_set);
+
+/* This rank's position in the set (-1 if it is not a member) and the set's number of ranks.
+ * @return HVD_OK; HVD_ERR_INVALID_ARG for NULL or an unknown set. Never blocks. */
+HVD_API hvd_status hvd_process_set_rank(int process_set, int *rank);
+HVD_API hvd_status hvd_process_set_size(int process_set, int *size);
+
+/* ---- Timeline ------------------------------------------------------------------------------ */
+
+/* Starts writing a Chrome-trace timeline (what HVD_TIMELINE does from hvd_init) to path,
+ * replacing the file: one row per tensor with its phases (queued, negotiating, waiting for
+ * other ranks, executing); mark_cycles != 0 adds an instant event per negotiation round. Call
+ * it on every rank, like Horovod's start_timeline: rank 0 writes the file, the other ranks only
+ * check the arguments. The file is valid JSON at every moment.
+ * @return HVD_OK; HVD_ERR_NOT_INITIALIZED; HVD_ERR_INVALID_ARG for a NULL or empty path, a file
+ *         that cannot be written (the message names it and the system error), or a timeline
+ *         already being written (the message names its file; stop it first). Never blocks on
+ *         other ranks. */
+HVD_API hvd_status hvd_start_timeline(const char *path, int mark_cycles);
+
+/* Stops the timeline started by hvd_start_timeline or HVD_TIMELINE: when it returns, every
+ * event so far is in the file, which is closed. Does nothing when no timeline is being
+ * written. @return HVD_OK; HVD_ERR_NOT_INITIALIZED. Blocks only for the file's last write. */
+HVD_API hvd_status hvd_stop_timeline(void);
+
 /* ---- Errors and misc ------------------------------------------------------------------------ */
 
 /* The short description of a status; never NULL. Never blocks. */
@@ -305,6 +399,10 @@ HVD_API const char *hvd_last_error(void);
 
 /* Bytes per element of dtype, or 0 for an unknown dtype. */
 HVD_API size_t hvd_dtype_size(hvd_dtype dtype);
+
+/* 1 if this build has the GPU backend (CUDA kernels and NCCL), else 0. Never blocks; needs no
+ * hvd_init. */
+HVD_API int hvd_gpu_built(void);
 
 /* "major.minor.patch". */
 HVD_API const char *hvd_version(void);

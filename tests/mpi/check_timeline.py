@@ -4,6 +4,7 @@
   check_timeline.py MPIRUN WORKLOAD complete   # 3 steps: every tensor shows its phases
   check_timeline.py MPIRUN WORKLOAD sigterm    # killed mid-run: the file still parses
   check_timeline.py MPIRUN WORKLOAD names      # names with quotes, controls, non-UTF-8 bytes
+  check_timeline.py MPIRUN WORKLOAD startstop  # hvd_start/stop_timeline at run time, twice
 
 The file must load with a JSON parser; a known run must show, per tensor, QUEUED, NEGOTIATE
 and ALLREDUCE; the small tensors must be packed (PACK/UNPACK) and share a fusion group; the
@@ -24,7 +25,34 @@ env = dict(os.environ, HVD_TIMELINE=path, HVD_TIMELINE_MARK_CYCLES="1")
 cmd = [mpirun, "--oversubscribe", "--bind-to", "none", "-np", "2", workload]
 failures = []
 
-if mode in ("complete", "names"):
+if mode == "startstop":
+    # no HVD_TIMELINE: the workload starts file A before step 1, stops it after, starts B
+    # before step 3; each file holds exactly its steps' tensors and is valid JSON
+    env.pop("HVD_TIMELINE")
+    env.pop("HVD_TIMELINE_MARK_CYCLES")
+    files = [path + ".a", path + ".b"]
+    run = subprocess.run(cmd + ["startstop"] + files, env=env, timeout=60)
+    if run.returncode != 0:
+        failures.append(f"workload exited {run.returncode}")
+    for f, step, marks in [(files[0], 1, True), (files[1], 3, False)]:
+        try:
+            with open(f) as fh:
+                events = json.load(fh)
+        except (OSError, ValueError) as e:
+            failures.append(f"{f}: not valid JSON: {e}")
+            continue
+        names = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+        steps = {n.split(".")[0] for n in names}
+        print(f"{f}: {len(events)} events, rows of steps {sorted(steps)}")
+        if steps != {f"s{step}"}:
+            failures.append(f"{f}: rows of steps {sorted(steps)}, expected only s{step}")
+        if marks != any(e.get("ph") == "i" for e in events):
+            failures.append(f"{f}: round markers {'missing' if marks else 'present'} "
+                            f"with mark_cycles={int(marks)}")
+        if not any(e.get("ph") == "X" and e["name"] == "ALLREDUCE" for e in events):
+            failures.append(f"{f}: no ALLREDUCE phase")
+        os.unlink(f)
+elif mode in ("complete", "names"):
     run = subprocess.run(cmd + ["3" if mode == "complete" else "names"], env=env, timeout=60)
     if run.returncode != 0:
         failures.append(f"workload exited {run.returncode}")
@@ -42,13 +70,16 @@ else:
         os.killpg(proc.pid, signal.SIGKILL)
         failures.append("workload did not stop within 30 s of SIGTERM")
 
-try:
-    with open(path) as f:
-        events = json.load(f)
-    print(f"timeline {mode}: {len(events)} events, valid JSON")
-except (OSError, ValueError) as e:
+if mode != "startstop":
+    try:
+        with open(path) as f:
+            events = json.load(f)
+        print(f"timeline {mode}: {len(events)} events, valid JSON")
+    except (OSError, ValueError) as e:
+        events = []
+        failures.append(f"timeline is not valid JSON: {e}")
+else:
     events = []
-    failures.append(f"timeline is not valid JSON: {e}")
 
 rows = {e["tid"]: e["args"]["name"] for e in events if e.get("name") == "thread_name"}
 phases = {}
@@ -96,7 +127,7 @@ elif mode == "names":
     for raw in odd:
         if expected(raw) not in rows.values():
             failures.append(f"no timeline row named {expected(raw)!r} (rows: {sorted(rows.values())})")
-elif not any(e.get("ph") == "X" for e in events):
+elif mode == "sigterm" and not any(e.get("ph") == "X" for e in events):
     failures.append("no phase events were written before SIGTERM")
 
 os.unlink(path)

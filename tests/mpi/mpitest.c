@@ -200,16 +200,17 @@ float mt_f32_from_bf16(uint16_t b) { return f32_from_bits((uint32_t)b << 16); }
 
 /* ---- dtypes ------------------------------------------------------------------------------- */
 
-const hvd_dtype mt_all_dtypes[HVD_DTYPE_COUNT] = {HVD_UINT8,    HVD_INT8,    HVD_INT32,
-                                                  HVD_INT64,    HVD_FLOAT16, HVD_BFLOAT16,
-                                                  HVD_FLOAT32,  HVD_FLOAT64};
+const hvd_dtype mt_all_dtypes[HVD_DTYPE_COUNT] = {HVD_UINT8,   HVD_INT8,    HVD_INT32,
+                                                  HVD_INT64,   HVD_FLOAT16, HVD_BFLOAT16,
+                                                  HVD_FLOAT32, HVD_FLOAT64, HVD_INT16,
+                                                  HVD_UINT16,  HVD_BOOL};
 const hvd_reduce_op mt_all_ops[HVD_REDUCE_OP_COUNT] = {HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX,
                                                        HVD_PRODUCT};
 
 size_t mt_dtype_size(hvd_dtype dt) {
     switch (dt) {
-    case HVD_UINT8: case HVD_INT8: return 1;
-    case HVD_FLOAT16: case HVD_BFLOAT16: return 2;
+    case HVD_UINT8: case HVD_INT8: case HVD_BOOL: return 1;
+    case HVD_FLOAT16: case HVD_BFLOAT16: case HVD_INT16: case HVD_UINT16: return 2;
     case HVD_INT32: case HVD_FLOAT32: return 4;
     case HVD_INT64: case HVD_FLOAT64: return 8;
     }
@@ -226,6 +227,9 @@ const char *mt_dtype_name(hvd_dtype dt) {
     case HVD_BFLOAT16: return "bfloat16";
     case HVD_FLOAT32: return "float32";
     case HVD_FLOAT64: return "float64";
+    case HVD_INT16: return "int16";
+    case HVD_UINT16: return "uint16";
+    case HVD_BOOL: return "bool";
     }
     return "?";
 }
@@ -241,6 +245,12 @@ const char *mt_op_name(hvd_reduce_op op) {
     return "?";
 }
 
+int mt_op_defined(hvd_dtype dt, hvd_reduce_op op) { return !(dt == HVD_BOOL && op == HVD_AVERAGE); }
+
+hvd_reduce_op mt_defined_op(hvd_dtype dt, hvd_reduce_op op) {
+    return mt_op_defined(dt, op) ? op : HVD_SUM;
+}
+
 int mt_is_float(hvd_dtype dt) {
     return dt == HVD_FLOAT16 || dt == HVD_BFLOAT16 || dt == HVD_FLOAT32 || dt == HVD_FLOAT64;
 }
@@ -251,6 +261,9 @@ int64_t mt_get_i64(const void *buf, hvd_dtype dt, size_t i) {
     case HVD_INT8: return ((const int8_t *)buf)[i];
     case HVD_INT32: return ((const int32_t *)buf)[i];
     case HVD_INT64: return ((const int64_t *)buf)[i];
+    case HVD_INT16: return ((const int16_t *)buf)[i];
+    case HVD_UINT16: return ((const uint16_t *)buf)[i];
+    case HVD_BOOL: return ((const uint8_t *)buf)[i];
     default: return (int64_t)mt_get_f64(buf, dt, i);
     }
 }
@@ -261,6 +274,9 @@ void mt_set_i64(void *buf, hvd_dtype dt, size_t i, int64_t v) {
     case HVD_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
     case HVD_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
     case HVD_INT64: ((int64_t *)buf)[i] = v; break;
+    case HVD_INT16: ((int16_t *)buf)[i] = (int16_t)v; break;
+    case HVD_UINT16: ((uint16_t *)buf)[i] = (uint16_t)v; break;
+    case HVD_BOOL: ((uint8_t *)buf)[i] = v != 0; break;
     default: mt_set_f64(buf, dt, i, (double)v); break;
     }
 }
@@ -316,8 +332,11 @@ static int64_t in_range(uint64_t h, int64_t lo, int64_t hi) {
  *     limit (float16 2048, bfloat16 256, float32 2^24, float64 2^53), also after the tests'
  *     prescale 0.5 / postscale 4 (sum * 2);
  *   min/max and data that only moves: the type's whole (exact) range;
- *   product: values from {-3..3} on wide types (3^8 = 6561), {-2,-1,1,2} on 16-bit floats
- *     (2^8 = 256), {-1,1,2} on int8 and {1,2} on uint8 with 2 only on ranks < 6 (2^6 = 64).
+ *   product: values from {-3..3} on wide types and int16 (3^8 = 6561), {0..3} on uint16,
+ *     {-2,-1,1,2} on 16-bit floats (2^8 = 256), {-1,1,2} on int8 and {1,2} on uint8 with 2
+ *     only on ranks < 6 (2^6 = 64);
+ *   bool: 0 or 1 each with probability 1/2, for product (and) 1 with probability 7/8, so
+ *     every op's result holds both values.
  */
 int64_t mt_value(hvd_dtype dt, hvd_reduce_op op, int rank, size_t i, uint64_t salt) {
     uint64_t h = mt_hash((uint64_t)rank, (uint64_t)i, salt);
@@ -333,11 +352,16 @@ int64_t mt_value(hvd_dtype dt, hvd_reduce_op op, int rank, size_t i, uint64_t sa
         case HVD_INT64: return in_range(h, -(INT64_C(1) << 59), INT64_C(1) << 59);
         case HVD_FLOAT32: return in_range(h, -(1 << 20), 1 << 20);
         case HVD_FLOAT64: return in_range(h, -(INT64_C(1) << 49), INT64_C(1) << 49);
+        case HVD_INT16: return in_range(h, -4000, 4000);
+        case HVD_UINT16: return in_range(h, 0, 8000);
+        case HVD_BOOL: return (int64_t)((h >> 7) & 1);
         }
         break;
     case HVD_PRODUCT: {
         int two_ok = rank < 6;
         switch (dt) {
+        case HVD_BOOL: return (h >> 7) % 8 != 0; /* mostly true, so and is not always false */
+        case HVD_UINT16: return (h >> 8) % 64 == 0 ? 0 : 1 + (int64_t)(h % 3);
         case HVD_UINT8: return (two_ok && (h & 1)) ? 2 : 1;
         case HVD_INT8: {
             int64_t v = in_range(h, 0, 2);
@@ -365,6 +389,9 @@ int64_t mt_value(hvd_dtype dt, hvd_reduce_op op, int rank, size_t i, uint64_t sa
         case HVD_BFLOAT16: return in_range(h, -256, 256);
         case HVD_INT32: return (int32_t)(uint32_t)h;
         case HVD_INT64: return (int64_t)h;
+        case HVD_INT16: return in_range(h, INT16_MIN, INT16_MAX);
+        case HVD_UINT16: return in_range(h, 0, UINT16_MAX);
+        case HVD_BOOL: return (int64_t)((h >> 7) & 1);
         case HVD_FLOAT32: return in_range(h, -(1 << 24), 1 << 24);
         case HVD_FLOAT64: return in_range(h, -(INT64_C(1) << 53), INT64_C(1) << 53);
         }
@@ -386,10 +413,10 @@ void mt_reduce_ref(void *ref, hvd_dtype dt, hvd_reduce_op op, int size, size_t f
             for (int r = 1; r < size; r++) {
                 int64_t v = mt_value(dt, op, r, first + i, salt);
                 switch (op) {
-                case HVD_SUM: case HVD_AVERAGE: acc += v; break;
+                case HVD_SUM: case HVD_AVERAGE: acc = dt == HVD_BOOL ? (acc | v) : acc + v; break;
                 case HVD_MIN: acc = v < acc ? v : acc; break;
                 case HVD_MAX: acc = v > acc ? v : acc; break;
-                case HVD_PRODUCT: acc *= v; break;
+                case HVD_PRODUCT: acc *= v; break; /* on bool's 0 and 1: and */
                 }
             }
             if (op == HVD_AVERAGE) acc /= size; /* C division truncates toward zero */

@@ -5,7 +5,7 @@
  * defines: mt_ctx, mt_init, mt_start, mt_begin, mt_end, mt_fail, mt_combine, mt_exit_code,
  *          MT_CHECK, MT_EXPECT,
  *          mt_f16_from_f32, mt_f32_from_f16, mt_bf16_from_f32, mt_f32_from_bf16,
- *          mt_dtype_size, mt_dtype_name, mt_op_name, mt_is_float,
+ *          mt_dtype_size, mt_dtype_name, mt_op_name, mt_is_float, mt_op_defined, mt_defined_op,
  *          mt_get_i64, mt_set_i64, mt_get_f64, mt_set_f64, mt_set_value, mt_get_value,
  *          mt_hash, mt_value, mt_fill, mt_reduce_ref, mt_compare, mt_now
  *
@@ -83,6 +83,9 @@ size_t mt_dtype_size(hvd_dtype dt); /* our own table, independent of hvd_dtype_s
 const char *mt_dtype_name(hvd_dtype dt);
 const char *mt_op_name(hvd_reduce_op op);
 int mt_is_float(hvd_dtype dt);
+/* 0 for the pairs libhvdc refuses (average of bool); mt_defined_op gives HVD_SUM for them. */
+int mt_op_defined(hvd_dtype dt, hvd_reduce_op op);
+hvd_reduce_op mt_defined_op(hvd_dtype dt, hvd_reduce_op op);
 
 /* Element i of buf as/from an integer (integer dtypes) or a double (any dtype). mt_set_f64
  * rounds to the dtype (nearest-even for float16/bfloat16/float32). */

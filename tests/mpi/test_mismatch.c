@@ -232,7 +232,34 @@ static void test_bad_args(mt_ctx *t) {
     EXPECT_INVALID(t, hvd_reducescatter("bad.op", buf, out, 8, HVD_INT32, (hvd_reduce_op)99,
                                         NULL));
     EXPECT_INVALID(t, hvd_reducescatter("bad.null", NULL, out, 8, HVD_INT32, HVD_SUM, NULL));
+    /* the average of bool is undefined (sum is or, min is and): refused, with what to use */
+    EXPECT_INVALID(t, hvd_allreduce("bad.boolavg", buf, out, 8, HVD_BOOL, HVD_AVERAGE));
+    MT_CHECK(t, strstr(hvd_last_error(), "bool") && strstr(hvd_last_error(), "HVD_SUM"),
+             "bool average: the message \"%s\" does not say what to use", hvd_last_error());
+    EXPECT_INVALID(t, hvd_reducescatter("bad.boolavg", buf, out, 8, HVD_BOOL, HVD_AVERAGE, NULL));
+    {
+        const char *names[1] = {"bad.boolavg"};
+        const void *sends[1] = {buf};
+        void *recvs[1] = {out};
+        size_t gcounts[1] = {8};
+        EXPECT_INVALID(t, hvd_grouped_allreduce(1, names, sends, recvs, gcounts, HVD_BOOL,
+                                                HVD_AVERAGE));
+    }
+    EXPECT_INVALID(t, hvd_allreduce("bad.dtype", buf, out, 8, (hvd_dtype)HVD_DTYPE_COUNT, HVD_SUM));
     EXPECT_INVALID(t, hvd_alltoall("bad.counts", buf, NULL, out, 8, HVD_INT32, NULL, NULL));
+    {
+        hvd_options scaled = HVD_OPTIONS_DEFAULT;
+        scaled.postscale = 2.0;
+        void *got = NULL;
+        EXPECT_INVALID(t, hvd_allgather_alloc_async("bad.alloc", buf, 1, HVD_FLOAT32, &scaled,
+                                                    &got, NULL, NULL, &h));
+        EXPECT_INVALID(t, hvd_allgather_alloc_async("bad.alloc", buf, 1, HVD_INT32, NULL, NULL,
+                                                    NULL, NULL, &h));
+        EXPECT_INVALID(t, hvd_alltoall_alloc_async("bad.alloc", buf, NULL, HVD_INT32, NULL, &got,
+                                                   NULL, NULL, &h));
+        MT_CHECK(t, got == NULL && h == HVD_HANDLE_NULL, "a refused _alloc call left a buffer or handle");
+        hvd_free(NULL); /* NULL-safe */
+    }
     EXPECT_INVALID(t, hvd_alltoall(long_name, buf, counts, out, 8, HVD_INT32, NULL, NULL));
     {
         const char *names[2] = {"bad.g0", NULL};
@@ -349,6 +376,34 @@ static void test_misc(mt_ctx *t) {
     mt_end(t);
 }
 
+/* An _alloc result that one rank cannot allocate fails on every rank before data moves, naming
+ * that rank, and the runtime goes on (HVDC_TEST_FAULTS=alloc_output on the last rank only; it is
+ * read by the background thread after the submission, so setting it here does not race). */
+static void test_alloc_failure(mt_ctx *t) {
+    mt_begin(t, "an _alloc result one rank cannot allocate fails on every rank, alone");
+    int last = t->size - 1;
+    if (t->rank == last) setenv("HVDC_TEST_FAULTS", "alloc_output", 1);
+    int32_t mine[3] = {1, 2, 3};
+    void *got = NULL;
+    size_t total = 0;
+    hvd_handle h = HVD_HANDLE_NULL;
+    hvd_status s = hvd_allgather_alloc_async("alloc.fails", mine, 3, HVD_INT32, NULL, &got, &total, NULL, &h);
+    if (s == HVD_OK) s = hvd_wait(&h);
+    if (MT_EXPECT(t, s, HVD_ERR_NO_MEMORY)) {
+        char want[64];
+        snprintf(want, sizeof want, "rank %d could not allocate", last);
+        MT_CHECK(t, strstr(hvd_last_error(), want), "message: %s", hvd_last_error());
+    }
+    MT_CHECK(t, got == NULL, "a failed _alloc call left a buffer");
+    if (t->rank == last) unsetenv("HVDC_TEST_FAULTS");
+    s = hvd_allgather_alloc_async("alloc.after", mine, 3, HVD_INT32, NULL, &got, &total, NULL, &h);
+    if (MT_EXPECT(t, s == HVD_OK ? hvd_wait(&h) : s, HVD_OK))
+        MT_CHECK(t, total == 3 * (size_t)t->size && got && ((int32_t *)got)[2] == 3, "after: %zu", total);
+    hvd_free(got);
+    check_recovers(t, "after.alloc.failure");
+    mt_end(t);
+}
+
 int main(void) {
     mt_ctx t;
     mt_init(&t, 0, 1);
@@ -373,6 +428,7 @@ int main(void) {
     }
     test_duplicate(&t);
     test_bad_args(&t);
+    test_alloc_failure(&t);
 
     mt_combine(&t);
     mt_begin(&t, "hvd_shutdown, then calls after it -> HVD_ERR_NOT_INITIALIZED");

@@ -108,7 +108,7 @@ static void plan_op(soak_op *o, uint64_t *s, long id, int slot, int size, size_t
     /* half the reductions are float32 sums, so neighbours fuse; the rest anything */
     int common = rng_below(s, 2) == 0;
     o->dt = common ? HVD_FLOAT32 : mt_all_dtypes[rng_below(s, HVD_DTYPE_COUNT)];
-    o->op = common ? HVD_SUM : mt_all_ops[rng_below(s, HVD_REDUCE_OP_COUNT)];
+    o->op = common ? HVD_SUM : mt_defined_op(o->dt, mt_all_ops[rng_below(s, HVD_REDUCE_OP_COUNT)]);
     o->prescale = o->postscale = 1.0;
     if (mt_is_float(o->dt) && (o->kind == K_ALLREDUCE || o->kind == K_GROUPED ||
                                o->kind == K_REDUCESCATTER) && rng_below(s, 4) == 0) {
@@ -209,18 +209,18 @@ static hvd_status submit(soak_op *o, int rank, int size) {
                                            o->recv, o->counts, o->dt, o->op, &opts, &o->handle);
     }
     case K_BROADCAST:
-        return hvd_broadcast_async(o->names[0], o->send[0], o->counts[0], o->dt, o->root,
+        return hvd_broadcast_async(o->names[0], o->send[0], o->counts[0], o->dt, o->root, NULL,
                                    &o->handle);
     case K_ALLGATHER:
         return hvd_allgather_async(o->names[0], o->send[0], gather_count(o, rank), o->recv[0],
-                                   o->recv_elems, o->dt, &o->recv_count, o->rank_counts,
+                                   o->recv_elems, o->dt, &o->recv_count, o->rank_counts, NULL,
                                    &o->handle);
     case K_REDUCESCATTER:
         return hvd_reducescatter_async(o->names[0], o->send[0], o->recv[0], o->counts[0], o->dt,
                                        o->op, &opts, &o->recv_count, &o->handle);
     case K_ALLTOALL:
         return hvd_alltoall_async(o->names[0], o->send[0], &o->matrix[rank * size], o->recv[0],
-                                  o->recv_elems, o->dt, &o->recv_count, o->rank_counts,
+                                  o->recv_elems, o->dt, &o->recv_count, o->rank_counts, NULL,
                                   &o->handle);
     default: return HVD_ERR_INTERNAL;
     }

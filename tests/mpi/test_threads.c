@@ -30,7 +30,7 @@ typedef struct worker {
 
 static void case_of(int id, int i, hvd_dtype *dt, hvd_reduce_op *op, size_t *count) {
     *dt = mt_all_dtypes[(i + id) % HVD_DTYPE_COUNT];
-    *op = mt_all_ops[(i / HVD_DTYPE_COUNT + id) % HVD_REDUCE_OP_COUNT];
+    *op = mt_defined_op(*dt, mt_all_ops[(i / HVD_DTYPE_COUNT + id) % HVD_REDUCE_OP_COUNT]);
     *count = 1 + (size_t)((i * 13 + id * 7) % MAX_COUNT);
 }
 

@@ -342,16 +342,22 @@ static void test_support(void) {
                "int8 product");
     CHECK_TRUE(native == 1, "ncclAvg in 2.28");
     for (int d = 0; d < HVD_DTYPE_COUNT; d++)
-        for (int o = 0; o < HVD_REDUCE_OP_COUNT; o++)
+        for (int o = 0; o < HVD_REDUCE_OP_COUNT; o++) {
+            hvd_status want = d == HVD_INT16 || d == HVD_UINT16 ? HVD_ERR_UNSUPPORTED
+                              : d == HVD_BOOL && o == HVD_AVERAGE ? HVD_ERR_INVALID_ARG
+                                                                  : HVD_OK;
             CHECK_TRUE(hvdc__gpu_reduce_supported((hvd_dtype)d, (hvd_reduce_op)o, 22809, &native,
-                                                  &why) == HVD_OK, "dtype %d op %d", d, o);
+                                                  &why) == want, "dtype %d op %d", d, o);
+        }
+    CHECK_TRUE(hvdc__gpu_reduce_supported(HVD_INT16, HVD_SUM, 22809, &native, &why) ==
+               HVD_ERR_UNSUPPORTED && strstr(why, "16-bit"), "int16 says why");
     CHECK_TRUE(hvdc__gpu_reduce_supported(HVD_BFLOAT16, HVD_SUM, 20900, &native, &why) ==
                HVD_ERR_UNSUPPORTED && strstr(why, "bfloat16"), "bf16 before 2.10");
     CHECK_TRUE(hvdc__gpu_reduce_supported(HVD_INT32, HVD_AVERAGE, 20900, &native, &why) ==
                HVD_ERR_UNSUPPORTED && native == 0, "int average before ncclAvg");
     CHECK_TRUE(hvdc__gpu_reduce_supported(HVD_FLOAT32, HVD_AVERAGE, 20900, &native, &why) ==
                HVD_OK && native == 0, "float average as sum+scale before ncclAvg");
-    CHECK_TRUE(hvdc__gpu_reduce_supported((hvd_dtype)9, HVD_SUM, 22809, &native, &why) ==
+    CHECK_TRUE(hvdc__gpu_reduce_supported((hvd_dtype)HVD_DTYPE_COUNT, HVD_SUM, 22809, &native, &why) ==
                HVD_ERR_INVALID_ARG, "bad dtype");
 }
 

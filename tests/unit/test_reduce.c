@@ -19,6 +19,9 @@ static double get(const void *buf, size_t i, hvd_dtype t) {
     case HVD_BFLOAT16: return hvdc__bf16_to_float(((const uint16_t *)buf)[i]);
     case HVD_FLOAT32: return ((const float *)buf)[i];
     case HVD_FLOAT64: return ((const double *)buf)[i];
+    case HVD_INT16: return ((const int16_t *)buf)[i];
+    case HVD_UINT16: return ((const uint16_t *)buf)[i];
+    case HVD_BOOL: return ((const uint8_t *)buf)[i];
     }
     return 0;
 }
@@ -33,6 +36,9 @@ static void set(void *buf, size_t i, hvd_dtype t, double v) {
     case HVD_BFLOAT16: ((uint16_t *)buf)[i] = hvdc__float_to_bf16((float)v); break;
     case HVD_FLOAT32: ((float *)buf)[i] = (float)v; break;
     case HVD_FLOAT64: ((double *)buf)[i] = v; break;
+    case HVD_INT16: ((int16_t *)buf)[i] = (int16_t)v; break;
+    case HVD_UINT16: ((uint16_t *)buf)[i] = (uint16_t)v; break;
+    case HVD_BOOL: ((uint8_t *)buf)[i] = (uint8_t)(i % 7 == 3 ? 0 : v != 0 ? 1 + i % 2 * 4 : 0); break;
     }
 }
 
@@ -40,7 +46,7 @@ int main(void) {
     enum { N = 1037 }; /* odd, longer than a half-type block */
     static unsigned char a[N * 8], b[N * 8], d[N * 8];
     for (int t = 0; t < HVD_DTYPE_COUNT; t++) {
-        int is_signed = t != HVD_UINT8;
+        int is_signed = t != HVD_UINT8 && t != HVD_UINT16 && t != HVD_BOOL;
         for (int op = 0; op < HVD_REDUCE_OP_COUNT; op++) {
             for (size_t i = 0; i < N; i++) {
                 double x = (double)(i % 5) + 1, y = (double)(i % 3) + (is_signed ? -1 : 0);
@@ -55,7 +61,10 @@ int main(void) {
                 int bad = 0;
                 for (size_t i = 0; i < N; i++) {
                     double x = get(saved, i, (hvd_dtype)t), y = get(b, i, (hvd_dtype)t), want;
-                    switch (op) {
+                    if (t == HVD_BOOL) { /* or for sum and max, and for product and min */
+                        int and = op == HVD_MIN || op == HVD_PRODUCT;
+                        want = and ? (x != 0 && y != 0) : (x != 0 || y != 0);
+                    } else switch (op) {
                     case HVD_MIN: want = fmin(x, y); break;
                     case HVD_MAX: want = fmax(x, y); break;
                     case HVD_PRODUCT: want = x * y; break;
@@ -76,6 +85,21 @@ int main(void) {
     float f[3] = {1, 2, 3};
     hvdc__scale(f, 3, HVD_FLOAT32, 0.5);
     CHECK_TRUE(f[0] == 0.5f && f[2] == 1.5f, "scale float32");
+    uint8_t t5 = 5, f0 = 0, bo;
+    hvdc__reduce(&bo, &t5, &t5, 1, HVD_BOOL, HVD_SUM);
+    CHECK_TRUE(bo == 1, "bool or of two non-zero bytes is 1, not %d", bo);
+    hvdc__fill_identity(&bo, 1, HVD_BOOL, HVD_PRODUCT);
+    CHECK_TRUE(bo == 1, "bool and's identity is 1");
+    hvdc__fill_identity(&bo, 1, HVD_BOOL, HVD_MAX);
+    CHECK_TRUE(bo == 0, "bool or's identity is 0");
+    hvdc__reduce(&bo, &t5, &f0, 1, HVD_BOOL, HVD_MIN);
+    CHECK_TRUE(bo == 0, "bool and of 5 and 0 is 0");
+    int16_t s16[2] = {INT16_MIN, -9}, one16[2] = {-1, 2};
+    hvdc__reduce(s16, s16, one16, 2, HVD_INT16, HVD_SUM);
+    CHECK_TRUE(s16[0] == INT16_MAX && s16[1] == -7, "int16 sums wrap around");
+    uint16_t u16[2] = {60000, 7};
+    hvdc__divide_integers(u16, 2, HVD_UINT16, 4);
+    CHECK_TRUE(u16[0] == 15000 && u16[1] == 1, "uint16 average truncates");
     int32_t v[3] = {7, -7, 8};
     hvdc__divide_integers(v, 3, HVD_INT32, 2);
     CHECK_TRUE(v[0] == 3 && v[1] == -3 && v[2] == 4, "integer average truncates toward zero");

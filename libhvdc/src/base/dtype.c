@@ -13,6 +13,8 @@ static const struct {
     [HVD_INT32] = {"int32", 4, 0},     [HVD_INT64] = {"int64", 8, 0},
     [HVD_FLOAT16] = {"float16", 2, 1}, [HVD_BFLOAT16] = {"bfloat16", 2, 1},
     [HVD_FLOAT32] = {"float32", 4, 1}, [HVD_FLOAT64] = {"float64", 8, 1},
+    [HVD_INT16] = {"int16", 2, 0},     [HVD_UINT16] = {"uint16", 2, 0},
+    [HVD_BOOL] = {"bool", 1, 0},
 };
 
 static const char *const op_names[HVD_REDUCE_OP_COUNT] = {

@@ -33,6 +33,35 @@ static void reduce_i8(int8_t *d, const int8_t *a, const int8_t *b, size_t n, hvd
     }
 }
 
+static void reduce_i16(int16_t *d, const int16_t *a, const int16_t *b, size_t n, hvd_reduce_op op) {
+    switch (op) {
+    case HVD_SUM: case HVD_AVERAGE: for (size_t i = 0; i < n; i++) d[i] = (int16_t)(uint16_t)((uint16_t)a[i] + (uint16_t)b[i]); break;
+    case HVD_MIN: for (size_t i = 0; i < n; i++) d[i] = a[i] < b[i] ? a[i] : b[i]; break;
+    case HVD_MAX: for (size_t i = 0; i < n; i++) d[i] = a[i] > b[i] ? a[i] : b[i]; break;
+    case HVD_PRODUCT: for (size_t i = 0; i < n; i++) d[i] = (int16_t)(uint16_t)((unsigned)(uint16_t)a[i] * (unsigned)(uint16_t)b[i]); break;
+    }
+}
+
+static void reduce_u16(uint16_t *d, const uint16_t *a, const uint16_t *b, size_t n, hvd_reduce_op op) {
+    /* promoted to int: the product of two uint16 can overflow int, so multiply as unsigned */
+    switch (op) {
+    case HVD_SUM: case HVD_AVERAGE: for (size_t i = 0; i < n; i++) d[i] = (uint16_t)(a[i] + b[i]); break;
+    case HVD_MIN: for (size_t i = 0; i < n; i++) d[i] = a[i] < b[i] ? a[i] : b[i]; break;
+    case HVD_MAX: for (size_t i = 0; i < n; i++) d[i] = a[i] > b[i] ? a[i] : b[i]; break;
+    case HVD_PRODUCT: for (size_t i = 0; i < n; i++) d[i] = (uint16_t)((unsigned)a[i] * (unsigned)b[i]); break;
+    }
+}
+
+/* bool as torch reduces it: sum and max are or, product and min are and; any non-zero byte is
+ * true and results are 0 or 1 (average is refused at submission). */
+static void reduce_bool(uint8_t *d, const uint8_t *a, const uint8_t *b, size_t n, hvd_reduce_op op) {
+    if (op == HVD_MIN || op == HVD_PRODUCT) {
+        for (size_t i = 0; i < n; i++) d[i] = (uint8_t)((a[i] != 0) & (b[i] != 0));
+    } else {
+        for (size_t i = 0; i < n; i++) d[i] = (uint8_t)((a[i] | b[i]) != 0);
+    }
+}
+
 static void reduce_i32(int32_t *d, const int32_t *a, const int32_t *b, size_t n, hvd_reduce_op op) {
     switch (op) {
     case HVD_SUM: case HVD_AVERAGE: for (size_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)a[i] + (uint32_t)b[i]); break;
@@ -110,6 +139,9 @@ void hvdc__reduce(void *dst, const void *a, const void *b, size_t count, hvd_dty
     case HVD_INT8: reduce_i8(dst, a, b, count, op); break;
     case HVD_INT32: reduce_i32(dst, a, b, count, op); break;
     case HVD_INT64: reduce_i64(dst, a, b, count, op); break;
+    case HVD_INT16: reduce_i16(dst, a, b, count, op); break;
+    case HVD_UINT16: reduce_u16(dst, a, b, count, op); break;
+    case HVD_BOOL: reduce_bool(dst, a, b, count, op); break;
     case HVD_FLOAT16: case HVD_BFLOAT16: reduce_half(dst, a, b, count, dtype, op); break;
     case HVD_FLOAT32: reduce_f32(dst, a, b, count, op); break;
     case HVD_FLOAT64: reduce_f64(dst, a, b, count, op); break;
@@ -143,7 +175,9 @@ void hvdc__divide_integers(void *buf, size_t count, hvd_dtype dtype, int divisor
     case HVD_INT8: { int8_t *v = buf; for (size_t i = 0; i < count; i++) v[i] = (int8_t)(v[i] / divisor); break; }
     case HVD_INT32: { int32_t *v = buf; for (size_t i = 0; i < count; i++) v[i] = v[i] / divisor; break; }
     case HVD_INT64: { int64_t *v = buf; for (size_t i = 0; i < count; i++) v[i] = v[i] / divisor; break; }
-    default: break;
+    case HVD_INT16: { int16_t *v = buf; for (size_t i = 0; i < count; i++) v[i] = (int16_t)(v[i] / divisor); break; }
+    case HVD_UINT16: { uint16_t *v = buf; for (size_t i = 0; i < count; i++) v[i] = (uint16_t)(v[i] / divisor); break; }
+    default: break; /* bool: average is refused at submission */
     }
 }
 
@@ -157,6 +191,9 @@ void hvdc__fill_identity(void *buf, size_t count, hvd_dtype dtype, hvd_reduce_op
     case HVD_INT8: *(int8_t *)buf = op == HVD_MIN ? INT8_MAX : op == HVD_MAX ? INT8_MIN : (int8_t)value; break;
     case HVD_INT32: *(int32_t *)buf = op == HVD_MIN ? INT32_MAX : op == HVD_MAX ? INT32_MIN : (int32_t)value; break;
     case HVD_INT64: *(int64_t *)buf = op == HVD_MIN ? INT64_MAX : op == HVD_MAX ? INT64_MIN : (int64_t)value; break;
+    case HVD_INT16: *(int16_t *)buf = op == HVD_MIN ? INT16_MAX : op == HVD_MAX ? INT16_MIN : (int16_t)value; break;
+    case HVD_UINT16: *(uint16_t *)buf = op == HVD_MIN ? UINT16_MAX : op == HVD_MAX ? 0 : (uint16_t)value; break;
+    case HVD_BOOL: *(uint8_t *)buf = op == HVD_MIN || op == HVD_PRODUCT; break; /* and: 1, or: 0 */
     case HVD_FLOAT16: *(uint16_t *)buf = hvdc__float_to_half((float)value); break;
     case HVD_BFLOAT16: *(uint16_t *)buf = hvdc__float_to_bf16((float)value); break;
     case HVD_FLOAT32: *(float *)buf = (float)value; break;

@@ -12,12 +12,13 @@
 
 /* dst[i] = a[i] op b[i]. HVD_AVERAGE combines like HVD_SUM (the division happens once, at the
  * end). float16/bfloat16 combine in float32 and round back to nearest-even. Floating MIN and
- * MAX propagate NaN (NaN if either input is NaN; with two NaNs, a's). */
+ * MAX propagate NaN (NaN if either input is NaN; with two NaNs, a's). bool: sum and max are or,
+ * product and min are and (hvdc.h). */
 void hvdc__reduce(void *dst, const void *a, const void *b, size_t count, hvd_dtype dtype,
                   hvd_reduce_op op);
 
 /* Fills buf with op's neutral element: 0 for sum/average, 1 for product, the largest value
- * (+inf for floats) for min, the smallest (-inf) for max. */
+ * (+inf for floats) for min, the smallest (-inf) for max; bool: 0 for or, 1 for and. */
 void hvdc__fill_identity(void *buf, size_t count, hvd_dtype dtype, hvd_reduce_op op);
 
 /* buf[i] *= factor, for floating dtypes (float16/bfloat16/float32 scale in float32). */

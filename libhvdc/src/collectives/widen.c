@@ -13,6 +13,8 @@ hvd_dtype hvdc__accumulation_dtype(hvd_dtype dtype, hvd_reduce_op op) {
     switch (dtype) {
     case HVD_UINT8:
     case HVD_INT8:
+    case HVD_INT16:
+    case HVD_UINT16:
     case HVD_INT32: return HVD_INT64;
     case HVD_FLOAT16:
     case HVD_BFLOAT16: return HVD_FLOAT32;
@@ -27,6 +29,8 @@ void hvdc__widen(void *dst, hvd_dtype wide, const void *src, hvd_dtype dtype, si
         switch (dtype) {
         case HVD_UINT8: { const uint8_t *s = src; for (size_t i = 0; i < count; i++) d[i] = s[i]; break; }
         case HVD_INT8: { const int8_t *s = src; for (size_t i = 0; i < count; i++) d[i] = s[i]; break; }
+        case HVD_INT16: { const int16_t *s = src; for (size_t i = 0; i < count; i++) d[i] = s[i]; break; }
+        case HVD_UINT16: { const uint16_t *s = src; for (size_t i = 0; i < count; i++) d[i] = s[i]; break; }
         case HVD_INT32: { const int32_t *s = src; for (size_t i = 0; i < count; i++) d[i] = s[i]; break; }
         default: break;
         }
@@ -48,6 +52,8 @@ void hvdc__narrow_average(void *dst, hvd_dtype dtype, const void *src, hvd_dtype
         switch (dtype) {
         case HVD_UINT8: { uint8_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (uint8_t)(s[i] / divisor); break; }
         case HVD_INT8: { int8_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (int8_t)(s[i] / divisor); break; }
+        case HVD_INT16: { int16_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (int16_t)(s[i] / divisor); break; }
+        case HVD_UINT16: { uint16_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (uint16_t)(s[i] / divisor); break; }
         case HVD_INT32: { int32_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (int32_t)(s[i] / divisor); break; }
         default: break;
         }

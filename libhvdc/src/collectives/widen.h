@@ -1,7 +1,7 @@
 /*
  * widen.h - HVD_AVERAGE summed in a wider type, so that partial sums cannot overflow the element
  * type: int8 100 and 127 average to 113 (not -28 after wrapping), float16 60000 and 60000 to
- * 60000 (not inf). Integers sum in int64 and the sum is divided once, truncating toward zero.
+ * 60000 (not inf). Integers (8, 16 and 32 bits) sum in int64 and the sum is divided once, truncating toward zero.
  * float16/bfloat16 sum in float32, each value divided by the number of ranks as it is widened
  * (bfloat16 has float32's range, so only dividing first keeps the sum finite), then rounded
  * once to nearest-even. int64 has no wider type: it sums in int64, so N values whose sum

@@ -105,11 +105,17 @@ static ncclDataType_t nccl_dtype(hvd_dtype dtype) {
     case HVD_BFLOAT16: return ncclBfloat16;
     case HVD_FLOAT32: return ncclFloat32;
     case HVD_FLOAT64: return ncclFloat64;
+    case HVD_BOOL: return ncclUint8; /* 0 or 1: or is max, and is min (nccl_op) */
+    /* NCCL has no 16-bit integer type. These only move (hvdc__gpu_reduce_supported refuses
+     * to reduce them), and NCCL moves float16 bit for bit, so a 2-byte type does. */
+    case HVD_INT16: case HVD_UINT16: return ncclFloat16;
     }
     return ncclFloat32; /* unreachable: dtypes are validated before they get here */
 }
 
-static ncclRedOp_t nccl_op(hvd_reduce_op op) {
+static ncclRedOp_t nccl_op(hvd_reduce_op op, hvd_dtype dtype) {
+    if (dtype == HVD_BOOL) /* hvdc.h: sum and max are or, product and min are and */
+        return op == HVD_MIN || op == HVD_PRODUCT ? ncclMin : ncclMax;
     switch (op) {
     case HVD_SUM: return ncclSum;
     case HVD_AVERAGE: return ncclAvg;
@@ -338,7 +344,7 @@ static hvd_status op_allreduce(void *self, const void *src, void *dst, size_t co
                                hvd_dtype dtype, hvd_reduce_op op) {
     hvdc_gpu *gpu = self;
     hvd_status st = HVD_OK;
-    CHECK_NCCL(gpu->comm, ncclAllReduce(src, dst, count, nccl_dtype(dtype), nccl_op(op),
+    CHECK_NCCL(gpu->comm, ncclAllReduce(src, dst, count, nccl_dtype(dtype), nccl_op(op, dtype),
                                         gpu->comm, gpu->stream));
 fail:
     return st;
@@ -355,9 +361,9 @@ static hvd_status op_hierarchical(void *self, void *buf, size_t shard, hvd_dtype
     hvd_status st = HVD_OK;
     ncclDataType_t dt = nccl_dtype(dtype);
     char *mine = (char *)buf + (size_t)gpu->local_rank * shard * hvd_dtype_size(dtype);
-    CHECK_NCCL(gpu->local_comm, ncclReduceScatter(buf, mine, shard, dt, nccl_op(op),
+    CHECK_NCCL(gpu->local_comm, ncclReduceScatter(buf, mine, shard, dt, nccl_op(op, dtype),
                                                   gpu->local_comm, gpu->stream));
-    CHECK_NCCL(gpu->cross_comm, ncclAllReduce(mine, mine, shard, dt, nccl_op(op),
+    CHECK_NCCL(gpu->cross_comm, ncclAllReduce(mine, mine, shard, dt, nccl_op(op, dtype),
                                               gpu->cross_comm, gpu->stream));
     CHECK_NCCL(gpu->local_comm, ncclAllGather(mine, buf, shard, dt, gpu->local_comm,
                                               gpu->stream));
@@ -499,7 +505,7 @@ hvd_status hvdc__gpu_reducescatter(hvdc_gpu *gpu, const void *send, void *recv, 
     if (count == 0) return record(gpu, out);
     if (count % size == 0 && prescale == 1.0) { /* even blocks: straight from send */
         CHECK_NCCL(gpu->comm, ncclReduceScatter(send, recv, count / size, nccl_dtype(dtype),
-                                                nccl_op(op), gpu->comm, gpu->stream));
+                                                nccl_op(op, dtype), gpu->comm, gpu->stream));
     } else { /* pack the uneven blocks into equal padded shards of the fusion buffer */
         hvdc_shard_plan plan;
         void *buf = NULL;
@@ -520,7 +526,7 @@ hvd_status hvdc__gpu_reducescatter(hvdc_gpu *gpu, const void *send, void *recv, 
             CHECK(op_copy_scale(gpu, &batch));
         char *shard = (char *)buf + (size_t)gpu->rank * plan.shard * elem;
         CHECK_NCCL(gpu->comm, ncclReduceScatter(buf, shard, plan.shard, nccl_dtype(dtype),
-                                                nccl_op(op), gpu->comm, gpu->stream));
+                                                nccl_op(op, dtype), gpu->comm, gpu->stream));
         hvdc_gpu_segment mine = {shard, recv, my_count};
         pos = 0;
         if (hvdc__gpu_batch_next(&mine, 1, &pos, dtype, postscale, &batch) > 0)

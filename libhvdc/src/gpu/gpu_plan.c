@@ -61,12 +61,21 @@ size_t hvdc__shard_valid(const hvdc_shard_plan *plan, size_t count, size_t r) {
 
 hvd_status hvdc__gpu_reduce_supported(hvd_dtype dtype, hvd_reduce_op op, int nccl_version,
                                       int *native_avg, const char **why) {
-    /* ncclAvg and ncclBfloat16 arrived in NCCL 2.10 (version code 21000); every other
-     * dtype/op pair of ours (min/max/prod on int8 and uint8 included) is in every NCCL 2.x. */
+    /* ncclAvg and ncclBfloat16 arrived in NCCL 2.10 (version code 21000); NCCL has no 16-bit
+     * integers; bool reduces as uint8 max (or) and min (and); every other dtype/op pair of
+     * ours (min/max/prod on int8 and uint8 included) is in every NCCL 2.x. */
     *native_avg = nccl_version >= 21000;
     *why = "";
     if (!hvdc__dtype_valid((int)dtype) || !hvdc__op_valid((int)op)) {
         *why = "unknown dtype or reduce op";
+        return HVD_ERR_INVALID_ARG;
+    }
+    if (dtype == HVD_INT16 || dtype == HVD_UINT16) {
+        *why = "NCCL has no 16-bit integer type (reduce int32, or move these to host memory)";
+        return HVD_ERR_UNSUPPORTED;
+    }
+    if (dtype == HVD_BOOL && op == HVD_AVERAGE) {
+        *why = "the average of bool is undefined";
         return HVD_ERR_INVALID_ARG;
     }
     if (dtype == HVD_BFLOAT16 && nccl_version < 21000) {

@@ -76,8 +76,8 @@ __device__ void scale_elems(const void *src, void *dst, uint64_t count, double f
 
 __device__ uint64_t elem_size(int32_t dtype) {
     switch (dtype) {
-    case HVD_UINT8: case HVD_INT8: return 1;
-    case HVD_FLOAT16: case HVD_BFLOAT16: return 2;
+    case HVD_UINT8: case HVD_INT8: case HVD_BOOL: return 1;
+    case HVD_FLOAT16: case HVD_BFLOAT16: case HVD_INT16: case HVD_UINT16: return 2;
     case HVD_INT32: case HVD_FLOAT32: return 4;
     default: return 8; /* HVD_INT64, HVD_FLOAT64 */
     }

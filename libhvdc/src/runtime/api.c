@@ -1,7 +1,8 @@
 /*
- * api.c - the collective entry points, hvd_poll and hvd_wait. Each checks what it can check on
+ * api.c - the collective entry points. Each checks what it can check on
  * this rank alone (names, buffers, dtypes, ops, roots, sizes) and returns at once if something is
- * wrong; otherwise it builds an op, gives it a handle and queues it for the background thread.
+ * wrong; otherwise it builds an op and hands it to hvdc__submit (submit.c), which queues it for
+ * the background thread of its process set's runtime (the global one by default).
  * Any user thread. Touches only the queue (queue_mutex) and the handles (completion_mutex).
  */
 #include <math.h>
@@ -35,13 +36,16 @@ static hvd_status check_name(const char *fn, const char *name) {
 
 static hvd_status check_dtype(const char *fn, const char *name, int dtype) {
     if (!hvdc__dtype_valid(dtype))
-        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': dtype %d is unknown; expected one of HVD_UINT8, HVD_INT8, HVD_INT32, HVD_INT64, HVD_FLOAT16, HVD_BFLOAT16, HVD_FLOAT32, HVD_FLOAT64", fn, name, dtype);
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': dtype %d is unknown; expected one of HVD_UINT8, HVD_INT8, HVD_INT16, HVD_UINT16, HVD_INT32, HVD_INT64, HVD_FLOAT16, HVD_BFLOAT16, HVD_FLOAT32, HVD_FLOAT64, HVD_BOOL", fn, name, dtype);
     return HVD_OK;
 }
 
-static hvd_status check_op(const char *fn, const char *name, int op) {
+/* A reduce op that is known and defined on dtype (checked after check_dtype). */
+static hvd_status check_op(const char *fn, const char *name, int op, hvd_dtype dtype) {
     if (!hvdc__op_valid(op))
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': reduce op %d is unknown; expected HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX or HVD_PRODUCT", fn, name, op);
+    if (dtype == HVD_BOOL && op == HVD_AVERAGE)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': HVD_AVERAGE of bool is undefined; use HVD_SUM or HVD_MAX (logical or), or HVD_MIN or HVD_PRODUCT (logical and)", fn, name);
     return HVD_OK;
 }
 
@@ -76,6 +80,13 @@ static int tensor_device(const hvd_options *o, const void *buf) {
     return o->device != HVD_DEVICE_CPU ? o->device : hvdc__gpu_pointer_device(buf);
 }
 
+/* A reduction on a device: NCCL has no 16-bit integers (hvdc.h). */
+static hvd_status check_device_reduce(const char *fn, const char *name, int device, hvd_dtype dtype) {
+    if (device != HVD_DEVICE_CPU && (dtype == HVD_INT16 || dtype == HVD_UINT16))
+        return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s '%s': %s on CUDA device %d cannot be reduced (NCCL has no 16-bit integer type); use int32, or host memory", fn, name, hvdc__dtype_name(dtype), device);
+    return HVD_OK;
+}
+
 static uint64_t *copy_counts(const size_t *counts, size_t n) {
     uint64_t *out = malloc((n ? n : 1) * sizeof *out);
     if (out)
@@ -101,91 +112,6 @@ static hvd_status single_op(const char *fn, hvdc_kind kind, const char *name, co
     return HVD_OK;
 }
 
-/* ---- queueing ---- */
-
-/* Gives op a handle and queues it; on failure frees op. */
-static hvd_status submit(const char *fn, hvdc_op *op, hvd_handle *handle) {
-    hvdc_runtime *rt = hvdc__runtime;
-    hvd_status st = HVD_OK;
-    op->submitted_us = hvdc__timeline_now_us(rt->executor.timeline);
-    pthread_mutex_lock(&rt->completion_mutex);
-    hvd_handle h = hvdc__handles_add(&rt->handles, op);
-    pthread_mutex_unlock(&rt->completion_mutex);
-    if (h == HVD_HANDLE_NULL) {
-        hvdc__op_free(op);
-        return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory for a handle", fn, op->desc.name);
-    }
-    pthread_mutex_lock(&rt->queue_mutex);
-    size_t added = 0;
-    if (rt->stopped) {
-        st = hvdc__fail(rt->stop_status, "%s '%s': libhvdc's background thread has stopped and "
-                        "runs nothing more (call hvd_shutdown), because: %s", fn, op->desc.name,
-                        rt->stop_message);
-    } else {
-        for (; added < op->n_tensors; added++) {
-            int put = hvdc__name_table_put(&rt->in_flight, op->tensors[added].name, op);
-            if (put == -1) {
-                st = hvdc__fail(HVD_ERR_DUPLICATE_NAME, "%s: an operation named '%s' is already in flight on this rank; wait for it first or use another name", fn, op->tensors[added].name);
-                break;
-            }
-            if (put != 0) {
-                st = hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory", fn, op->desc.name);
-                break;
-            }
-        }
-    }
-    if (st == HVD_OK) {
-        if (rt->queue_tail) rt->queue_tail->next = op;
-        else rt->queue_head = op;
-        rt->queue_tail = op;
-        pthread_cond_signal(&rt->queue_cond);
-    } else {
-        for (size_t i = 0; i < added; i++) hvdc__name_table_remove(&rt->in_flight, op->tensors[i].name);
-    }
-    pthread_mutex_unlock(&rt->queue_mutex);
-    if (st != HVD_OK) {
-        pthread_mutex_lock(&rt->completion_mutex);
-        hvdc__handles_remove(&rt->handles, h);
-        pthread_mutex_unlock(&rt->completion_mutex);
-        hvdc__op_free(op);
-        return st;
-    }
-    *handle = h;
-    return HVD_OK;
-}
-
-static hvd_status hvd_poll_entered(hvd_handle handle, int *done) {
-    if (!done) return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_poll: done is NULL");
-    hvdc_runtime *rt = hvdc__runtime;
-    pthread_mutex_lock(&rt->completion_mutex);
-    hvdc_op *op = hvdc__handles_find(&rt->handles, handle);
-    if (op) *done = op->done;
-    pthread_mutex_unlock(&rt->completion_mutex);
-    if (!op)
-        return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_poll: handle %#llx is not live (released by hvd_wait already, or never returned by libhvdc)", (unsigned long long)handle);
-    return HVD_OK;
-}
-
-static hvd_status hvd_wait_entered(hvd_handle *handle) {
-    hvd_status st;
-    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_wait: handle pointer is NULL");
-    hvdc_runtime *rt = hvdc__runtime;
-    pthread_mutex_lock(&rt->completion_mutex);
-    hvdc_op *op;
-    /* look the handle up again after every wake-up: another thread may have released it */
-    while ((op = hvdc__handles_find(&rt->handles, *handle)) != NULL && !op->done)
-        pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
-    if (op) hvdc__handles_remove(&rt->handles, *handle);
-    pthread_mutex_unlock(&rt->completion_mutex);
-    if (!op)
-        return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_wait: handle %#llx is not live (released by hvd_wait already, or never returned by libhvdc)", (unsigned long long)*handle);
-    st = op->status;
-    if (st != HVD_OK) hvdc__fail(st, "%s", op->error ? op->error : hvd_status_string(st));
-    hvdc__op_free(op);
-    *handle = HVD_HANDLE_NULL;
-    return st;
-}
-
 /* Takes the handle's address: it is read only after the submission has set it. */
 static hvd_status wait_for(hvd_status submitted, hvd_handle *handle) {
     if (submitted != HVD_OK) return submitted;
@@ -202,9 +128,10 @@ static hvd_status check_reduction(const char *fn, const char *name, const hvd_ha
     CHECK(check_name(fn, name));
     if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
     CHECK(check_dtype(fn, name, (int)dtype));
-    CHECK(check_op(fn, name, (int)op));
+    CHECK(check_op(fn, name, (int)op, dtype));
     CHECK(check_buffer(fn, name, "sendbuf", sendbuf, count, dtype));
     CHECK(check_options(fn, name, o, dtype));
+    CHECK(check_device_reduce(fn, name, tensor_device(o, sendbuf), dtype));
 fail:
     return st;
 }
@@ -232,7 +159,7 @@ static hvd_status hvd_allreduce_async_entered(const char *name, const void *send
     CHECK(hvdc__check_overlap(fn, name, sendbuf, nbytes, recvbuf, nbytes, 1));
     CHECK(single_op(fn, HVDC_KIND_ALLREDUCE, name, sendbuf, recvbuf, count, dtype, &req));
     set_reduction(req, op, o, recvbuf);
-    return submit(fn, req, handle);
+    return hvdc__submit(fn, o->process_set, req, handle);
 fail:
     return st;
 }
@@ -263,13 +190,14 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
         names_bytes += strlen(names[i]) + 1;
     }
     CHECK(check_dtype(fn, names[0], (int)dtype));
-    CHECK(check_op(fn, names[0], (int)op));
+    CHECK(check_op(fn, names[0], (int)op, dtype));
     for (int i = 0; i < n; i++) {
         CHECK(check_buffer(fn, names[i], "sendbufs[i]", sendbufs[i], counts[i], dtype));
         CHECK(check_buffer(fn, names[i], "recvbufs[i]", recvbufs[i], counts[i], dtype));
     }
     CHECK(hvdc__check_group(fn, n, names, sendbufs, recvbufs, counts, hvd_dtype_size(dtype)));
     CHECK(check_options(fn, names[0], o, dtype));
+    CHECK(check_device_reduce(fn, names[0], tensor_device(o, recvbufs[0]), dtype));
     hvdc_op *req = hvdc__op_create((size_t)n);
     if (req) req->member_names = malloc(names_bytes);
     if (req) req->desc.counts = copy_counts(counts, (size_t)n);
@@ -294,7 +222,7 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
         req->tensors[i] = (hvdc_tensor){at, sendbufs[i], recvbufs[i], counts[i]};
         at += len;
     }
-    return submit(fn, req, handle);
+    return hvdc__submit(fn, o->process_set, req, handle);
 fail:
     return st;
 }
@@ -309,48 +237,72 @@ hvd_status hvd_grouped_allreduce(int n, const char *const names[], const void *c
 /* ---- broadcast, allgather, reducescatter, alltoall, barrier ---- */
 
 static hvd_status hvd_broadcast_async_entered(const char *name, void *buf, size_t count, hvd_dtype dtype, int root,
-                               hvd_handle *handle) {
+                               const hvd_options *options, hvd_handle *handle) {
     const char *fn = "hvd_broadcast";
+    const hvd_options *o = options ? options : &default_options;
     hvd_status st;
     hvdc_op *req = NULL;
     CHECK(check_name(fn, name));
     if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
     CHECK(check_dtype(fn, name, (int)dtype));
     CHECK(check_buffer(fn, name, "buf", buf, count, dtype));
-    if (root < 0 || root >= hvdc__runtime->topo.size)
+    /* root is a global rank; the set's runtime numbers it by its position in the set */
+    int in_set = hvdc__set_position(o->process_set, root);
+    if (in_set < 0 && o->process_set == HVD_PROCESS_SET_GLOBAL)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': root %d is out of range; expected 0..%d", fn, name, root, hvdc__runtime->topo.size - 1);
+    if (in_set < 0)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': root %d is not a rank of process set %d (or the set does not exist)", fn, name, root, o->process_set);
     CHECK(single_op(fn, HVDC_KIND_BROADCAST, name, buf, buf, count, dtype, &req));
-    req->desc.root = root;
+    req->desc.root = in_set;
     req->desc.device = hvdc__gpu_pointer_device(buf);
-    return submit(fn, req, handle);
+    return hvdc__submit(fn, o->process_set, req, handle);
 fail:
     return st;
 }
 
 hvd_status hvd_broadcast(const char *name, void *buf, size_t count, hvd_dtype dtype, int root) {
     hvd_handle h = HVD_HANDLE_NULL;
-    return wait_for(hvd_broadcast_async(name, buf, count, dtype, root, &h), &h);
+    return wait_for(hvd_broadcast_async(name, buf, count, dtype, root, NULL, &h), &h);
+}
+
+/* The _alloc variants: libhvdc allocates the output once negotiation knows its size. Only host
+ * memory (the buffer is malloc'ed); the options may not scale (nothing is reduced). */
+static hvd_status check_alloc(const char *fn, const char *name, void **alloc_out,
+                              const void *sendbuf, const hvd_options *o) {
+    if (!alloc_out) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': recvbuf (where the allocated result goes) is NULL", fn, name);
+    *alloc_out = NULL;
+    if (o && (o->prescale != 1.0 || o->postscale != 1.0))
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': prescale/postscale apply to reductions only", fn, name);
+    if ((o && o->device != HVD_DEVICE_CPU) || hvdc__gpu_pointer_device(sendbuf) >= 0)
+        return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s '%s': libhvdc allocates results in host memory only; for device tensors allocate the output and use the call without _alloc", fn, name);
+    return HVD_OK;
 }
 
 static hvd_status hvd_allgather_async_entered(const char *name, const void *sendbuf, size_t count, void *recvbuf,
                                size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
-                               size_t *rank_counts, hvd_handle *handle) {
-    const char *fn = "hvd_allgather";
+                               size_t *rank_counts, hvd_handle *handle, void **alloc_out,
+                               const hvd_options *options) {
+    const char *fn = alloc_out ? "hvd_allgather_alloc" : "hvd_allgather";
     hvd_status st;
     hvdc_op *req = NULL;
     CHECK(check_name(fn, name));
     if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
     CHECK(check_dtype(fn, name, (int)dtype));
     CHECK(check_buffer(fn, name, "sendbuf", sendbuf, count, dtype));
-    CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
-    CHECK(hvdc__check_overlap(fn, name, sendbuf, count * hvd_dtype_size(dtype), recvbuf,
-                              recv_capacity * hvd_dtype_size(dtype), 0));
+    if (recv_capacity == SIZE_MAX) {
+        CHECK(check_alloc(fn, name, alloc_out, sendbuf, options));
+    } else {
+        CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
+        CHECK(hvdc__check_overlap(fn, name, sendbuf, count * hvd_dtype_size(dtype), recvbuf,
+                                  recv_capacity * hvd_dtype_size(dtype), 0));
+    }
     CHECK(single_op(fn, HVDC_KIND_ALLGATHER, name, sendbuf, recvbuf, count, dtype, &req));
-    req->desc.capacity = recv_capacity;
+    req->alloc_out = alloc_out;
+    req->desc.capacity = recv_capacity == SIZE_MAX ? UINT64_MAX : recv_capacity;
     req->recv_count_out = recv_count;
     req->rank_counts_out = rank_counts;
-    req->desc.device = hvdc__gpu_pointer_device(recvbuf);
-    return submit(fn, req, handle);
+    req->desc.device = hvdc__gpu_pointer_device(alloc_out ? sendbuf : recvbuf);
+    return hvdc__submit(fn, options ? options->process_set : HVD_PROCESS_SET_GLOBAL, req, handle);
 fail:
     return st;
 }
@@ -358,7 +310,7 @@ fail:
 hvd_status hvd_allgather(const char *name, const void *sendbuf, size_t count, void *recvbuf,
                          size_t recv_capacity, hvd_dtype dtype, size_t *recv_count, size_t *rank_counts) {
     hvd_handle h = HVD_HANDLE_NULL;
-    return wait_for(hvd_allgather_async(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count, rank_counts, &h), &h);
+    return wait_for(hvd_allgather_async(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count, rank_counts, NULL, &h), &h);
 }
 
 static hvd_status hvd_reducescatter_async_entered(const char *name, const void *sendbuf, void *recvbuf, size_t count,
@@ -369,15 +321,16 @@ static hvd_status hvd_reducescatter_async_entered(const char *name, const void *
     hvd_status st;
     hvdc_op *req = NULL;
     CHECK(check_reduction(fn, name, handle, dtype, op, sendbuf, count, o));
-    int size = hvdc__runtime->topo.size, rank = hvdc__runtime->topo.rank;
-    size_t block = count / (size_t)size + ((size_t)rank < count % (size_t)size ? 1 : 0);
+    int size = 1, rank = 0; /* in the set; a rank outside it is refused by submit */
+    CHECK(hvdc__set_shape(o->process_set, fn, &size, &rank));
+    size_t block = rank < 0 ? 0 : count / (size_t)size + ((size_t)rank < count % (size_t)size ? 1 : 0);
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, block, dtype));
     CHECK(hvdc__check_overlap(fn, name, sendbuf, count * hvd_dtype_size(dtype), recvbuf,
                               block * hvd_dtype_size(dtype), 1));
     CHECK(single_op(fn, HVDC_KIND_REDUCESCATTER, name, sendbuf, recvbuf, count, dtype, &req));
     set_reduction(req, op, o, sendbuf);
     req->recv_count_out = recv_count;
-    return submit(fn, req, handle);
+    return hvdc__submit(fn, o->process_set, req, handle);
 fail:
     return st;
 }
@@ -390,25 +343,33 @@ hvd_status hvd_reducescatter(const char *name, const void *sendbuf, void *recvbu
 
 static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendbuf, const size_t sendcounts[],
                               void *recvbuf, size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
-                              size_t recvcounts[], hvd_handle *handle) {
-    const char *fn = "hvd_alltoall";
+                              size_t recvcounts[], hvd_handle *handle, void **alloc_out,
+                              const hvd_options *options) {
+    const char *fn = alloc_out ? "hvd_alltoall_alloc" : "hvd_alltoall";
     hvd_status st;
     hvdc_op *req = NULL;
     CHECK(check_name(fn, name));
     if (!handle || !sendcounts)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle and sendcounts must not be NULL", fn, name);
     CHECK(check_dtype(fn, name, (int)dtype));
-    size_t size = (size_t)hvdc__runtime->topo.size, total = 0;
+    int set = options ? options->process_set : HVD_PROCESS_SET_GLOBAL, set_size = 1, set_rank = 0;
+    CHECK(hvdc__set_shape(set, fn, &set_size, &set_rank)); /* sendcounts: one per set rank */
+    size_t size = (size_t)set_size, total = 0;
     for (size_t d = 0; d < size; d++) {
         if (sendcounts[d] > SIZE_MAX / 4 - total)
             return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': send counts overflow", fn, name);
         total += sendcounts[d];
     }
     CHECK(check_buffer(fn, name, "sendbuf", sendbuf, total, dtype));
-    CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
-    CHECK(hvdc__check_overlap(fn, name, sendbuf, total * hvd_dtype_size(dtype), recvbuf,
-                              recv_capacity * hvd_dtype_size(dtype), 0));
+    if (recv_capacity == SIZE_MAX) {
+        CHECK(check_alloc(fn, name, alloc_out, sendbuf, options));
+    } else {
+        CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
+        CHECK(hvdc__check_overlap(fn, name, sendbuf, total * hvd_dtype_size(dtype), recvbuf,
+                                  recv_capacity * hvd_dtype_size(dtype), 0));
+    }
     CHECK(single_op(fn, HVDC_KIND_ALLTOALL, name, sendbuf, recvbuf, total, dtype, &req));
+    req->alloc_out = alloc_out;
     free(req->desc.counts);
     req->desc.counts = copy_counts(sendcounts, size);
     if (!req->desc.counts) {
@@ -416,11 +377,11 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
         return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory", fn, name);
     }
     req->desc.n_counts = (uint32_t)size;
-    req->desc.capacity = recv_capacity;
+    req->desc.capacity = recv_capacity == SIZE_MAX ? UINT64_MAX : recv_capacity;
     req->recv_count_out = recv_count;
     req->rank_counts_out = recvcounts;
-    req->desc.device = hvdc__gpu_pointer_device(recvbuf);
-    return submit(fn, req, handle);
+    req->desc.device = hvdc__gpu_pointer_device(alloc_out ? sendbuf : recvbuf);
+    return hvdc__submit(fn, set, req, handle);
 fail:
     return st;
 }
@@ -428,21 +389,26 @@ fail:
 hvd_status hvd_alltoall(const char *name, const void *sendbuf, const size_t sendcounts[], void *recvbuf,
                         size_t recv_capacity, hvd_dtype dtype, size_t *recv_count, size_t recvcounts[]) {
     hvd_handle h = HVD_HANDLE_NULL;
-    return wait_for(hvd_alltoall_async(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count, recvcounts, &h), &h);
+    return wait_for(hvd_alltoall_async(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count, recvcounts, NULL, &h), &h);
 }
 
-static hvd_status hvd_barrier_entered(void) {
-    hvd_status st;
+/* Barriers are named by their count in their set's runtime. */
+static hvd_status hvd_barrier_async_entered(const hvd_options *options, hvd_handle *handle) {
+    const char *fn = "hvd_barrier";
+    int set = options ? options->process_set : HVD_PROCESS_SET_GLOBAL, slot = 0;
     hvdc_op *req = NULL;
-    hvdc_runtime *rt = hvdc__runtime;
+    hvdc_runtime *rt = NULL;
+    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: handle is NULL", fn);
+    hvd_status st = hvdc__set_acquire(set, fn, &rt, &slot);
+    if (st != HVD_OK) return st;
     char name[64];
     pthread_mutex_lock(&rt->queue_mutex);
     unsigned long long n = rt->barrier_count++;
     pthread_mutex_unlock(&rt->queue_mutex);
+    hvdc__set_release(slot);
     snprintf(name, sizeof name, "hvd.barrier.%llu", n);
-    CHECK(single_op("hvd_barrier", HVDC_KIND_BARRIER, name, NULL, NULL, 0, HVD_UINT8, &req));
-    hvd_handle h = HVD_HANDLE_NULL;
-    return wait_for(submit("hvd_barrier", req, &h), &h);
+    CHECK(single_op(fn, HVDC_KIND_BARRIER, name, NULL, NULL, 0, HVD_UINT8, &req));
+    return hvdc__submit(fn, set, req, handle);
 fail:
     return st;
 }
@@ -454,7 +420,7 @@ static hvd_status hvd_join_entered(int *last_joined_rank) {
     size_t last = 0;
     req->recv_count_out = &last;
     hvd_handle h = HVD_HANDLE_NULL;
-    st = wait_for(submit("hvd_join", req, &h), &h);
+    st = wait_for(hvdc__submit("hvd_join", HVD_PROCESS_SET_GLOBAL, req, &h), &h);
     if (st == HVD_OK && last_joined_rank) *last_joined_rank = (int)last;
     return st;
 }
@@ -463,14 +429,6 @@ static hvd_status hvd_join_entered(int *last_joined_rank) {
 
 hvd_status hvd_join(int *last_joined_rank) {
     HVDC_GATED("hvd_join", hvd_join_entered(last_joined_rank));
-}
-
-hvd_status hvd_poll(hvd_handle handle, int *done) {
-    HVDC_GATED("hvd_poll", hvd_poll_entered(handle, done));
-}
-
-hvd_status hvd_wait(hvd_handle *handle) {
-    HVDC_GATED("hvd_wait", hvd_wait_entered(handle));
 }
 
 hvd_status hvd_allreduce_async(const char *name, const void *sendbuf, void *recvbuf, size_t count,
@@ -486,14 +444,22 @@ hvd_status hvd_grouped_allreduce_async(int n, const char *const names[], const v
 }
 
 hvd_status hvd_broadcast_async(const char *name, void *buf, size_t count, hvd_dtype dtype, int root,
-                               hvd_handle *handle) {
-    HVDC_GATED("hvd_broadcast", hvd_broadcast_async_entered(name, buf, count, dtype, root, handle));
+                               const hvd_options *options, hvd_handle *handle) {
+    HVDC_GATED("hvd_broadcast", hvd_broadcast_async_entered(name, buf, count, dtype, root, options, handle));
 }
 
 hvd_status hvd_allgather_async(const char *name, const void *sendbuf, size_t count, void *recvbuf,
                                size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
-                               size_t *rank_counts, hvd_handle *handle) {
-    HVDC_GATED("hvd_allgather", hvd_allgather_async_entered(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count, rank_counts, handle));
+                               size_t *rank_counts, const hvd_options *options, hvd_handle *handle) {
+    /* SIZE_MAX is the _alloc variant's marker: no caller's buffer holds that many elements */
+    if (recv_capacity == SIZE_MAX) recv_capacity = SIZE_MAX - 1;
+    HVDC_GATED("hvd_allgather", hvd_allgather_async_entered(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count, rank_counts, handle, NULL, options));
+}
+
+hvd_status hvd_allgather_alloc_async(const char *name, const void *sendbuf, size_t count,
+                                     hvd_dtype dtype, const hvd_options *options, void **recvbuf,
+                                     size_t *recv_count, size_t *rank_counts, hvd_handle *handle) {
+    HVDC_GATED("hvd_allgather_alloc", hvd_allgather_async_entered(name, sendbuf, count, NULL, SIZE_MAX, dtype, recv_count, rank_counts, handle, recvbuf, options));
 }
 
 hvd_status hvd_reducescatter_async(const char *name, const void *sendbuf, void *recvbuf, size_t count,
@@ -504,10 +470,25 @@ hvd_status hvd_reducescatter_async(const char *name, const void *sendbuf, void *
 
 hvd_status hvd_alltoall_async(const char *name, const void *sendbuf, const size_t sendcounts[],
                               void *recvbuf, size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
-                              size_t recvcounts[], hvd_handle *handle) {
-    HVDC_GATED("hvd_alltoall", hvd_alltoall_async_entered(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count, recvcounts, handle));
+                              size_t recvcounts[], const hvd_options *options, hvd_handle *handle) {
+    if (recv_capacity == SIZE_MAX) recv_capacity = SIZE_MAX - 1;
+    HVDC_GATED("hvd_alltoall", hvd_alltoall_async_entered(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count, recvcounts, handle, NULL, options));
+}
+
+hvd_status hvd_alltoall_alloc_async(const char *name, const void *sendbuf,
+                                    const size_t sendcounts[], hvd_dtype dtype,
+                                    const hvd_options *options, void **recvbuf,
+                                    size_t *recv_count, size_t recvcounts[], hvd_handle *handle) {
+    HVDC_GATED("hvd_alltoall_alloc", hvd_alltoall_async_entered(name, sendbuf, sendcounts, NULL, SIZE_MAX, dtype, recv_count, recvcounts, handle, recvbuf, options));
+}
+
+void hvd_free(void *buf) { free(buf); }
+
+hvd_status hvd_barrier_async(const hvd_options *options, hvd_handle *handle) {
+    HVDC_GATED("hvd_barrier", hvd_barrier_async_entered(options, handle));
 }
 
 hvd_status hvd_barrier(void) {
-    HVDC_GATED("hvd_barrier", hvd_barrier_entered());
+    hvd_handle h = HVD_HANDLE_NULL;
+    return wait_for(hvd_barrier_async(NULL, &h), &h);
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/dtype.h"
+#include "base/fault.h"
 #include "base/status.h"
 #include "collectives/allreduce.h"
 #include "collectives/block.h"
@@ -36,9 +37,11 @@ static MPI_Datatype mpi_native_type(hvd_dtype dtype) {
     case HVD_INT8: return MPI_INT8_T;
     case HVD_INT32: return MPI_INT32_T;
     case HVD_INT64: return MPI_INT64_T;
+    case HVD_INT16: return MPI_INT16_T;
+    case HVD_UINT16: return MPI_UINT16_T;
     case HVD_FLOAT32: return MPI_FLOAT;
     case HVD_FLOAT64: return MPI_DOUBLE;
-    default: return MPI_DATATYPE_NULL; /* half types: MPI has none */
+    default: return MPI_DATATYPE_NULL; /* half types: MPI has none; bool: MPI_SUM is not or */
     }
 }
 
@@ -291,6 +294,53 @@ fail:
     return st;
 }
 
+/* The _alloc variants: op's output, allocated now that negotiation or the count exchange has
+ * told its size (count elements), 64-byte aligned like torch's own tensors; NULL for 0. */
+static hvd_status allocate_output(hvdc_op *op, size_t count) {
+    size_t nbytes = count * hvd_dtype_size((hvd_dtype)op->desc.dtype);
+    void *buf = NULL;
+    if (nbytes > 0 && (hvdc__fault("alloc_output") || posix_memalign(&buf, 64, nbytes) != 0))
+        return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory for the %zu-byte result",
+                          hvdc__kind_name(op->desc.kind), op->desc.name, nbytes);
+    op->tensors[0].recv = buf;
+    return HVD_OK;
+}
+
+/* Every allgather and alltoall passes here right before its data moves: the _alloc variants
+ * allocate their output (count elements), and every rank learns whether every rank could, so a
+ * result too big for one rank's memory fails on every rank alone instead of leaving the others
+ * in the collective (reserve_agreed's rule). The agreement runs whether this rank allocates or
+ * not, so ranks that mix the call with and without _alloc still run the same MPI calls. */
+static hvd_status allocate_agreed(hvdc_executor *ex, hvdc_op *op, size_t count) {
+    hvd_status st = HVD_OK;
+    char why[HVDC_ERROR_MAX] = "";
+    hvd_status mine = op->alloc_out ? allocate_output(op, count) : HVD_OK;
+    if (mine != HVD_OK) snprintf(why, sizeof why, "%s", hvd_last_error());
+    int first_failed = mine == HVD_OK ? INT_MAX : ex->rank;
+    MPI_Request request;
+    CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, ex->comm, &request));
+    CHECK(hvdc__wait_requests(1, &request, ex->liveness));
+    if (first_failed == INT_MAX) return HVD_OK;
+    ex->failed_before_data = 1;
+    return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': rank %d could not allocate its result%s%s; no "
+                      "rank ran it, later operations are not affected",
+                      hvdc__kind_name(op->desc.kind), op->desc.name, first_failed,
+                      why[0] ? ": " : "", why);
+fail:
+    return st;
+}
+
+/* Hands an allocated output to the caller on success, frees it on failure. */
+static void settle_output(hvdc_op *op, hvd_status st) {
+    if (!op->alloc_out) return;
+    if (st == HVD_OK) {
+        *op->alloc_out = op->tensors[0].recv;
+    } else {
+        free(op->tensors[0].recv);
+        op->tensors[0].recv = NULL;
+    }
+}
+
 /* An MPI datatype of one element of dtype, so counts stay in elements. */
 static hvd_status element_type(hvd_dtype dtype, MPI_Datatype *type) {
     hvd_status st = HVD_OK;
@@ -317,6 +367,7 @@ static hvd_status execute_allgather(hvdc_executor *ex, hvdc_op *op, const hvdc_w
         total += r->rank_counts[i];
     }
     CHECK(element_type((hvd_dtype)op->desc.dtype, &type));
+    CHECK(allocate_agreed(ex, op, total));
     const hvdc_tensor *t = &op->tensors[0];
     MPI_Request request;
     CHECK_MPI(MPI_Iallgatherv(t->send, (int)t->count, type, t->recv, counts, displs, type, ex->comm, &request));
@@ -325,6 +376,7 @@ static hvd_status execute_allgather(hvdc_executor *ex, hvdc_op *op, const hvdc_w
     if (op->rank_counts_out)
         for (int i = 0; i < ex->size; i++) op->rank_counts_out[i] = r->rank_counts[i];
 fail:
+    settle_output(op, st);
     if (type != MPI_DATATYPE_NULL) MPI_Type_free(&type);
     free(counts);
     free(displs);
@@ -390,6 +442,7 @@ static hvd_status execute_alltoall(hvdc_executor *ex, hvdc_op *op) {
         received += recv64[i];
     }
     CHECK(element_type((hvd_dtype)op->desc.dtype, &type));
+    CHECK(allocate_agreed(ex, op, received));
     const hvdc_tensor *t = &op->tensors[0];
     CHECK_MPI(MPI_Ialltoallv(t->send, scounts, sdispls, type, t->recv, rcounts, rdispls, type, ex->comm, &request));
     CHECK(hvdc__wait_requests(1, &request, ex->liveness));
@@ -397,6 +450,7 @@ static hvd_status execute_alltoall(hvdc_executor *ex, hvdc_op *op) {
     if (op->rank_counts_out)
         for (size_t i = 0; i < n; i++) op->rank_counts_out[i] = recv64[i];
 fail:
+    settle_output(op, st);
     if (type != MPI_DATATYPE_NULL) MPI_Type_free(&type);
     free(recv64);
     free(ints);

@@ -36,7 +36,7 @@ typedef struct hvdc_executor {
                                              number on every rank) */
     int failed_before_data;    /* the last error came before any data moved, on every rank
                                   alike: only that response fails, the runtime goes on */
-    hvdc_timeline *timeline;   /* NULL unless HVD_TIMELINE is set (rank 0) */
+    hvdc_timeline *timeline;   /* rank 0's (recording or not), NULL on other ranks */
     hvdc_liveness *liveness;   /* every wait checks it: a dead rank fails, never hangs */
     /* GPU backend, created by the first device response (every rank executes it together) */
     hvdc_gpu *gpu;

@@ -1,7 +1,8 @@
 /*
  * init.c - hvd_init / hvd_init_comm / hvd_shutdown and the topology getters: starting MPI
  * (or adopting the application's), reading the configuration, creating the private
- * communicators, and starting and stopping the background thread.
+ * communicators, and starting and stopping the background thread; and the same for the
+ * runtime of a process set (hvdc__runtime_start_child / _stop_child, used by process_sets.c).
  * Runs on the thread that calls hvd_init and hvd_shutdown (getters: any thread).
  */
 /* mpi.h before hvdc.h, so hvdc.h declares (and exports) hvd_init_comm */
@@ -202,6 +203,7 @@ static const char *cpu_allreduce_name(const hvdc_runtime *rt) {
 
 static void runtime_free(hvdc_runtime *rt) {
     if (!rt) return;
+    if (rt->sets_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->sets_comm);
     if (rt->executor.local_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.local_comm);
     if (rt->executor.cross_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.cross_comm);
     if (rt->control_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->control_comm);
@@ -256,16 +258,11 @@ static void set_up_executor(hvdc_runtime *rt) {
     ex->gpu_fusion_bytes = rt->config.gpu_fusion_threshold_bytes;
 }
 
-/* Every step that can fail on one rank alone is followed by hvdc__agree, so hvd_init fails on
- * every rank together, with the first failing rank's message, instead of leaving the others
- * waiting in their first collective. */
-static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
-    hvd_status st = HVD_OK;
-    hvdc__clear_error();
-    if (hvdc__runtime) return hvdc__fail(HVD_ERR_ALREADY_INITIALIZED, "hvd_init was already called; call hvd_shutdown first");
+/* A runtime with its locks and tables set up and no communicator yet; NULL: out of memory. */
+static hvdc_runtime *runtime_alloc(void) {
     hvdc_runtime *rt = calloc(1, sizeof *rt);
-    if (!rt) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory starting libhvdc");
-    rt->control_comm = rt->executor.comm = MPI_COMM_NULL;
+    if (!rt) return NULL;
+    rt->control_comm = rt->executor.comm = rt->sets_comm = MPI_COMM_NULL;
     rt->executor.local_comm = rt->executor.cross_comm = MPI_COMM_NULL;
     pthread_mutex_init(&rt->queue_mutex, NULL);
     pthread_cond_init(&rt->queue_cond, NULL);
@@ -273,6 +270,18 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     pthread_cond_init(&rt->completion_cond, NULL);
     hvdc__name_table_init(&rt->in_flight);
     hvdc__handles_init(&rt->handles);
+    return rt;
+}
+
+/* Every step that can fail on one rank alone is followed by hvdc__agree, so hvd_init fails on
+ * every rank together, with the first failing rank's message, instead of leaving the others
+ * waiting in their first collective. */
+static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
+    hvd_status st = HVD_OK;
+    hvdc__clear_error();
+    if (hvdc__runtime) return hvdc__fail(HVD_ERR_ALREADY_INITIALIZED, "hvd_init was already called; call hvd_shutdown first");
+    hvdc_runtime *rt = runtime_alloc();
+    if (!rt) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory starting libhvdc");
 
     /* a malformed setting is reported once every rank can hear about it */
     char parse_message[HVDC_ERROR_MAX] = "";
@@ -290,6 +299,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     CHECK(start_mpi(&rt->we_initialized_mpi));
     CHECK(private_comm(comm, &rt->control_comm));
     CHECK(private_comm(comm, &rt->executor.comm));
+    CHECK(private_comm(comm, &rt->sets_comm));
 
     if (parsed != HVD_OK) hvdc__fail(parsed, "%s", parse_message);
     CHECK(hvdc__agree(rt->control_comm, parsed));
@@ -305,7 +315,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     CHECK(hvdc__agree(rt->control_comm,
                       hvdc__liveness_create(rt->control_comm, &rt->executor.liveness)));
     st = HVD_OK;
-    if (rt->config.timeline_path[0] && rt->topo.rank == 0)
+    if (rt->topo.rank == 0) /* recording from the start only with HVD_TIMELINE */
         st = hvdc__timeline_open(rt->config.timeline_path, rt->topo.rank,
                                  rt->config.timeline_mark_cycles, &rt->executor.timeline);
     CHECK(hvdc__agree(rt->control_comm, st));
@@ -339,6 +349,49 @@ fail: {
 
 hvd_status hvd_init(void) { return init_on(MPI_COMM_WORLD, 0); }
 
+/* A process set's runtime (process_sets.c): the parent's settings without the timeline, the
+ * state dump or the hierarchical all-reduce (so across nodes a set runs the ring, and inside
+ * one node the shared-memory all-reduce on a segment of its own); the rest as init_on, on comm (collective over
+ * the set's members, who agree on the outcome). */
+hvd_status hvdc__runtime_start_child(const hvdc_runtime *parent, MPI_Comm comm,
+                                     hvdc_runtime **out) {
+    hvd_status st = HVD_OK;
+    *out = NULL;
+    hvdc_runtime *rt = runtime_alloc();
+    CHECK(hvdc__agree(comm, rt ? HVD_OK : hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for a process set")));
+    rt->config = parent->config;
+    rt->config.hierarchical_allreduce = 0;
+    rt->config.timeline_path[0] = '\0';
+    CHECK(private_comm(comm, &rt->control_comm));
+    CHECK(private_comm(comm, &rt->executor.comm));
+    CHECK(hvdc__topology_detect(rt->control_comm, &rt->topo));
+    set_up_executor(rt);
+    if (wants_shm(rt)) CHECK(agree_shm(rt)); /* a set inside one node: its own segment */
+    CHECK(hvdc__agree(rt->control_comm,
+                      hvdc__liveness_create(rt->control_comm, &rt->executor.liveness)));
+    CHECK(hvdc__agree(rt->control_comm, start_thread(rt)));
+    release_thread(rt, 1);
+    *out = rt;
+    return HVD_OK;
+fail:
+    if (rt && rt->thread_started) {
+        release_thread(rt, -1);
+        pthread_join(rt->thread, NULL);
+    }
+    runtime_free(rt);
+    return st;
+}
+
+void hvdc__runtime_stop_child(hvdc_runtime *rt) {
+    if (!rt) return;
+    pthread_mutex_lock(&rt->queue_mutex);
+    rt->shutdown_requested = 1;
+    pthread_cond_signal(&rt->queue_cond);
+    pthread_mutex_unlock(&rt->queue_mutex);
+    pthread_join(rt->thread, NULL); /* its last round completes every op it still had */
+    runtime_free(rt);
+}
+
 hvd_status hvd_init_comm(MPI_Comm comm) { return init_on(comm, 1); }
 
 int hvd_is_initialized(void) {
@@ -355,6 +408,7 @@ hvd_status hvd_shutdown(void) {
     if (rt) closing = 1;
     pthread_mutex_unlock(&gate_mutex);
     if (!rt) return hvdc__fail(HVD_ERR_NOT_INITIALIZED, "hvd_shutdown: libhvdc is not initialized (hvd_init was not called, or hvd_shutdown was called already)");
+    hvdc__process_sets_stop_all(); /* each set's members stop its thread together */
     pthread_mutex_lock(&rt->queue_mutex);
     rt->shutdown_requested = 1;
     pthread_cond_signal(&rt->queue_cond);

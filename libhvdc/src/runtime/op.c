@@ -56,7 +56,9 @@ hvd_handle hvdc__handles_add(hvdc_handles *h, hvdc_op *op) {
     }
     uint32_t slot = h->free_list[--h->n_free];
     h->slots[slot].op = op;
-    h->slots[slot].generation++;
+    /* 24 bits: a handle's top byte names its process set (runtime.h) */
+    h->slots[slot].generation = (h->slots[slot].generation + 1) & 0xffffffu;
+    if (h->slots[slot].generation == 0) h->slots[slot].generation = 1;
     return ((uint64_t)h->slots[slot].generation << 32) | (uint64_t)(slot + 1);
 }
 

@@ -35,6 +35,8 @@ typedef struct hvdc_op {
     char *member_names;         /* grouped allreduce: the names, NUL-separated */
     size_t *recv_count_out;     /* allgather/alltoall/reducescatter, may be NULL */
     size_t *rank_counts_out;    /* allgather/alltoall, (size) may be NULL */
+    void **alloc_out;           /* allgather/alltoall _alloc: the output libhvdc allocates once
+                                   negotiation knows its size goes here (tensors[0].recv too) */
     /* completion, written by the background thread under completion_mutex */
     int done;
     hvd_status status;
@@ -50,7 +52,8 @@ typedef struct hvdc_op {
 hvdc_op *hvdc__op_create(size_t n_tensors);
 void hvdc__op_free(hvdc_op *op); /* NULL-safe */
 
-/* Handles are (generation << 32 | slot + 1), so a released handle never matches again. */
+/* Handles are (generation << 32 | slot + 1), generation in 24 bits (the top byte is the process
+ * set's, api.c), so a released handle does not match again before 2^24 reuses of its slot. */
 typedef struct hvdc_handle_slot {
     uint32_t generation;
     hvdc_op *op; /* NULL when free */

@@ -5,7 +5,9 @@
  *   user threads <──hvd_wait── handles, op completion (completion_mutex, completion_cond)
  *
  * defines: hvdc_runtime, hvdc__runtime (the live instance), hvdc__enter, hvdc__leave, HVDC_GATED,
- *          hvdc__background_main,
+ *          hvdc__background_main, hvdc__submit, hvdc__runtime_start_child, hvdc__runtime_stop_child,
+ *          hvdc__set_acquire[_slot], hvdc__set_release, hvdc__set_shape, hvdc__set_position,
+ *          hvdc__process_sets_stop_all,
  *          hvdc__topology_detect
  */
 #ifndef HVDC_RUNTIME_H
@@ -32,6 +34,8 @@ typedef struct hvdc_runtime {
     hvdc_topology topo;
     int we_initialized_mpi;
     MPI_Comm control_comm; /* negotiation rounds */
+    MPI_Comm sets_comm;    /* the global runtime's: process sets' communicators are split from
+                              it, by hvd_add_process_set's caller (no other use) */
 
     /* the request queue: user threads push, the background thread drains */
     pthread_mutex_t queue_mutex;
@@ -85,6 +89,30 @@ void *hvdc__background_main(void *runtime);
 /* This rank's negotiation rounds and the bytes it sent and received in them since hvd_init
  * (for benchmarks/negotiation_bench; any thread). @return HVD_OK or HVD_ERR_NOT_INITIALIZED. */
 hvd_status hvdc__negotiation_stats(uint64_t *rounds, uint64_t *bytes_sent, uint64_t *bytes_received);
+
+/* A process set's runtime on comm, its members' communicator (init.c). Collective over comm. */
+hvd_status hvdc__runtime_start_child(const hvdc_runtime *parent, MPI_Comm comm,
+                                     hvdc_runtime **out);
+/* Stops it (its members together, like hvd_shutdown) and frees it. NULL-safe. */
+void hvdc__runtime_stop_child(hvdc_runtime *child);
+
+/* Gives a checked op a handle and queues it on process_set's runtime; on failure frees op and
+ * returns the error (unknown set, not a member, stopped runtime, duplicate name). submit.c */
+hvd_status hvdc__submit(const char *fn, int process_set, hvdc_op *op, hvd_handle *handle);
+
+/* Process sets (process_sets.c). A set is named by its id in hvd_options; a handle carries its
+ * set's slot in bits 56..63 (slot 0: the global runtime). Acquire gives the runtime an
+ * operation of set id goes to, failing (with a message naming fn) for an unknown set or one this
+ * rank is not in; every successful acquire is paired with one release of *slot. */
+#define HVDC_HANDLE_SLOT_SHIFT 56
+hvd_status hvdc__set_acquire(int id, const char *fn, hvdc_runtime **rt, int *slot);
+hvd_status hvdc__set_acquire_slot(int slot, hvdc_runtime **rt);
+void hvdc__set_release(int slot);
+/* Set id's size and this rank's position in it (-1 outside); global rank g's position. */
+hvd_status hvdc__set_shape(int id, const char *fn, int *size, int *rank);
+int hvdc__set_position(int id, int global_rank);
+/* Stops every process set's runtime (hvd_shutdown, before the global one). */
+void hvdc__process_sets_stop_all(void);
 
 /* Fills topo from comm. Collective over comm. */
 hvd_status hvdc__topology_detect(MPI_Comm comm, hvdc_topology *topo);

@@ -1,16 +1,21 @@
 /*
- * timeline.c - the Chrome-trace writer behind HVD_TIMELINE (see timeline.h).
+ * timeline.c - the Chrome-trace writer behind HVD_TIMELINE and hvd_start_timeline (see
+ * timeline.h).
  *
  * The background thread formats events into `pending` under a mutex and signals the writer
  * when enough has gathered; the writer swaps buffers and writes them at the end of the events
  * so far, followed by "\n]", in one pwrite. So the file always ends with a closing bracket.
- * Background thread (records) and the writer thread (writes).
+ * A recording (a file and its writer thread) lives from start to stop; the object lives from
+ * hvd_init to hvd_shutdown, so the background thread never sees it freed. Recorders check an
+ * atomic flag first, so a timeline that is not recording costs one load per event.
+ * Background thread (records), the writer thread (writes), user threads (start, stop).
  */
 #include "runtime/timeline.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +24,8 @@
 
 #include "base/bytes.h"
 #include "base/clock.h"
-#include "base/name_table.h"
 #include "base/fault.h"
+#include "base/name_table.h"
 #include "base/status.h"
 
 #define FLUSH_BYTES (64 * 1024)
@@ -32,17 +37,21 @@ typedef struct row {
 } row;
 
 struct hvdc_timeline {
-    int fd, rank, mark_cycles;
-    int64_t origin_us; /* hvdc__now_us() at creation: events are stamped from here */
-    off_t end_of_events; /* where the next events go (over the closing bracket) */
-    int wrote_any;
-    pthread_mutex_t mutex;
+    int rank;
+    int64_t origin_us;    /* hvdc__now_us() at creation: events are stamped from here */
+    atomic_int recording; /* set and cleared under mutex; read without it first by recorders */
+    pthread_mutex_t control; /* serializes start, stop and close */
+    pthread_mutex_t mutex;   /* everything below, while a writer runs */
     pthread_cond_t wake;
+    /* the current recording */
+    char *path;
+    int fd, mark_cycles;
+    off_t end_of_events; /* where the next events go (over the closing bracket); writer only */
+    int wrote_any;       /* writer only */
     hvdc_bytes pending;  /* formatted, not yet written */
     int stopping;
     pthread_t writer;
-    int has_writer;
-    hvdc_name_table rows; /* tensor name -> row; touched by the background thread only */
+    hvdc_name_table rows; /* tensor name -> row in this file */
     int n_rows;
 };
 
@@ -95,50 +104,10 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
-static void record(hvdc_timeline *tl, const char *event, size_t n) {
-    pthread_mutex_lock(&tl->mutex);
+/* Appends one formatted event; the caller holds tl->mutex. */
+static void record_locked(hvdc_timeline *tl, const char *event, size_t n) {
     (void)hvdc__bytes_append(&tl->pending, event, n); /* out of memory: drop the event, not the job */
     if (tl->pending.len >= FLUSH_BYTES) pthread_cond_signal(&tl->wake);
-    pthread_mutex_unlock(&tl->mutex);
-}
-
-hvd_status hvdc__timeline_open(const char *path, int rank, int mark_cycles, hvdc_timeline **out) {
-    *out = NULL;
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return hvdc__fail(HVD_ERR_CONFIG, "HVD_TIMELINE='%s': cannot open it for writing: %s", path, strerror(errno));
-    hvdc_timeline *tl = calloc(1, sizeof *tl);
-    if (!tl) {
-        close(fd);
-        return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the timeline");
-    }
-    tl->fd = fd;
-    tl->rank = rank;
-    tl->mark_cycles = mark_cycles;
-    tl->origin_us = hvdc__now_us();
-    hvdc__name_table_init(&tl->rows);
-    pthread_mutex_init(&tl->mutex, NULL);
-    pthread_cond_init(&tl->wake, NULL);
-    static const char opening[] = "[\n";
-    static const char empty[] = "[\n]\n";
-    if (pwrite(fd, empty, sizeof empty - 1, 0) != (ssize_t)(sizeof empty - 1)) {
-        hvd_status st = hvdc__fail(HVD_ERR_CONFIG, "HVD_TIMELINE='%s': cannot write: %s", path, strerror(errno));
-        hvdc__timeline_close(tl);
-        return st;
-    }
-    tl->end_of_events = (off_t)(sizeof opening - 1);
-    char meta[160];
-    int n = snprintf(meta, sizeof meta,
-                     ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"libhvdc rank %d\"}}",
-                     rank, rank);
-    record(tl, meta, (size_t)n);
-    if (hvdc__fault("timeline_writer") || pthread_create(&tl->writer, NULL, writer_main, tl) != 0) {
-        hvdc__timeline_close(tl); /* no writer yet: only the buffers, the table and the file */
-        return hvdc__fail(HVD_ERR_INTERNAL, "could not start the timeline writer thread");
-    }
-    tl->has_writer = 1;
-    *out = tl;
-    return HVD_OK;
 }
 
 static void free_row(void *value, void *ctx) {
@@ -146,17 +115,112 @@ static void free_row(void *value, void *ctx) {
     free(value);
 }
 
-void hvdc__timeline_close(hvdc_timeline *tl) {
-    if (!tl) return;
-    pthread_mutex_lock(&tl->mutex);
-    tl->stopping = 1;
-    pthread_cond_signal(&tl->wake);
-    pthread_mutex_unlock(&tl->mutex);
-    if (tl->has_writer) pthread_join(tl->writer, NULL);
-    close(tl->fd);
+static void clear_rows(hvdc_timeline *tl) {
     hvdc__name_table_each(&tl->rows, free_row, NULL);
     hvdc__name_table_free(&tl->rows);
+    hvdc__name_table_init(&tl->rows);
+    tl->n_rows = 0;
+}
+
+hvd_status hvdc__timeline_open(const char *path, int rank, int mark_cycles, hvdc_timeline **out) {
+    *out = NULL;
+    hvdc_timeline *tl = calloc(1, sizeof *tl);
+    if (!tl) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the timeline");
+    tl->rank = rank;
+    tl->fd = -1;
+    tl->origin_us = hvdc__now_us();
+    atomic_init(&tl->recording, 0);
+    hvdc__name_table_init(&tl->rows);
+    pthread_mutex_init(&tl->control, NULL);
+    pthread_mutex_init(&tl->mutex, NULL);
+    pthread_cond_init(&tl->wake, NULL);
+    if (path && path[0] && hvdc__timeline_start(tl, path, mark_cycles) != HVD_OK) {
+        char why[HVDC_ERROR_MAX];
+        snprintf(why, sizeof why, "%s", hvd_last_error());
+        hvdc__timeline_close(tl);
+        return hvdc__fail(HVD_ERR_CONFIG, "HVD_TIMELINE: %s", why);
+    }
+    *out = tl;
+    return HVD_OK;
+}
+
+hvd_status hvdc__timeline_start(hvdc_timeline *tl, const char *path, int mark_cycles) {
+    hvd_status st = HVD_OK;
+    pthread_mutex_lock(&tl->control);
+    if (atomic_load(&tl->recording)) {
+        st = hvdc__fail(HVD_ERR_INVALID_ARG, "a timeline is already being written to '%s'; stop it first", tl->path);
+        goto done;
+    }
+    static const char empty[] = "[\n]\n";
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        st = hvdc__fail(HVD_ERR_INVALID_ARG, "timeline file '%s': cannot open it for writing: %s", path, strerror(errno));
+        goto done;
+    }
+    if (pwrite(fd, empty, sizeof empty - 1, 0) != (ssize_t)(sizeof empty - 1)) {
+        st = hvdc__fail(HVD_ERR_INVALID_ARG, "timeline file '%s': cannot write: %s", path, strerror(errno));
+        close(fd);
+        goto done;
+    }
+    char *copy = strdup(path);
+    if (!copy) {
+        st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the timeline");
+        close(fd);
+        goto done;
+    }
+    /* no writer runs now: set up the recording, then start one */
+    pthread_mutex_lock(&tl->mutex);
+    free(tl->path);
+    tl->path = copy;
+    tl->fd = fd;
+    tl->mark_cycles = mark_cycles;
+    tl->end_of_events = 2; /* after "[\n" */
+    tl->wrote_any = 0;
+    tl->pending.len = 0;
+    tl->stopping = 0;
+    clear_rows(tl);
+    char meta[160];
+    int n = snprintf(meta, sizeof meta,
+                     ",\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"libhvdc rank %d\"}}",
+                     tl->rank, tl->rank);
+    record_locked(tl, meta, (size_t)n);
+    if (hvdc__fault("timeline_writer") || pthread_create(&tl->writer, NULL, writer_main, tl) != 0) {
+        close(fd);
+        tl->fd = -1;
+        st = hvdc__fail(HVD_ERR_INTERNAL, "could not start the timeline writer thread");
+    } else {
+        atomic_store(&tl->recording, 1);
+    }
+    pthread_mutex_unlock(&tl->mutex);
+done:
+    pthread_mutex_unlock(&tl->control);
+    return st;
+}
+
+void hvdc__timeline_stop(hvdc_timeline *tl) {
+    if (!tl) return;
+    pthread_mutex_lock(&tl->control);
+    if (atomic_load(&tl->recording)) {
+        pthread_mutex_lock(&tl->mutex);
+        atomic_store(&tl->recording, 0); /* no event is added after this */
+        tl->stopping = 1;
+        pthread_cond_signal(&tl->wake);
+        pthread_mutex_unlock(&tl->mutex);
+        pthread_join(tl->writer, NULL); /* it writes what is pending, then exits */
+        close(tl->fd);
+        tl->fd = -1;
+    }
+    pthread_mutex_unlock(&tl->control);
+}
+
+void hvdc__timeline_close(hvdc_timeline *tl) {
+    if (!tl) return;
+    hvdc__timeline_stop(tl);
+    clear_rows(tl);
+    hvdc__name_table_free(&tl->rows);
     hvdc__bytes_free(&tl->pending);
+    free(tl->path);
+    pthread_mutex_destroy(&tl->control);
     pthread_mutex_destroy(&tl->mutex);
     pthread_cond_destroy(&tl->wake);
     free(tl);
@@ -204,8 +268,8 @@ static void json_escape(char *out, size_t len, const char *name) {
     out[k] = '\0';
 }
 
-int hvdc__timeline_row(hvdc_timeline *tl, const char *name) {
-    if (!tl) return -1;
+/* The row of name in the current file: created on first use with a label. Holds tl->mutex. */
+static int row_locked(hvdc_timeline *tl, const char *name) {
     row *r = hvdc__name_table_get(&tl->rows, name);
     if (r) return r->id;
     r = calloc(1, sizeof *r);
@@ -221,28 +285,41 @@ int hvdc__timeline_row(hvdc_timeline *tl, const char *name) {
     int n = snprintf(event, sizeof event,
                      ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
                      tl->rank, r->id, escaped);
-    record(tl, event, (size_t)n);
+    record_locked(tl, event, (size_t)n);
     return r->id;
+}
+
+/* Locks tl->mutex if tl is recording: then the caller records and unlocks. */
+static int lock_if_recording(hvdc_timeline *tl) {
+    if (!tl || !atomic_load_explicit(&tl->recording, memory_order_relaxed)) return 0;
+    pthread_mutex_lock(&tl->mutex);
+    if (atomic_load_explicit(&tl->recording, memory_order_relaxed)) return 1;
+    pthread_mutex_unlock(&tl->mutex);
+    return 0;
 }
 
 void hvdc__timeline_span(hvdc_timeline *tl, const char *name, const char *phase, int64_t start_us,
                          int64_t end_us, int64_t group) {
-    if (!tl) return;
-    int id = hvdc__timeline_row(tl, name);
+    if (!lock_if_recording(tl)) return;
+    int id = row_locked(tl, name);
     char event[256];
     int n = snprintf(event, sizeof event,
                      ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%lld,\"dur\":%lld,"
                      "\"args\":{\"group\":%lld}}",
                      phase, tl->rank, id, (long long)start_us,
                      (long long)(end_us > start_us ? end_us - start_us : 0), (long long)group);
-    record(tl, event, (size_t)n);
+    record_locked(tl, event, (size_t)n);
+    pthread_mutex_unlock(&tl->mutex);
 }
 
 void hvdc__timeline_cycle(hvdc_timeline *tl, int64_t at_us, uint64_t round) {
-    if (!tl || !tl->mark_cycles) return;
-    char event[200];
-    int n = snprintf(event, sizeof event,
-                     ",\n{\"name\":\"round %llu\",\"ph\":\"i\",\"s\":\"g\",\"pid\":%d,\"tid\":0,\"ts\":%lld}",
-                     (unsigned long long)round, tl->rank, (long long)at_us);
-    record(tl, event, (size_t)n);
+    if (!lock_if_recording(tl)) return;
+    if (tl->mark_cycles) {
+        char event[200];
+        int n = snprintf(event, sizeof event,
+                         ",\n{\"name\":\"round %llu\",\"ph\":\"i\",\"s\":\"g\",\"pid\":%d,\"tid\":0,\"ts\":%lld}",
+                         (unsigned long long)round, tl->rank, (long long)at_us);
+        record_locked(tl, event, (size_t)n);
+    }
+    pthread_mutex_unlock(&tl->mutex);
 }

@@ -1,6 +1,10 @@
 /*
  * timeline.h - a Chrome-trace / Perfetto JSON record of what the runtime did (HVD_TIMELINE).
  *
+ * Rank 0 keeps one timeline object for the runtime's life; it records only between start and
+ * stop (HVD_TIMELINE starts it at init, hvd_start_timeline / hvd_stop_timeline at run time),
+ * each start into a new file.
+ *
  * One row per tensor name, with its phases as complete events: QUEUED (submitted, not yet
  * picked up), NEGOTIATE (announced, in the round that answered it), WAIT_FOR_RANKS (announced,
  * other ranks had not submitted it yet), PACK / ALLREDUCE / UNPACK (or the collective's name)
@@ -11,8 +15,9 @@
  * new events in one write, so a job that ends early or is killed leaves a loadable file.
  * Events are buffered in memory; a writer thread does the file I/O, off the background thread.
  *
- * defines: hvdc_timeline, hvdc__timeline_open, _close, _now_us, _span, _instant, hvdc__timeline_row
- * The background thread records; the writer thread writes; open/close on the hvd_init thread.
+ * defines: hvdc_timeline, hvdc__timeline_open, _close, _start, _stop, _now_us, _span, _cycle
+ * The background thread records; the writer thread writes; open/close on the hvd_init thread;
+ * start/stop on any user thread (serialized by the timeline's own lock).
  */
 #ifndef HVDC_TIMELINE_H
 #define HVDC_TIMELINE_H
@@ -23,18 +28,24 @@
 
 typedef struct hvdc_timeline hvdc_timeline;
 
-/* Opens path for writing (replacing it). @return HVD_OK or HVD_ERR_CONFIG naming the path. */
+/* Creates rank's timeline; with a non-empty path it starts recording there at once (HVD_TIMELINE).
+ * @return HVD_OK, HVD_ERR_NO_MEMORY, or HVD_ERR_CONFIG naming the path and HVD_TIMELINE. */
 hvd_status hvdc__timeline_open(const char *path, int rank, int mark_cycles, hvdc_timeline **out);
-/* Flushes, stops the writer, closes the file. NULL-safe. */
+/* Stops recording (the file ends valid) and frees the timeline. NULL-safe. */
 void hvdc__timeline_close(hvdc_timeline *timeline);
 
-/* Microseconds since the timeline opened (0 when timeline is NULL). */
+/* Starts recording into path (replaced). @return HVD_OK; HVD_ERR_INVALID_ARG when already
+ * recording (naming that file) or when path cannot be written (naming it and the error). */
+hvd_status hvdc__timeline_start(hvdc_timeline *timeline, const char *path, int mark_cycles);
+/* Stops recording: every event so far is written and the file closed, as valid JSON, when it
+ * returns. Does nothing when not recording. */
+void hvdc__timeline_stop(hvdc_timeline *timeline);
+
+/* Microseconds since the timeline was created (0 when timeline is NULL). */
 int64_t hvdc__timeline_now_us(const hvdc_timeline *timeline);
 
-/* The row of name: created on first use with a label. Returns -1 when timeline is NULL. */
-int hvdc__timeline_row(hvdc_timeline *timeline, const char *name);
-
-/* A phase on a tensor's row from start_us to end_us; group >= 0 ties a fused response's events. */
+/* A phase on a tensor's row from start_us to end_us; group >= 0 ties a fused response's events.
+ * Rows are labelled with the tensor name on first use in each file. No-op unless recording. */
 void hvdc__timeline_span(hvdc_timeline *timeline, const char *name, const char *phase,
                          int64_t start_us, int64_t end_us, int64_t group);
 

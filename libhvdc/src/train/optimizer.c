@@ -238,9 +238,9 @@ static hvd_status device_options(const hvd_optimizer *opt, hvdc__opt_param *q, h
     return hvdc__gpu_optim_event_record(q->p.device, q->event, opt->cfg.stream);
 }
 
-/* Before a broadcast of q's device memory (hvd_broadcast_async takes no options, and waits for
- * the work queued on the legacy default stream): the legacy stream waits, on the device, for
- * what the caller queued on cfg.stream. Nothing for host parameters. */
+/* Before a broadcast of q's device memory (submitted without options, so without a ready
+ * event: it waits for the work queued on the legacy default stream): the legacy stream waits,
+ * on the device, for what the caller queued on cfg.stream. Nothing for host parameters. */
 static hvd_status order_for_broadcast(const hvd_optimizer *opt, hvdc__opt_param *q) {
     if (q->p.device < 0) return HVD_OK;
     hvd_status st = hvdc__gpu_optim_event_record(q->p.device, q->event, opt->cfg.stream);
@@ -256,7 +256,7 @@ static hvd_status broadcast_params(hvd_optimizer *opt, int root) {
         hvd_param *p = &opt->params[i].p;
         st = order_for_broadcast(opt, &opt->params[i]);
         if (st == HVD_OK)
-            st = hvd_broadcast_async(name, p->data, p->count, p->dtype, root,
+            st = hvd_broadcast_async(name, p->data, p->count, p->dtype, root, NULL,
                                      &opt->params[i].handle);
     }
     hvd_status waited = wait_all(opt);
@@ -506,7 +506,7 @@ hvd_status hvd_broadcast_optimizer_state(hvd_optimizer *opt, int root) {
         st = order_for_broadcast(opt, q);
         if (st == HVD_OK)
             st = hvd_broadcast_async(name, q->state, q->p.count * (size_t)opt->slots,
-                                     HVD_FLOAT64, root, &q->handle);
+                                     HVD_FLOAT64, root, NULL, &q->handle);
     }
     hvd_status waited = wait_all(opt);
     CHECK(st);

@@ -1,0 +1,309 @@
+"""DistributedOptimizer: wraps a torch.optim optimizer so that step() applies gradients
+averaged over the ranks, with Horovod's interface and behaviour.
+
+A hook on each parameter's gradient accumulator submits that gradient's all-reduce the moment
+backward has produced it, so communication overlaps the rest of backward; libhvdc negotiates,
+fuses and reduces them in its background thread. step() waits for all of them (synchronize),
+writes the averages into p.grad, then runs the wrapped optimizer's step.
+
+  loss.backward()          hooks fire layer by layer: allreduce_async_(p.grad) each
+  optimizer.step()         synchronize(): wait for every handle, p.grad = average; then step
+
+backward_passes_per_step = k: the hooks let torch accumulate k backward passes into p.grad
+and submit on the k-th (the gradients are summed over the passes, as in Horovod).
+groups: lists of parameters (or a number of groups) reduced as one grouped all-reduce each,
+submitted when the group's last gradient is ready.
+Main (training) thread; hooks run on autograd's thread.
+"""
+import warnings
+from contextlib import contextmanager
+
+import torch
+
+from hvdc.common import basics as B
+from hvdc.common.process_sets import global_process_set
+from hvdc.torch import mpi_ops as M
+from hvdc.torch.compression import Compression
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
+                 op=B.Average, gradient_predivide_factor=1.0, groups=None,
+                 sparse_as_dense=False, process_set=global_process_set):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+        if named_parameters is not None:
+            named_parameters = list(named_parameters)
+        else:
+            named_parameters = [(f"allreduce.noname.{i}.{j}", v)
+                                for i, param_group in enumerate(self.param_groups)
+                                for j, v in enumerate(param_group["params"])]
+        if any(not isinstance(p, tuple) for p in named_parameters):
+            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
+                             "usually produced by model.named_parameters().")
+        dups = _DistributedOptimizer.find_duplicates([k for k, _ in named_parameters])
+        if len(dups) > 0:
+            raise ValueError("Parameter names in named_parameters must be unique. "
+                             "Found duplicates: %s" % ", ".join(dups))
+        all_param_ids = {id(v) for param_group in self.param_groups
+                         for v in param_group["params"]}
+        named_param_ids = {id(v) for k, v in named_parameters}
+        unnamed_param_ids = all_param_ids - named_param_ids
+        if len(unnamed_param_ids):
+            raise ValueError("named_parameters was specified, but one or more model parameters "
+                             "were not named. Python object ids: "
+                             "%s" % ", ".join(str(id) for id in unnamed_param_ids))
+
+        self._parameter_names = {v: k for k, v in sorted(named_parameters, key=lambda kv: kv[0])}
+        self.backward_passes_per_step = backward_passes_per_step
+        self._allreduce_delay = {v: self.backward_passes_per_step
+                                 for _, v in sorted(named_parameters, key=lambda kv: kv[0])}
+        self.op = op
+        self.gradient_predivide_factor = gradient_predivide_factor
+        self.sparse_as_dense = sparse_as_dense
+        self.process_set = process_set
+        self._handles = {}
+        self._grad_accs = []
+        self._requires_update = set()
+        self._synchronized = False
+        self._should_synchronize = True
+
+        if groups is not None:
+            if not (isinstance(groups, list) or groups > 0):
+                raise ValueError("groups should be a non-negative integer or a list of lists of "
+                                 "torch.Tensor.")
+            if isinstance(groups, list):
+                grouped_id = set()
+                for group in groups:
+                    for p in group:
+                        if not isinstance(p, torch.Tensor):
+                            raise ValueError("groups must consist of torch.Tensor.")
+                        if id(p) in grouped_id:
+                            raise ValueError("A parameter can only appear once in groups.")
+                        grouped_id.add(id(p))
+        self._groups = groups
+        self._p_to_group = {}
+        self._group_counts = {}
+        if process_set.included() and (B.size() > 1):
+            self._register_hooks()
+
+    @staticmethod
+    def find_duplicates(lst):
+        seen, dups = set(), set()
+        for el in lst:
+            if el in seen:
+                dups.add(el)
+            seen.add(el)
+        return dups
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+
+    def _register_hooks(self):
+        if self._groups is not None:
+            p_list = []
+            # Get list of parameters with grads
+            for param_group in self.param_groups:
+                for p in param_group["params"]:
+                    if p.requires_grad:
+                        p_list.append(p)
+            # To ensure parameter order and group formation is consistent, sort by name
+            p_list = sorted(p_list, key=lambda p: self._parameter_names.get(p))
+            if isinstance(self._groups, int):
+                n = self._groups
+                p_groups = [tuple(p_list[i::n]) for i in range(n)] if n <= len(p_list) else \
+                    [(p,) for p in p_list]
+                p_groups = [g for g in p_groups if g]
+            else:
+                wanted = [[p for p in group if p.requires_grad] for group in self._groups]
+                in_groups = {id(p) for g in wanted for p in g}
+                p_groups = [tuple(sorted(g, key=lambda p: self._parameter_names.get(p)))
+                            for g in wanted if g]
+                p_groups += [(p,) for p in p_list if id(p) not in in_groups]
+            for group in p_groups:
+                for p in group:
+                    self._p_to_group[p] = group
+                self._group_counts[group] = 0
+
+        for param_group in self.param_groups:
+            for p in param_group["params"]:
+                if p.requires_grad:
+                    self._requires_update.add(p)
+                    p_tmp = p.expand_as(p)
+                    grad_acc = p_tmp.grad_fn.next_functions[0][0]
+                    grad_acc.register_hook(self._make_hook(p))
+                    self._grad_accs.append(grad_acc)
+
+    def _scales(self):
+        if self.op == B.Average:
+            # libhvdc's average divides by the ranks; the predivide factor moves part of that
+            # before the sum (less risk of overflow in float16), as Horovod splits it
+            return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
+        return 1.0, 1.0
+
+    def _allreduce_grad_async(self, p):
+        if p.grad is None:
+            # another rank may have produced this gradient (dynamic graphs): send zeros
+            p.grad = p.data.new(p.size()).zero_()
+        name = self._parameter_names.get(p)
+        tensor = p.grad
+        if p.grad.is_sparse:
+            if self.sparse_as_dense:
+                tensor = tensor.to_dense()
+            else:
+                return self._sparse_allreduce_grad_async(p, name)
+        tensor_compressed, ctx = self._compression.compress(tensor)
+        prescale, postscale = self._scales()
+        handle = M.allreduce_async_(tensor_compressed, name=name, op=self.op,
+                                    prescale_factor=prescale, postscale_factor=postscale,
+                                    process_set=self.process_set)
+        return handle, ctx
+
+    def _grouped_allreduce_grad_async(self, ps):
+        name = self._parameter_names.get(ps[0])
+        tensors_compressed, ctxs = zip(*[self._compression.compress(p.grad) for p in ps])
+        prescale, postscale = self._scales()
+        handle = M.grouped_allreduce_async_(list(tensors_compressed), name=name, op=self.op,
+                                            prescale_factor=prescale,
+                                            postscale_factor=postscale,
+                                            process_set=self.process_set)
+        return handle, ctxs
+
+    def _sparse_allreduce_grad_async(self, p, name):
+        handle = M.sparse_allreduce_async(p.grad, name=name, op=self.op,
+                                          process_set=self.process_set)
+        return handle, None
+
+    def _make_hook(self, p):
+        def hook(*ignore):
+            if p in self._handles and self._handles[p][0] is not None:
+                if self._allreduce_delay[p] <= 0:
+                    raise AssertionError(
+                        "Gradients were computed more than backward_passes_per_step times "
+                        "before call to step(). Increase backward_passes_per_step to "
+                        "accumulate gradients locally.")
+            assert not p.grad.requires_grad
+            assert self._allreduce_delay[p] > 0
+            handle, ctx = None, None
+            self._allreduce_delay[p] -= 1
+            if self._allreduce_delay[p] == 0:
+                if self._groups is not None:
+                    group = self._p_to_group[p]
+                    self._group_counts[group] += 1
+                    if self._group_counts[group] == len(group):
+                        handle, ctxs = self._grouped_allreduce_grad_async(group)
+                        self._handles[group] = (handle, ctxs)
+                        for gp in group:  # drop entries of earlier passes' no-op calls
+                            self._handles.pop(gp, None)
+                        self._group_counts[group] = 0
+                        return
+                else:
+                    handle, ctx = self._allreduce_grad_async(p)
+            self._handles[p] = (handle, ctx)
+        return hook
+
+    def synchronize(self):
+        """Waits for every gradient's all-reduce (submitting those the hooks did not) and
+        writes the averaged gradients into p.grad."""
+        if not self.process_set.included():
+            self._synchronized = True
+            return
+        completed = set()
+        for x in self._handles.keys():
+            completed.update(x) if isinstance(x, tuple) else completed.add(x)
+        missing_p = self._requires_update - completed
+        # the same order on every rank (sets of tensors iterate in id order)
+        for p in sorted(missing_p, key=lambda p: self._parameter_names.get(p)):
+            if self._groups is not None and len(self._p_to_group[p]) > 1:
+                group = self._p_to_group[p]
+                if group not in self._handles:
+                    self._handles[group] = self._grouped_allreduce_grad_async(group)
+                    for gp in group:
+                        self._handles.pop(gp, None)
+                continue
+            self._handles[p] = self._allreduce_grad_async(p)
+        for p, (handle, ctx) in list(self._handles.items()):
+            if handle is None:
+                self._handles[p] = self._allreduce_grad_async(p)
+        for p, (handle, ctx) in self._handles.items():
+            if isinstance(p, tuple):
+                outputs = M.synchronize(handle)
+                for gp, output, gctx in zip(p, outputs, ctx):
+                    self._allreduce_delay[gp] = self.backward_passes_per_step
+                    gp.grad.set_(self._compression.decompress(output, gctx))
+                if self._groups is not None and self._group_counts[p] != 0:
+                    self._group_counts[p] = 0
+            else:
+                output = M.synchronize(handle) if not callable(handle) else handle()
+                self._allreduce_delay[p] = self.backward_passes_per_step
+                if self._groups is not None:
+                    group = self._p_to_group[p]
+                    if self._group_counts[group] != 0:
+                        self._group_counts[group] = 0
+                if p.grad.is_sparse:
+                    aggregated = self._compression.decompress(output, ctx)
+                    if not aggregated.is_sparse:
+                        aggregated = aggregated.to_sparse()
+                    p.grad.zero_().add_(aggregated)
+                else:
+                    p.grad.set_(self._compression.decompress(output, ctx))
+        self._handles.clear()
+        self._synchronized = True
+
+    @contextmanager
+    def skip_synchronize(self):
+        """step() without synchronizing, after an explicit synchronize() (e.g. to clip):
+
+            optimizer.synchronize()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            with optimizer.skip_synchronize():
+                optimizer.step()
+        """
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
+                              "context after optimizer.synchronize(). This can cause training "
+                              "slowdown. You may want to consider using "
+                              "optimizer.skip_synchronize() context if you use "
+                              "optimizer.synchronize() in your code.")
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles:
+            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
+                                 "before optimizer.step() or optimizer.synchronize(). This is "
+                                 "prohibited as it can cause a race condition.")
+        return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=B.Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False,
+                         process_set=global_process_set):
+    """An optimizer that averages gradients over the ranks before applying them (Horovod's
+    DistributedOptimizer; see the module's comment). Returns an instance of a subclass of
+    optimizer's class, built on optimizer.param_groups."""
+    if gradient_predivide_factor != 1.0 and op != B.Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if op == B.Adasum:
+        B.c_op(op)  # raises: Adasum is not implemented
+    if num_groups != 0:
+        warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed "
+                      "in v0.23.0.", DeprecationWarning)
+        if groups is None:
+            groups = num_groups
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
+               op, gradient_predivide_factor, groups, sparse_as_dense, process_set)

@@ -1,0 +1,143 @@
+/*
+ * submit.c - queueing a checked op for its process set's background thread (hvdc__submit), and
+ * the handles: hvd_poll and hvd_wait. A handle carries its set's slot in its top byte, so a wait
+ * finds the runtime whose table holds it (process_sets.c keeps that runtime alive meanwhile).
+ * Any user thread. Touches only the queue (queue_mutex) and the handles (completion_mutex).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/status.h"
+#include "runtime/runtime.h"
+
+static hvd_status queue_op(const char *fn, hvdc_runtime *rt, hvdc_op *op, hvd_handle *handle);
+
+
+/* Gives op a handle and queues it on process_set's runtime; on failure frees op. */
+hvd_status hvdc__submit(const char *fn, int process_set, hvdc_op *op, hvd_handle *handle) {
+    hvdc_runtime *rt = NULL;
+    int slot = 0;
+    hvd_status st = hvdc__set_acquire(process_set, fn, &rt, &slot);
+    if (st == HVD_OK && slot != 0 && op->desc.device >= 0)
+        st = hvdc__fail(HVD_ERR_UNSUPPORTED, "%s '%s': device memory in a process set is not supported yet; use the global set or host memory", fn, op->desc.name);
+    if (st != HVD_OK) {
+        hvdc__set_release(slot);
+        hvdc__op_free(op);
+        return st;
+    }
+    st = queue_op(fn, rt, op, handle);
+    if (st == HVD_OK) *handle |= (hvd_handle)slot << HVDC_HANDLE_SLOT_SHIFT;
+    hvdc__set_release(slot);
+    return st;
+}
+
+/* submit's body on the runtime the op goes to. */
+static hvd_status queue_op(const char *fn, hvdc_runtime *rt, hvdc_op *op, hvd_handle *handle) {
+    hvd_status st = HVD_OK;
+    op->submitted_us = hvdc__timeline_now_us(rt->executor.timeline);
+    pthread_mutex_lock(&rt->completion_mutex);
+    hvd_handle h = hvdc__handles_add(&rt->handles, op);
+    pthread_mutex_unlock(&rt->completion_mutex);
+    if (h == HVD_HANDLE_NULL) {
+        hvdc__op_free(op);
+        return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory for a handle", fn, op->desc.name);
+    }
+    pthread_mutex_lock(&rt->queue_mutex);
+    size_t added = 0;
+    if (rt->stopped) {
+        st = hvdc__fail(rt->stop_status, "%s '%s': libhvdc's background thread has stopped and "
+                        "runs nothing more (call hvd_shutdown), because: %s", fn, op->desc.name,
+                        rt->stop_message);
+    } else {
+        for (; added < op->n_tensors; added++) {
+            int put = hvdc__name_table_put(&rt->in_flight, op->tensors[added].name, op);
+            if (put == -1) {
+                st = hvdc__fail(HVD_ERR_DUPLICATE_NAME, "%s: an operation named '%s' is already in flight on this rank; wait for it first or use another name", fn, op->tensors[added].name);
+                break;
+            }
+            if (put != 0) {
+                st = hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory", fn, op->desc.name);
+                break;
+            }
+        }
+    }
+    if (st == HVD_OK) {
+        if (rt->queue_tail) rt->queue_tail->next = op;
+        else rt->queue_head = op;
+        rt->queue_tail = op;
+        pthread_cond_signal(&rt->queue_cond);
+    } else {
+        for (size_t i = 0; i < added; i++) hvdc__name_table_remove(&rt->in_flight, op->tensors[i].name);
+    }
+    pthread_mutex_unlock(&rt->queue_mutex);
+    if (st != HVD_OK) {
+        pthread_mutex_lock(&rt->completion_mutex);
+        hvdc__handles_remove(&rt->handles, h);
+        pthread_mutex_unlock(&rt->completion_mutex);
+        hvdc__op_free(op);
+        return st;
+    }
+    *handle = h;
+    return HVD_OK;
+}
+
+/* The runtime a handle belongs to (its set's slot is in the top bits), acquired: release the
+ * returned slot. NULL when that set is gone. */
+static hvdc_runtime *handle_runtime(hvd_handle handle, int *slot) {
+    hvdc_runtime *rt = NULL;
+    *slot = (int)(handle >> HVDC_HANDLE_SLOT_SHIFT);
+    if (hvdc__set_acquire_slot(*slot, &rt) != HVD_OK) return NULL;
+    return rt;
+}
+
+#define HANDLE_IN_SET(h) ((h) & (((hvd_handle)1 << HVDC_HANDLE_SLOT_SHIFT) - 1))
+
+static hvd_status hvd_poll_entered(hvd_handle handle, int *done) {
+    if (!done) return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_poll: done is NULL");
+    int slot;
+    hvdc_runtime *rt = handle_runtime(handle, &slot);
+    hvdc_op *op = NULL;
+    if (rt) {
+        pthread_mutex_lock(&rt->completion_mutex);
+        op = hvdc__handles_find(&rt->handles, HANDLE_IN_SET(handle));
+        if (op) *done = op->done;
+        pthread_mutex_unlock(&rt->completion_mutex);
+        hvdc__set_release(slot);
+    }
+    if (!op)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_poll: handle %#llx is not live (released by hvd_wait already, or never returned by libhvdc)", (unsigned long long)handle);
+    return HVD_OK;
+}
+
+static hvd_status hvd_wait_entered(hvd_handle *handle) {
+    hvd_status st;
+    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_wait: handle pointer is NULL");
+    int slot;
+    hvdc_runtime *rt = handle_runtime(*handle, &slot);
+    hvdc_op *op = NULL;
+    if (rt) {
+        hvd_handle local = HANDLE_IN_SET(*handle);
+        pthread_mutex_lock(&rt->completion_mutex);
+        /* look the handle up again after every wake-up: another thread may have released it */
+        while ((op = hvdc__handles_find(&rt->handles, local)) != NULL && !op->done)
+            pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
+        if (op) hvdc__handles_remove(&rt->handles, local);
+        pthread_mutex_unlock(&rt->completion_mutex);
+        hvdc__set_release(slot);
+    }
+    if (!op)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_wait: handle %#llx is not live (released by hvd_wait already, or never returned by libhvdc)", (unsigned long long)*handle);
+    st = op->status;
+    if (st != HVD_OK) hvdc__fail(st, "%s", op->error ? op->error : hvd_status_string(st));
+    hvdc__op_free(op);
+    *handle = HVD_HANDLE_NULL;
+    return st;
+}
+
+hvd_status hvd_poll(hvd_handle handle, int *done) {
+    HVDC_GATED("hvd_poll", hvd_poll_entered(handle, done));
+}
+
+hvd_status hvd_wait(hvd_handle *handle) {
+    HVDC_GATED("hvd_wait", hvd_wait_entered(handle));
+}

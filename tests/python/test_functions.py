@@ -1,0 +1,92 @@
+"""broadcast_parameters (state_dict, named_parameters, parameters), broadcast_optimizer_state
+(tensor state, scalar state such as step and lr, ranks whose state does not exist yet),
+broadcast_object and allgather_object, and the timeline started and stopped at run time."""
+import json
+import os
+import tempfile
+
+import torch
+
+import hvdc.torch as hvd
+
+
+def net(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.BatchNorm1d(5), torch.nn.Linear(5, 2))
+
+
+def flat(m):
+    return torch.cat([t.detach().float().reshape(-1) for t in m.state_dict().values()])
+
+
+def test_broadcast_parameters_every_form(rank, size):
+    root = size - 1
+    for form in ("state_dict", "named_parameters", "parameters"):
+        m = net(rank)
+        m[1].running_mean.fill_(float(rank))  # a buffer: only state_dict carries it
+        m[1].num_batches_tracked.fill_(rank)
+        params = {"state_dict": m.state_dict(), "named_parameters": m.named_parameters(),
+                  "parameters": list(m.parameters())}[form]
+        hvd.broadcast_parameters(params, root_rank=root)
+        got = torch.cat([p.detach().reshape(-1) for p in m.parameters()])
+        root_m = net(root)
+        assert torch.equal(got, torch.cat([p.detach().reshape(-1) for p in root_m.parameters()])), form
+        if form == "state_dict":
+            assert torch.equal(m[1].running_mean, torch.full((5,), float(root))), "buffers"
+            assert int(m[1].num_batches_tracked) == root
+
+
+def step_on_own_data(opt, m, rank, steps):
+    for s in range(steps):
+        opt.zero_grad()
+        m(torch.full((3, 4), float(rank + s + 1))).sum().backward()
+        opt.step()
+
+
+def test_broadcast_optimizer_state(rank, size):
+    root = 0
+    for make in (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
+                 lambda p: torch.optim.Adam(p, lr=0.01)):
+        m = net(rank)
+        opt = make(m.parameters())
+        if rank == root:
+            step_on_own_data(opt, m, rank, 3)  # root has state; the others have none yet
+            opt.param_groups[0]["lr"] = 0.123    # a scalar option that must travel too
+        hvd.broadcast_parameters(m.state_dict(), root_rank=root)
+        hvd.broadcast_optimizer_state(opt, root_rank=root)
+        assert opt.param_groups[0]["lr"] == 0.123
+        state = opt.state_dict()["state"]
+        assert len(state) > 0, "the state did not arrive"
+        rows = hvd.allgather_object({k: {n: (v.tolist() if isinstance(v, torch.Tensor) else v)
+                                         for n, v in s.items()} for k, s in state.items()})
+        assert all(r == rows[root] for r in rows), "optimizer states differ after the broadcast"
+        # and from here every rank steps alike
+        step_on_own_data(opt, m, 0, 1)
+        everyone = hvd.allgather_object(flat(m))
+        assert all(torch.equal(r, everyone[0]) for r in everyone), 'parameters diverged'
+
+
+def test_broadcast_and_allgather_object(rank, size):
+    obj = {"rank": rank, "list": list(range(rank + 2)), "text": "x" * (100 * rank), "t": torch.ones(rank + 1)}
+    for root in range(size):
+        got = hvd.broadcast_object(obj, root_rank=root, name=f"obj.{root}")
+        assert got["rank"] == root and got["list"] == list(range(root + 2))
+        assert torch.equal(got["t"], torch.ones(root + 1))
+    everyone = hvd.allgather_object(obj)
+    assert [o["rank"] for o in everyone] == list(range(size))
+    assert [len(o["text"]) for o in everyone] == [100 * r for r in range(size)]
+    assert hvd.broadcast_object(None) is None
+
+
+def test_timeline_start_stop(rank, size):
+    path = hvd.broadcast_object(tempfile.mkstemp(suffix=".json")[1] if rank == 0 else None)
+    hvd.start_timeline(path, mark_cycles=True)
+    hvd.allreduce(torch.ones(3), name="timeline.tensor")
+    hvd.stop_timeline()
+    if rank == 0:
+        with open(path) as f:
+            events = json.load(f)
+        names = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+        assert "timeline.tensor" in names, names
+        os.unlink(path)
+    hvd.barrier()

@@ -1,0 +1,208 @@
+"""The collectives of hvdc.torch with every dtype: allreduce (every op, out of place, in place,
+sync, async, scaled), grouped_allreduce, sparse_allreduce_async, allgather (uneven first
+dimensions), grouped_allgather, broadcast (every root), alltoall (with and without splits),
+reducescatter (even and uneven), grouped_reducescatter, barrier, join (uneven steps), poll and
+synchronize, non-contiguous tensors. Every rank runs every test; results are compared with a
+reference computed locally from every rank's input (conftest.value / reference)."""
+import pytest
+import torch
+
+import hvdc.torch as hvd
+from conftest import ALL_DTYPES, FLOATS, reference, value
+
+OPS = [hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product]
+SHAPE = (5, 3)
+
+
+def defined(dtype, op):
+    return not (dtype == torch.bool and op == hvd.Average)
+
+
+def assert_same(got, want, what):
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, expected {want.dtype}"
+    assert got.shape == want.shape, f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+    assert torch.equal(got, want), f"{what}: got {got.flatten()[:8]}, expected {want.flatten()[:8]}"
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_allreduce_every_op(dtype, rank, size):
+    for k, op in enumerate(OPS):
+        if not defined(dtype, op):
+            continue
+        want = reference(dtype, op, size, SHAPE, salt=k)
+        x = value(dtype, op, rank, SHAPE, salt=k)
+        kept = x.clone()
+        what = f"allreduce {dtype} op {op}"
+        assert_same(hvd.allreduce(x, op=op), want, what + " out of place")
+        assert torch.equal(x, kept), what + ": the input was modified"
+        assert_same(hvd.synchronize(hvd.allreduce_async(x, op=op, name=f"ar.a.{dtype}.{op}")),
+                    want, what + " async")
+        y = x.clone()
+        out = hvd.allreduce_(y, op=op)
+        assert out is y, what + ": allreduce_ must return its input"
+        assert_same(y, want, what + " in place")
+        y = x.clone()
+        h = hvd.allreduce_async_(y, op=op, name=f"ar.ai.{dtype}.{op}")
+        assert hvd.synchronize(h) is y
+        assert_same(y, want, what + " async in place")
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_allreduce_scaled_and_average_default(dtype, rank, size):
+    x = value(dtype, hvd.Sum, rank, SHAPE, salt=9)
+    got = hvd.allreduce(x, op=hvd.Sum, prescale_factor=0.5, postscale_factor=4.0)
+    assert_same(got, reference(dtype, hvd.Sum, size, SHAPE, 9, 0.5, 4.0), "scaled sum")
+    assert_same(hvd.allreduce(x), reference(dtype, hvd.Average, size, SHAPE, 9), "default op")
+    with pytest.warns(DeprecationWarning):
+        assert_same(hvd.allreduce(x, average=False), reference(dtype, hvd.Sum, size, SHAPE, 9),
+                    "average=False")
+
+
+def test_allreduce_non_contiguous(rank, size):
+    base = value(torch.float32, hvd.Sum, rank, (4, 6)).t()  # a transposed view
+    assert not base.is_contiguous()
+    want = reference(torch.float32, hvd.Sum, size, (4, 6)).t()
+    assert torch.equal(hvd.allreduce(base, op=hvd.Sum), want)
+    hvd.allreduce_(base, op=hvd.Sum)
+    assert torch.equal(base, want), "in place on a transposed view"
+
+
+def test_grouped_allreduce(rank, size):
+    shapes = [(3,), (2, 2), (0,), (7,)]
+    dtypes = [torch.float32, torch.float32, torch.int64, torch.float16]  # two dtypes mixed
+    xs = [value(d, hvd.Sum, rank, s, salt=i) for i, (d, s) in enumerate(zip(dtypes, shapes))]
+    wants = [reference(d, hvd.Sum, size, s, salt=i) for i, (d, s) in enumerate(zip(dtypes, shapes))]
+    for got, want in zip(hvd.grouped_allreduce(xs, op=hvd.Sum), wants):
+        assert_same(got, want, "grouped_allreduce")
+    outs = hvd.synchronize(hvd.grouped_allreduce_async(xs, op=hvd.Sum, name="grp.async"))
+    for got, want in zip(outs, wants):
+        assert_same(got, want, "grouped_allreduce_async")
+    ys = [x.clone() for x in xs]
+    assert all(a is b for a, b in zip(hvd.grouped_allreduce_(ys, op=hvd.Sum), ys))
+    for got, want in zip(ys, wants):
+        assert_same(got, want, "grouped_allreduce_")
+    ys = [x.clone() for x in xs]
+    hvd.synchronize(hvd.grouped_allreduce_async_(ys, op=hvd.Sum))
+    for got, want in zip(ys, wants):
+        assert_same(got, want, "grouped_allreduce_async_")
+
+
+def test_sparse_allreduce(rank, size):
+    dense = torch.zeros(6, 2)
+    dense[rank % 6] = rank + 1
+    dense[(rank + 2) % 6, 1] = 2 * rank
+    handle = hvd.sparse_allreduce_async(dense.to_sparse(), name="sparse", op=hvd.Sum)
+    got = hvd.synchronize(handle)
+    assert got.is_sparse
+    assert torch.equal(got.to_dense(), hvd.allreduce(dense, op=hvd.Sum))
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_allgather_uneven(dtype, rank, size):
+    x = value(dtype, hvd.Max, rank, (rank + 1, 3))  # rank r contributes r + 1 rows
+    kept = x.clone()
+    want = torch.cat([value(dtype, hvd.Max, r, (r + 1, 3)) for r in range(size)])
+    assert_same(hvd.allgather(x), want, f"allgather {dtype}")
+    assert torch.equal(x, kept), "allgather modified its input"
+    assert_same(hvd.synchronize(hvd.allgather_async(x, name=f"ag.{dtype}")), want, "async")
+    empty_on_0 = value(dtype, hvd.Max, rank, (0 if rank == 0 else 2,))
+    want = torch.cat([value(dtype, hvd.Max, r, (0 if r == 0 else 2,)) for r in range(size)])
+    assert_same(hvd.allgather(empty_on_0), want, "allgather with rank 0 empty")
+
+
+def test_grouped_allgather(rank, size):
+    xs = [value(torch.int32, hvd.Max, rank, (rank + 1, 2)), value(torch.float64, hvd.Max, rank, (1,))]
+    outs = hvd.grouped_allgather(xs)
+    assert_same(outs[0], torch.cat([value(torch.int32, hvd.Max, r, (r + 1, 2)) for r in range(size)]), "0")
+    assert_same(outs[1], torch.cat([value(torch.float64, hvd.Max, r, (1,)) for r in range(size)]), "1")
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_broadcast_every_root(dtype, rank, size):
+    for root in range(size):
+        x = value(dtype, hvd.Max, rank, SHAPE, salt=root)
+        kept = x.clone()
+        want = value(dtype, hvd.Max, root, SHAPE, salt=root)
+        assert_same(hvd.broadcast(x, root), want, f"broadcast {dtype} from {root}")
+        assert torch.equal(x, kept), "broadcast modified its input"
+        assert_same(hvd.synchronize(hvd.broadcast_async(x, root, name=f"bc.{dtype}.{root}")),
+                    want, "async")
+        y = x.clone()
+        assert hvd.broadcast_(y, root) is y
+        assert_same(y, want, "in place")
+        y = x.clone()
+        hvd.synchronize(hvd.broadcast_async_(y, root))
+        assert_same(y, want, "async in place")
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_alltoall(dtype, rank, size):
+    # rank s sends (s + d) % 3 rows to rank d, each row tagged with s and d
+    splits = [(rank + d) % 3 for d in range(size)]
+    rows = [value(dtype, hvd.Max, rank, (splits[d], 2), salt=d) for d in range(size)]
+    x = torch.cat(rows)
+    out, received = hvd.alltoall(x, splits=torch.tensor(splits, dtype=torch.int32))
+    want = torch.cat([value(dtype, hvd.Max, s, ((s + rank) % 3, 2), salt=rank) for s in range(size)])
+    assert_same(out, want, f"alltoall {dtype}")
+    assert received.tolist() == [(s + rank) % 3 for s in range(size)], received
+    even = value(dtype, hvd.Max, rank, (2 * size, 2), salt=7)
+    got = hvd.alltoall(even)  # no splits: equal parts, and only the output comes back
+    want = torch.cat([value(dtype, hvd.Max, s, (2 * size, 2), salt=7)[2 * rank:2 * rank + 2]
+                      for s in range(size)])
+    assert_same(got, want, "alltoall without splits")
+    out, received = hvd.synchronize(hvd.alltoall_async(even, name=f"a2a.{dtype}"))
+    assert_same(out, want, "alltoall_async")
+    assert received.tolist() == [2] * size
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float16, torch.int16], ids=str)
+def test_reducescatter(dtype, rank, size):
+    for rows, op in [(2 * size, hvd.Sum), (2 * size + 1, hvd.Sum), (2 * size + 1, hvd.Average),
+                     (size + 3, hvd.Max)]:
+        for trailing in [(), (3,)]:
+            shape = (rows,) + trailing
+            full = reference(dtype, op, size, shape, salt=rows)
+            base, extra = divmod(rows, size)
+            first = rank * base + min(rank, extra)
+            mine = base + (1 if rank < extra else 0)
+            got = hvd.reducescatter(value(dtype, op, rank, shape, salt=rows), op=op)
+            assert_same(got, full[first:first + mine], f"reducescatter {dtype} {shape} op {op}")
+
+
+def test_grouped_reducescatter(rank, size):
+    xs = [value(torch.float32, hvd.Sum, rank, (2 * size, 2)), value(torch.int64, hvd.Sum, rank, (size + 1,))]
+    outs = hvd.grouped_reducescatter(xs, op=hvd.Sum)
+    for x_shape, dtype, got in [((2 * size, 2), torch.float32, outs[0]), ((size + 1,), torch.int64, outs[1])]:
+        full = reference(dtype, hvd.Sum, size, x_shape)
+        base, extra = divmod(x_shape[0], size)
+        first = rank * base + min(rank, extra)
+        assert_same(got, full[first:first + base + (1 if rank < extra else 0)], "grouped")
+
+
+def test_barrier_poll_synchronize(rank, size):
+    for _ in range(3):
+        hvd.barrier()
+    h = hvd.allreduce_async(torch.ones(3), name="poll.me")
+    while not hvd.poll(h):
+        pass
+    assert isinstance(hvd.poll(h), bool)
+    assert torch.equal(hvd.synchronize(h), torch.ones(3))
+    assert hvd.synchronize(h) is None, "a synchronized handle is unknown afterwards (Horovod)"
+    with pytest.raises(ValueError):
+        hvd.poll(h)
+
+
+def test_join_uneven(rank, size):
+    # rank r runs r + 1 steps of a summed all-reduce, then joins; a joined rank contributes 0
+    for step in range(rank + 1):
+        got = hvd.allreduce(torch.full((4,), float(rank + 1)), op=hvd.Sum, name=f"join.{step}")
+        want = float(sum(r + 1 for r in range(size) if r + 1 > step))
+        assert torch.equal(got, torch.full((4,), want)), f"step {step}: {got} != {want}"
+    assert hvd.join() == size - 1
+
+
+def test_many_in_flight(rank, size):
+    handles = [hvd.allreduce_async(torch.full((17,), float(i * (rank + 1))), op=hvd.Sum,
+                                   name=f"flight.{i}") for i in range(64)]
+    for i, h in reversed(list(enumerate(handles))):
+        assert torch.equal(hvd.synchronize(h), torch.full((17,), float(i * size * (size + 1) // 2)))

@@ -360,6 +360,13 @@ static int find_disagreement(const entry *e, int size, message *m) {
         say(m, " have called hvd_join; until every rank has, only allreduce can run");
         return 1;
     }
+    if (e->n_announced < size && base->kind == HVDC_KIND_ALLREDUCE && base->device >= 0) {
+        say(m, "ranks ");
+        say_ranks(m, e->announced, size, 0);
+        say(m, " have called hvd_join, and a joined rank cannot stand in for a device (GPU) "
+            "all-reduce; call hvd_join after the last device all-reduce, or reduce on the host");
+        return 1;
+    }
     if (!hvdc__dtype_valid(base->dtype) || (base->kind != HVDC_KIND_BARRIER &&
                                             base->kind != HVDC_KIND_JOIN && !hvdc__op_valid(base->op))) {
         say(m, "unknown dtype or reduce op in the request");

@@ -73,7 +73,39 @@ static hvd_status check_options(const char *fn, const char *name, const hvd_opti
 
 /* Where a tensor lives: the device asked for, else wherever its memory is. */
 static int tensor_device(const hvd_options *o, const void *buf) {
-    return o->device != HVD_DEVICE_CPU ? o->device : hvdc__gpu_pointer_device(buf);
+    if (o->device != HVD_DEVICE_CPU) return o->device;
+    int d = hvdc__gpu_pointer_device(buf);
+    return d >= 0 ? d : HVD_DEVICE_CPU;
+}
+
+/* A device request's checks on this rank alone: once this rank's GPU backend exists, the
+ * request is for its device; and buf (named which), where the CUDA driver can tell, is memory
+ * of that device. Refusing these here keeps NCCL from ever touching the wrong memory. */
+static hvd_status check_device_buffer(const char *fn, const char *name, int device,
+                                      const char *which, const void *buf) {
+    if (device == HVD_DEVICE_CPU) return HVD_OK;
+    int in_use = atomic_load(&hvdc__runtime->executor.gpu_device);
+    if (in_use >= 0 && device != in_use)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': device %d requested, but this rank's "
+                          "collectives run on CUDA device %d (chosen by its first device "
+                          "request); use one device per rank", fn, name, device, in_use);
+    if (!buf) return HVD_OK;
+    int holder = hvdc__gpu_pointer_device(buf);
+    if (holder == HVDC_GPU_PTR_HOST)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': %s is host memory, not memory of CUDA "
+                          "device %d; pass device buffers (cudaMalloc) with options.device, or "
+                          "host buffers with HVD_DEVICE_CPU", fn, name, which, device);
+    if (holder >= 0 && holder != device)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': %s is memory of CUDA device %d, but "
+                          "the request is for device %d", fn, name, which, holder, device);
+    return HVD_OK;
+}
+
+/* check_device_buffer for a send and a receive buffer. */
+static hvd_status check_device_buffers(const char *fn, const char *name, int device,
+                                       const void *send, const void *recv) {
+    hvd_status st = check_device_buffer(fn, name, device, "sendbuf", send);
+    return st == HVD_OK ? check_device_buffer(fn, name, device, "recvbuf", recv) : st;
 }
 
 static uint64_t *copy_counts(const size_t *counts, size_t n) {
@@ -230,6 +262,7 @@ static hvd_status hvd_allreduce_async_entered(const char *name, const void *send
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, count, dtype));
     size_t nbytes = count * hvd_dtype_size(dtype);
     CHECK(hvdc__check_overlap(fn, name, sendbuf, nbytes, recvbuf, nbytes, 1));
+    CHECK(check_device_buffers(fn, name, tensor_device(o, recvbuf), sendbuf, recvbuf));
     CHECK(single_op(fn, HVDC_KIND_ALLREDUCE, name, sendbuf, recvbuf, count, dtype, &req));
     set_reduction(req, op, o, recvbuf);
     return submit(fn, req, handle);
@@ -270,6 +303,9 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
     }
     CHECK(hvdc__check_group(fn, n, names, sendbufs, recvbufs, counts, hvd_dtype_size(dtype)));
     CHECK(check_options(fn, names[0], o, dtype));
+    int device = tensor_device(o, recvbufs[0]);
+    for (int i = 0; i < n; i++)
+        CHECK(check_device_buffers(fn, names[i], device, sendbufs[i], recvbufs[i]));
     hvdc_op *req = hvdc__op_create((size_t)n);
     if (req) req->member_names = malloc(names_bytes);
     if (req) req->desc.counts = copy_counts(counts, (size_t)n);
@@ -285,7 +321,7 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
     req->desc.postscale = o->postscale;
     req->desc.n_counts = (uint32_t)n;
     req->desc.members_hash = hash_names(n, names);
-    req->desc.device = tensor_device(o, recvbufs[0]);
+    req->desc.device = device;
     req->ready_event = o->ready_event;
     char *at = req->member_names;
     for (int i = 0; i < n; i++) {
@@ -319,9 +355,11 @@ static hvd_status hvd_broadcast_async_entered(const char *name, void *buf, size_
     CHECK(check_buffer(fn, name, "buf", buf, count, dtype));
     if (root < 0 || root >= hvdc__runtime->topo.size)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': root %d is out of range; expected 0..%d", fn, name, root, hvdc__runtime->topo.size - 1);
+    int device = tensor_device(&default_options, buf);
+    CHECK(check_device_buffer(fn, name, device, "buf", buf));
     CHECK(single_op(fn, HVDC_KIND_BROADCAST, name, buf, buf, count, dtype, &req));
     req->desc.root = root;
-    req->desc.device = hvdc__gpu_pointer_device(buf);
+    req->desc.device = device;
     return submit(fn, req, handle);
 fail:
     return st;
@@ -345,11 +383,13 @@ static hvd_status hvd_allgather_async_entered(const char *name, const void *send
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
     CHECK(hvdc__check_overlap(fn, name, sendbuf, count * hvd_dtype_size(dtype), recvbuf,
                               recv_capacity * hvd_dtype_size(dtype), 0));
+    int device = tensor_device(&default_options, recvbuf);
+    CHECK(check_device_buffers(fn, name, device, sendbuf, recvbuf));
     CHECK(single_op(fn, HVDC_KIND_ALLGATHER, name, sendbuf, recvbuf, count, dtype, &req));
     req->desc.capacity = recv_capacity;
     req->recv_count_out = recv_count;
     req->rank_counts_out = rank_counts;
-    req->desc.device = hvdc__gpu_pointer_device(recvbuf);
+    req->desc.device = device;
     return submit(fn, req, handle);
 fail:
     return st;
@@ -374,6 +414,7 @@ static hvd_status hvd_reducescatter_async_entered(const char *name, const void *
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, block, dtype));
     CHECK(hvdc__check_overlap(fn, name, sendbuf, count * hvd_dtype_size(dtype), recvbuf,
                               block * hvd_dtype_size(dtype), 1));
+    CHECK(check_device_buffers(fn, name, tensor_device(o, sendbuf), sendbuf, recvbuf));
     CHECK(single_op(fn, HVDC_KIND_REDUCESCATTER, name, sendbuf, recvbuf, count, dtype, &req));
     set_reduction(req, op, o, sendbuf);
     req->recv_count_out = recv_count;
@@ -408,6 +449,8 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
     CHECK(hvdc__check_overlap(fn, name, sendbuf, total * hvd_dtype_size(dtype), recvbuf,
                               recv_capacity * hvd_dtype_size(dtype), 0));
+    int device = tensor_device(&default_options, recvbuf);
+    CHECK(check_device_buffers(fn, name, device, sendbuf, recvbuf));
     CHECK(single_op(fn, HVDC_KIND_ALLTOALL, name, sendbuf, recvbuf, total, dtype, &req));
     free(req->desc.counts);
     req->desc.counts = copy_counts(sendcounts, size);
@@ -419,7 +462,7 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
     req->desc.capacity = recv_capacity;
     req->recv_count_out = recv_count;
     req->rank_counts_out = recvcounts;
-    req->desc.device = hvdc__gpu_pointer_device(recvbuf);
+    req->desc.device = device;
     return submit(fn, req, handle);
 fail:
     return st;

@@ -211,7 +211,7 @@ static void set_up_executor(hvdc_runtime *rt) {
     ex->local_size = rt->topo.local_size;
     ex->cross_rank = rt->topo.cross_rank;
     ex->cross_size = rt->topo.cross_size;
-    ex->hierarchical_requested = rt->config.hierarchical_allreduce;
+    atomic_init(&ex->gpu_device, -1);
     ex->gpu_fusion_bytes = rt->config.gpu_fusion_threshold_bytes;
 }
 

@@ -90,10 +90,10 @@ int main(void) {
 
     /* while rank 1 has joined: a host all-reduce runs (rank 1 stands in), a device one is
      * refused on every rank (a joined rank cannot stand in on a device) */
-    hvdc_request_list join = {0, 1, calloc(1, sizeof(hvdc_wire_request))};
+    hvdc_request_list join = {.n = 1, .items = calloc(1, sizeof(hvdc_wire_request))};
     join.items[0] = req("hvd.join", HVDC_KIND_JOIN, HVD_UINT8, 0);
     CHECK_TRUE(hvdc__negotiator_add(n, 1, &join) == HVD_OK, "join");
-    hvdc_request_list both = {0, 2, calloc(2, sizeof(hvdc_wire_request))};
+    hvdc_request_list both = {.n = 2, .items = calloc(2, sizeof(hvdc_wire_request))};
     both.items[0] = req("host", HVDC_KIND_ALLREDUCE, HVD_FLOAT32, 4);
     both.items[1] = req("dev", HVDC_KIND_ALLREDUCE, HVD_FLOAT32, 4);
     both.items[1].device = 0;
@@ -109,7 +109,8 @@ int main(void) {
                        strstr(r->error, "device"), "device refused: %s", r->error ? r->error : "");
     }
     hvdc__response_list_free(&out);
-    join = (hvdc_request_list) /* rank 0 joins too: the join completes */{0, 1, calloc(1, sizeof(hvdc_wire_request))};
+    /* rank 0 joins too: the join completes */
+    join = (hvdc_request_list){.n = 1, .items = calloc(1, sizeof(hvdc_wire_request))};
     join.items[0] = req("hvd.join", HVDC_KIND_JOIN, HVD_UINT8, 0);
     hvdc__negotiator_add(n, 0, &join);
     CHECK_TRUE(hvdc__negotiator_respond(n, 0, 0, &out) == HVD_OK, "respond");

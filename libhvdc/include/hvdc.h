@@ -112,11 +112,12 @@ typedef enum hvd_reduce_op {
 /* Where a tensor's memory lives. */
 #define HVD_DEVICE_CPU (-1)
 
-/* Options for the _async calls that take them; NULL means HVD_OPTIONS_DEFAULT. Scale factors
- * other than 1.0 need a floating dtype (else HVD_ERR_INVALID_ARG) and must be finite. A device
- * other than HVD_DEVICE_CPU needs the GPU backend (else HVD_ERR_UNSUPPORTED) and a visible CUDA
- * device (else HVD_ERR_CUDA, "no CUDA device visible: ..."). Device tensors are reduced by NCCL
- * on the runtime's own stream; the handle completes when that work has finished. */
+/* Options of the _async calls; NULL means HVD_OPTIONS_DEFAULT. Scale factors other than 1.0
+ * apply to reductions only (elsewhere HVD_ERR_INVALID_ARG), need a floating dtype (else
+ * HVD_ERR_INVALID_ARG) and must be finite. A device other than HVD_DEVICE_CPU needs the GPU
+ * backend (else HVD_ERR_UNSUPPORTED) and a visible CUDA device (else HVD_ERR_CUDA, "no CUDA
+ * device visible: ..."). Device tensors are moved by NCCL on the runtime's own stream; the
+ * handle completes when that work has finished. */
 typedef struct hvd_options {
     double prescale;   /* inputs are multiplied by this before reducing */
     double postscale;  /* the result is multiplied by this after reducing */
@@ -124,7 +125,9 @@ typedef struct hvd_options {
                           pointers are also recognised without it */
     void *ready_event; /* device tensors: a cudaEvent_t recorded after the data was written;
                           the runtime's stream waits on it (no host sync). NULL: the work already
-                          queued on the legacy default stream */
+                          queued on the legacy default stream. It must stay valid (not
+                          destroyed) until the handle completes; re-recording it after the call
+                          returns is allowed only once the handle completed */
 } hvd_options;
 #define HVD_OPTIONS_DEFAULT {1.0, 1.0, HVD_DEVICE_CPU, NULL}
 
@@ -226,7 +229,8 @@ HVD_API hvd_status hvd_grouped_allreduce_async(int n, const char *const names[],
 HVD_API hvd_status hvd_broadcast(const char *name, void *buf, size_t count, hvd_dtype dtype,
                                  int root);
 HVD_API hvd_status hvd_broadcast_async(const char *name, void *buf, size_t count,
-                                       hvd_dtype dtype, int root, hvd_handle *handle);
+                                       hvd_dtype dtype, int root, const hvd_options *options,
+                                       hvd_handle *handle);
 
 /* Concatenates every rank's sendbuf in rank order into recvbuf. Counts may differ between
  * ranks (like the first dimension in Horovod). recv_capacity is recvbuf's size in elements;
@@ -239,7 +243,7 @@ HVD_API hvd_status hvd_allgather(const char *name, const void *sendbuf, size_t c
 HVD_API hvd_status hvd_allgather_async(const char *name, const void *sendbuf, size_t count,
                                        void *recvbuf, size_t recv_capacity, hvd_dtype dtype,
                                        size_t *recv_count, size_t *rank_counts,
-                                       hvd_handle *handle);
+                                       const hvd_options *options, hvd_handle *handle);
 
 /* Reduces count elements across ranks and leaves rank r with its block of the result:
  * block r starts at r*(count/size) + min(r, count%size) and holds count/size elements, plus one
@@ -265,7 +269,8 @@ HVD_API hvd_status hvd_alltoall(const char *name, const void *sendbuf, const siz
 HVD_API hvd_status hvd_alltoall_async(const char *name, const void *sendbuf,
                                       const size_t sendcounts[], void *recvbuf,
                                       size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
-                                      size_t recvcounts[], hvd_handle *handle);
+                                      size_t recvcounts[], const hvd_options *options,
+                                      hvd_handle *handle);
 
 /* Returns once every rank has called hvd_barrier (the n-th call on each rank matches). */
 HVD_API hvd_status hvd_barrier(void);

@@ -153,16 +153,18 @@ static hvd_status submit_case(mt_ctx *t, op_case *c) {
         return hvd_allreduce_async(c->name, c->send, c->recv, c->count, c->dt, c->op, NULL,
                                    &c->handle);
     case K_BROADCAST:
-        return hvd_broadcast_async(c->name, c->send, c->count, c->dt, c->root, &c->handle);
+        return hvd_broadcast_async(c->name, c->send, c->count, c->dt, c->root, NULL,
+                                   &c->handle);
     case K_ALLGATHER:
         return hvd_allgather_async(c->name, c->send, c->count + (size_t)t->rank, c->recv,
-                                   c->recv_elems, c->dt, &c->recv_count, c->counts, &c->handle);
+                                   c->recv_elems, c->dt, &c->recv_count, c->counts, NULL,
+                                   &c->handle);
     case K_REDUCESCATTER:
         return hvd_reducescatter_async(c->name, c->send, c->recv, c->count, c->dt, c->op, NULL,
                                        &c->recv_count, &c->handle);
     case K_ALLTOALL:
         return hvd_alltoall_async(c->name, c->send, c->counts, c->recv, c->recv_elems, c->dt,
-                                  &c->recv_count, c->counts_out, &c->handle);
+                                  &c->recv_count, c->counts_out, NULL, &c->handle);
     }
     return HVD_ERR_INTERNAL;
 }

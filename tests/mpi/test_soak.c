@@ -210,18 +210,18 @@ static hvd_status submit(soak_op *o, int rank, int size) {
     }
     case K_BROADCAST:
         return hvd_broadcast_async(o->names[0], o->send[0], o->counts[0], o->dt, o->root,
-                                   &o->handle);
+                                   NULL, &o->handle);
     case K_ALLGATHER:
         return hvd_allgather_async(o->names[0], o->send[0], gather_count(o, rank), o->recv[0],
                                    o->recv_elems, o->dt, &o->recv_count, o->rank_counts,
-                                   &o->handle);
+                                   NULL, &o->handle);
     case K_REDUCESCATTER:
         return hvd_reducescatter_async(o->names[0], o->send[0], o->recv[0], o->counts[0], o->dt,
                                        o->op, &opts, &o->recv_count, &o->handle);
     case K_ALLTOALL:
         return hvd_alltoall_async(o->names[0], o->send[0], &o->matrix[rank * size], o->recv[0],
                                   o->recv_elems, o->dt, &o->recv_count, o->rank_counts,
-                                  &o->handle);
+                                  NULL, &o->handle);
     default: return HVD_ERR_INTERNAL;
     }
 }

@@ -344,9 +344,17 @@ hvd_status hvd_grouped_allreduce(int n, const char *const names[], const void *c
 
 /* ---- broadcast, allgather, reducescatter, alltoall, barrier ---- */
 
+/* The options of a collective that does not reduce: no scaling; the device as check_options. */
+static hvd_status check_plain_options(const char *fn, const char *name, const hvd_options *o) {
+    if (o->prescale != 1.0 || o->postscale != 1.0)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': prescale/postscale apply to reductions only", fn, name);
+    return check_options(fn, name, o, HVD_UINT8);
+}
+
 static hvd_status hvd_broadcast_async_entered(const char *name, void *buf, size_t count, hvd_dtype dtype, int root,
-                               hvd_handle *handle) {
+                               const hvd_options *options, hvd_handle *handle) {
     const char *fn = "hvd_broadcast";
+    const hvd_options *o = options ? options : &default_options;
     hvd_status st;
     hvdc_op *req = NULL;
     CHECK(check_name(fn, name));
@@ -355,11 +363,13 @@ static hvd_status hvd_broadcast_async_entered(const char *name, void *buf, size_
     CHECK(check_buffer(fn, name, "buf", buf, count, dtype));
     if (root < 0 || root >= hvdc__runtime->topo.size)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': root %d is out of range; expected 0..%d", fn, name, root, hvdc__runtime->topo.size - 1);
-    int device = tensor_device(&default_options, buf);
+    CHECK(check_plain_options(fn, name, o));
+    int device = tensor_device(o, buf);
     CHECK(check_device_buffer(fn, name, device, "buf", buf));
     CHECK(single_op(fn, HVDC_KIND_BROADCAST, name, buf, buf, count, dtype, &req));
     req->desc.root = root;
     req->desc.device = device;
+    req->ready_event = o->ready_event;
     return submit(fn, req, handle);
 fail:
     return st;
@@ -367,13 +377,14 @@ fail:
 
 hvd_status hvd_broadcast(const char *name, void *buf, size_t count, hvd_dtype dtype, int root) {
     hvd_handle h = HVD_HANDLE_NULL;
-    return wait_for(hvd_broadcast_async(name, buf, count, dtype, root, &h), &h);
+    return wait_for(hvd_broadcast_async(name, buf, count, dtype, root, NULL, &h), &h);
 }
 
 static hvd_status hvd_allgather_async_entered(const char *name, const void *sendbuf, size_t count, void *recvbuf,
                                size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
-                               size_t *rank_counts, hvd_handle *handle) {
+                               size_t *rank_counts, const hvd_options *options, hvd_handle *handle) {
     const char *fn = "hvd_allgather";
+    const hvd_options *o = options ? options : &default_options;
     hvd_status st;
     hvdc_op *req = NULL;
     CHECK(check_name(fn, name));
@@ -383,13 +394,15 @@ static hvd_status hvd_allgather_async_entered(const char *name, const void *send
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
     CHECK(hvdc__check_overlap(fn, name, sendbuf, count * hvd_dtype_size(dtype), recvbuf,
                               recv_capacity * hvd_dtype_size(dtype), 0));
-    int device = tensor_device(&default_options, recvbuf);
+    CHECK(check_plain_options(fn, name, o));
+    int device = tensor_device(o, recvbuf);
     CHECK(check_device_buffers(fn, name, device, sendbuf, recvbuf));
     CHECK(single_op(fn, HVDC_KIND_ALLGATHER, name, sendbuf, recvbuf, count, dtype, &req));
     req->desc.capacity = recv_capacity;
     req->recv_count_out = recv_count;
     req->rank_counts_out = rank_counts;
     req->desc.device = device;
+    req->ready_event = o->ready_event;
     return submit(fn, req, handle);
 fail:
     return st;
@@ -398,7 +411,7 @@ fail:
 hvd_status hvd_allgather(const char *name, const void *sendbuf, size_t count, void *recvbuf,
                          size_t recv_capacity, hvd_dtype dtype, size_t *recv_count, size_t *rank_counts) {
     hvd_handle h = HVD_HANDLE_NULL;
-    return wait_for(hvd_allgather_async(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count, rank_counts, &h), &h);
+    return wait_for(hvd_allgather_async(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count, rank_counts, NULL, &h), &h);
 }
 
 static hvd_status hvd_reducescatter_async_entered(const char *name, const void *sendbuf, void *recvbuf, size_t count,
@@ -431,8 +444,9 @@ hvd_status hvd_reducescatter(const char *name, const void *sendbuf, void *recvbu
 
 static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendbuf, const size_t sendcounts[],
                               void *recvbuf, size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
-                              size_t recvcounts[], hvd_handle *handle) {
+                              size_t recvcounts[], const hvd_options *options, hvd_handle *handle) {
     const char *fn = "hvd_alltoall";
+    const hvd_options *o = options ? options : &default_options;
     hvd_status st;
     hvdc_op *req = NULL;
     CHECK(check_name(fn, name));
@@ -449,7 +463,8 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
     CHECK(hvdc__check_overlap(fn, name, sendbuf, total * hvd_dtype_size(dtype), recvbuf,
                               recv_capacity * hvd_dtype_size(dtype), 0));
-    int device = tensor_device(&default_options, recvbuf);
+    CHECK(check_plain_options(fn, name, o));
+    int device = tensor_device(o, recvbuf);
     CHECK(check_device_buffers(fn, name, device, sendbuf, recvbuf));
     CHECK(single_op(fn, HVDC_KIND_ALLTOALL, name, sendbuf, recvbuf, total, dtype, &req));
     free(req->desc.counts);
@@ -463,6 +478,7 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
     req->recv_count_out = recv_count;
     req->rank_counts_out = recvcounts;
     req->desc.device = device;
+    req->ready_event = o->ready_event;
     return submit(fn, req, handle);
 fail:
     return st;
@@ -471,7 +487,7 @@ fail:
 hvd_status hvd_alltoall(const char *name, const void *sendbuf, const size_t sendcounts[], void *recvbuf,
                         size_t recv_capacity, hvd_dtype dtype, size_t *recv_count, size_t recvcounts[]) {
     hvd_handle h = HVD_HANDLE_NULL;
-    return wait_for(hvd_alltoall_async(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count, recvcounts, &h), &h);
+    return wait_for(hvd_alltoall_async(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count, recvcounts, NULL, &h), &h);
 }
 
 static hvd_status hvd_barrier_entered(void) {
@@ -529,14 +545,14 @@ hvd_status hvd_grouped_allreduce_async(int n, const char *const names[], const v
 }
 
 hvd_status hvd_broadcast_async(const char *name, void *buf, size_t count, hvd_dtype dtype, int root,
-                               hvd_handle *handle) {
-    HVDC_GATED("hvd_broadcast", hvd_broadcast_async_entered(name, buf, count, dtype, root, handle));
+                               const hvd_options *options, hvd_handle *handle) {
+    HVDC_GATED("hvd_broadcast", hvd_broadcast_async_entered(name, buf, count, dtype, root, options, handle));
 }
 
 hvd_status hvd_allgather_async(const char *name, const void *sendbuf, size_t count, void *recvbuf,
                                size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
-                               size_t *rank_counts, hvd_handle *handle) {
-    HVDC_GATED("hvd_allgather", hvd_allgather_async_entered(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count, rank_counts, handle));
+                               size_t *rank_counts, const hvd_options *options, hvd_handle *handle) {
+    HVDC_GATED("hvd_allgather", hvd_allgather_async_entered(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count, rank_counts, options, handle));
 }
 
 hvd_status hvd_reducescatter_async(const char *name, const void *sendbuf, void *recvbuf, size_t count,
@@ -547,8 +563,8 @@ hvd_status hvd_reducescatter_async(const char *name, const void *sendbuf, void *
 
 hvd_status hvd_alltoall_async(const char *name, const void *sendbuf, const size_t sendcounts[],
                               void *recvbuf, size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
-                              size_t recvcounts[], hvd_handle *handle) {
-    HVDC_GATED("hvd_alltoall", hvd_alltoall_async_entered(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count, recvcounts, handle));
+                              size_t recvcounts[], const hvd_options *options, hvd_handle *handle) {
+    HVDC_GATED("hvd_alltoall", hvd_alltoall_async_entered(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count, recvcounts, options, handle));
 }
 
 hvd_status hvd_barrier(void) {

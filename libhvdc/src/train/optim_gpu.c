@@ -84,15 +84,6 @@ fail:
     return st;
 }
 
-hvd_status hvdc__gpu_optim_legacy_wait(int device, void *event) {
-    hvd_status st = HVD_OK;
-    CHECK_CUDA(cudaSetDevice(device));
-    CHECK_CUDA(cudaStreamWaitEvent(cudaStreamLegacy, (cudaEvent_t)event, 0));
-    return HVD_OK;
-fail:
-    return st;
-}
-
 static hvd_status bad_dtype(const char *fn, hvd_dtype dtype) {
     return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: dtype %d is not float32 or float64", fn,
                       (int)dtype);

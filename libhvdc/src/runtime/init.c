@@ -5,11 +5,13 @@
  * Runs on the thread that calls hvd_init and hvd_shutdown (getters: any thread).
  */
 /* mpi.h before hvdc.h, so hvdc.h declares (and exports) hvd_init_comm */
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/affinity.h"
 #include "base/fault.h"
 #include "base/log.h"
 #include "base/nodes.h"
@@ -160,6 +162,23 @@ fail:
     return st;
 }
 
+/* Warns once, on rank 0, when some rank may run on only one CPU: the background thread then
+ * competes with the training loop for it (base/affinity.h). Collective over comm. */
+static hvd_status warn_single_cpu(MPI_Comm comm, int rank) {
+    hvd_status st = HVD_OK;
+    int cpus = hvdc__cpus_allowed();
+    int v[2] = {cpus > 0 ? cpus : INT_MAX, cpus == 1 ? rank : INT_MAX}; /* fewest CPUs, first rank with one */
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MIN, comm));
+    if (v[0] == 1 && rank == 0)
+        HVDC_LOG(HVDC_LOG_WARNING, "rank %d (and maybe others) may run on only one CPU, so "
+                 "libhvdc's background thread shares it with your training loop and "
+                 "communication stops overlapping compute. Open MPI binds each rank to one core "
+                 "by default at np <= 2, and with --bind-to core: start with --bind-to none (as "
+                 "hvdcrun does), or give each rank two cores (--map-by slot:PE=2)", v[1]);
+fail:
+    return st;
+}
+
 static void runtime_free(hvdc_runtime *rt) {
     if (!rt) return;
     if (rt->executor.local_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.local_comm);
@@ -255,6 +274,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     CHECK(hvdc__agree_settings(rt->control_comm, &rt->config));
     CHECK(hvdc__topology_detect(rt->control_comm, &rt->topo));
     hvdc__log_init((hvdc_log_level)rt->config.log_level, rt->topo.rank);
+    CHECK(warn_single_cpu(rt->control_comm, rt->topo.rank));
     set_up_executor(rt);
     if (rt->config.hierarchical_allreduce) CHECK(hvdc__agree(rt->control_comm, setup_hierarchical(rt)));
     CHECK(hvdc__agree(rt->control_comm,

@@ -14,6 +14,11 @@ touch "$t/cuda/include/cuda_runtime_api.h" "$t/cuda/lib64/libcudart.so.13" \
       "$t/site/nvidia/nccl/include/nccl.h" "$t/site/nvidia/nccl/lib/libnccl.so.2" \
       "$t/site/nvidia/cudnn/include/cudnn.h" "$t/site/nvidia/cudnn/include/cudnn_version.h" \
       "$t/site/nvidia/cudnn/lib/libcudnn.so.9" "$t/site/nvidia/cudnn/lib/libcudnn_ops.so.9"
+# NCCL 2.28 keeps device headers in include/nccl_device/; PyTorch ships a C++ nccl.h that must
+# not be taken (it was, on the H100: meson could not read NCCL_MAJOR)
+mkdir -p "$t/site/nvidia/nccl/include/nccl_device" "$t/site/torch/include/torch/csrc/cuda"
+touch "$t/site/nvidia/nccl/include/nccl_device/core.h"
+echo "decoy" >"$t/site/torch/include/torch/csrc/cuda/nccl.h"
 root=$(CUDA_HOME=$t/cuda HVDC_WHEEL_DIRS=$t/site "$here/cuda_root.sh" "$t/root") ||
     { echo "FAIL: cuda_root.sh failed"; exit 1; }
 fail=0
@@ -22,6 +27,9 @@ for f in include/cuda_runtime_api.h include/nccl.h include/cudnn.h include/cudnn
          lib64/libcudnn.so lib64/libcudnn_ops.so.9; do
     [ -e "$root/$f" ] || { echo "FAIL: $f missing in the gathered folder"; fail=1; }
 done
+[ -e "$root/include/nccl_device/core.h" ] || { echo "FAIL: include/nccl_device/ not linked"; fail=1; }
+[ "$(readlink "$root/include/nccl.h")" = "$t/site/nvidia/nccl/include/nccl.h" ] ||
+    { echo "FAIL: include/nccl.h -> $(readlink "$root/include/nccl.h") (not the wheel's)"; fail=1; }
 [ "$(readlink "$root/lib64/libnccl.so")" = libnccl.so.2 ] || { echo "FAIL: libnccl.so -> $(readlink "$root/lib64/libnccl.so")"; fail=1; }
 # without the wheels it says what is missing
 rm -rf "$t/root2"

@@ -19,14 +19,22 @@ mkdir -p "$out/include" "$out/lib64"
 out=$(cd "$out" && pwd)
 for f in "$cuda"/include/*; do ln -sfn "$f" "$out/include/"; done
 for f in "$cuda"/lib64/* "$cuda"/targets/*/lib/*; do [ -e "$f" ] && ln -sfn "$f" "$out/lib64/"; done
-# the wheels' headers and libraries (they win over a toolkit's copies)
+# the wheels' headers and libraries (they win over a toolkit's copies). Only an include/ folder
+# that directly holds nccl.h or cudnn.h counts, and all of it is linked (NCCL 2.28's nccl.h
+# needs its nccl_device/ beside it); its libraries are in ../lib. A flat search for nccl*.h
+# would also find PyTorch's C++ torch/csrc/cuda/nccl.h, which C cannot preprocess.
 IFS=: read -r -a roots <<<"$dirs"
 for root in "$cuda" "${roots[@]}"; do
     [ -d "$root" ] || continue
-    while IFS= read -r -d '' f; do ln -sfn "$f" "$out/include/"; done < <(find -L "$root" \
-        -path '*include*' \( -name 'nccl*.h' -o -name 'cudnn*.h' \) -print0 2>/dev/null)
-    while IFS= read -r -d '' f; do ln -sfn "$f" "$out/lib64/"; done < <(find -L "$root" \
-        \( -name 'libnccl.so*' -o -name 'libcudnn*.so*' \) -print0 2>/dev/null)
+    while IFS= read -r -d '' h; do
+        inc=$(dirname "$h")
+        for f in "$inc"/*; do
+            case $(basename "$f") in nccl*|cudnn*) ln -sfn "$f" "$out/include/" ;; esac
+        done
+        for f in "$inc"/../lib/lib*.so* "$inc"/../lib64/lib*.so*; do
+            case $(basename "$f") in libnccl*|libcudnn*) [ -e "$f" ] && ln -sfn "$f" "$out/lib64/" ;; esac
+        done
+    done < <(find -L "$root" \( -path '*/include/nccl.h' -o -path '*/include/cudnn.h' \) -print0 2>/dev/null)
 done
 for lib in nccl cudnn; do # unversioned links: libnccl.so -> libnccl.so.2
     [ -e "$out/lib64/lib$lib.so" ] && continue

@@ -48,6 +48,7 @@ if step mpi_prefix tests/gpu/mpi_prefix.sh "$bundle/debs" "$work/prefix"; then
     source "$work/prefix/env.sh"
 fi
 step cuda_root tests/gpu/cuda_root.sh "$work/cuda-root"
+ls -l "$work/cuda-root/include" "$work/cuda-root/lib64" 2>&1 | grep -E 'nccl|cudnn' >>"$logs/cuda_root.log"
 export LD_LIBRARY_PATH=$work/cuda-root/lib64:${LD_LIBRARY_PATH:-}
 
 # 3: build (meson and ninja may be Python modules only)
@@ -55,6 +56,7 @@ meson=(meson); command -v meson >/dev/null || meson=(python3 -m mesonbuild.meson
 command -v ninja >/dev/null || export PATH=$PATH:$(python3 -c 'import ninja, os; print(ninja.BIN_DIR)' 2>/dev/null)
 step setup "${meson[@]}" setup "$build" -Dcuda=enabled -Dcuda-root="$work/cuda-root" --wipe ||
     step setup_fresh "${meson[@]}" setup "$build" -Dcuda=enabled -Dcuda-root="$work/cuda-root"
+cp "$build/meson-logs/meson-log.txt" "$logs/meson-log.txt" 2>/dev/null
 step build ninja -C "$build"
 
 # 4: the gpu suite, one rank (the np > 1 tests skip with their reason on one GPU)

@@ -19,6 +19,8 @@ source "$t/prefix/env.sh"
 [ "$(command -v pkg-config)" = "$t/prefix/usr/bin/pkg-config" ] || { echo "FAIL: pkg-config is $(command -v pkg-config)"; exit 1; }
 flags=$(pkg-config --cflags --libs ompi-c) || { echo "FAIL: pkg-config ompi-c"; exit 1; }
 case "$flags" in *"$t/prefix/usr/"*) ;; *) echo "FAIL: ompi-c points outside the prefix: $flags"; exit 1;; esac
+flags=$(pkg-config --cflags --libs openblas) || { echo "FAIL: pkg-config openblas (the build needs it)"; exit 1; }
+case "$flags" in *"$t/prefix/usr/"*) ;; *) echo "FAIL: openblas points outside the prefix: $flags"; exit 1;; esac
 ldd "$1" | grep -q "libmpi.so.* => $t/prefix/" || { echo "FAIL: libmpi not taken from the prefix"; ldd "$1" | grep mpi; exit 1; }
 mpirun --oversubscribe --bind-to none -np 2 "$1" || { echo "FAIL: np 2 under the relocated Open MPI"; exit 1; }
 echo "PASS: Open MPI from $(ls "$debs" | wc -l) packages in a prefix"

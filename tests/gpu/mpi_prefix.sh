@@ -16,7 +16,11 @@ files=("$debs"/*.deb)
 for deb in "${files[@]}"; do dpkg-deb -x "$deb" "$prefix"; done
 u=$prefix/usr
 arch=x86_64-linux-gnu
-for pc in "$u"/lib/$arch/pkgconfig/*.pc "$u"/lib/$arch/openmpi/lib/pkgconfig/*.pc "$u"/share/pkgconfig/*.pc; do
+# OpenBLAS's openblas.pc lives in openblas-pthread/pkgconfig: Debian links it into pkgconfig/
+# with update-alternatives, which dpkg -x does not run (meson then failed on the H100)
+pcdirs="$u/lib/$arch/pkgconfig:$u/lib/$arch/openblas-pthread/pkgconfig:$u/lib/$arch/openmpi/lib/pkgconfig:$u/share/pkgconfig"
+for pc in "$u"/lib/$arch/pkgconfig/*.pc "$u"/lib/$arch/openblas-pthread/pkgconfig/*.pc \
+          "$u"/lib/$arch/openmpi/lib/pkgconfig/*.pc "$u"/share/pkgconfig/*.pc; do
     [ -L "$pc" ] && pc=$(readlink -f "$pc")
     sed -i -e "s#=/usr\$#=$u#" -e "s#\([= ]\)/usr/#\1$u/#g" -e "s#\([ ]-[IL]\)/usr/#\1$u/#g" "$pc"
 done
@@ -29,7 +33,7 @@ cat > "$prefix/env.sh" <<ENV
 export OPAL_PREFIX=$u
 export PATH=$u/bin:\$PATH
 export LD_LIBRARY_PATH=$u/lib/$arch/openmpi/lib:$u/lib/$arch:$u/lib/$arch/openblas-pthread:\${LD_LIBRARY_PATH:-}
-export PKG_CONFIG_PATH=$u/lib/$arch/pkgconfig:$u/lib/$arch/openmpi/lib/pkgconfig:$u/share/pkgconfig
+export PKG_CONFIG_PATH=$pcdirs
 export PKG_CONFIG_LIBDIR=\$PKG_CONFIG_PATH
 export PMIX_MCA_pcompress_base_silence_warning=1
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none

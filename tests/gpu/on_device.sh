@@ -9,7 +9,7 @@
 #   5. compute-sanitizer memcheck on the collectives and the optimizer kernels, if installed
 #      (issue 17 item 3: 8 API errors were seen, among them cudaErrorNoKernelImageForDevice
 #      from cudaFuncGetAttributes; read memcheck-*.log for whose calls they are)
-#   6. allreduce_bench on device buffers (--device gpu), np 1
+#   6. allreduce_bench on device buffers (--device gpu), np 1; pack_bench (the fusion kernel)
 #   7. examples/train --device gpu, np 1, for the MLP and the CNN (Fashion-MNIST from
 #      .gpu-bundle/fashion-mnist)
 # Every step's output goes to LOG_DIR/<step>.log; a step that fails does not stop the next.
@@ -75,6 +75,7 @@ fi
 
 # 6-7: figures
 step allreduce_bench_gpu "$build/benchmarks/allreduce_bench" --device gpu
+step pack_bench "$build/benchmarks/pack_bench"
 data=$bundle/fashion-mnist
 if [ -r "$data/train-images-idx3-ubyte.gz" ]; then
     step train_mlp_gpu "$build/examples/train" --device gpu --data "$data" --epochs 3

@@ -79,6 +79,13 @@ fail:
 static hvd_status op_copy_scale(void *self, const hvdc_gpu_batch *batch) {
     hvdc_gpu *gpu = self;
     hvd_status st = HVD_OK;
+    if (batch->n == 1 && batch->factor == 1.0) { /* one plain copy: the copy engine's own path */
+        const hvdc_gpu_segment *seg = &batch->seg[0];
+        if (seg->src != seg->dst)
+            CHECK_CUDA(cudaMemcpyAsync(seg->dst, seg->src, seg->count * hvd_dtype_size(batch->dtype),
+                                       cudaMemcpyDeviceToDevice, gpu->stream));
+        return HVD_OK;
+    }
     CHECK_CUDA((cudaError_t)hvdc__gpu_launch_copy_scale(batch, gpu->max_blocks, gpu->stream));
 fail:
     return st;

@@ -5,7 +5,7 @@
  * Why not cudaPointerGetAttributes: the runtime API initializes itself on first use and creates
  * a context on the current device (GPU 0 unless the caller chose one), which costs every rank
  * hundreds of MiB on GPU 0 even when it only ever reduces host buffers. The driver's
- * cuPointerGetAttribute needs no context. libcuda is opened with dlopen (once), not linked, so
+ * cuPointerGetAttributes needs no context. libcuda is opened with dlopen (once), not linked, so
  * a CUDA build still starts on a machine without the driver: every buffer is then host memory.
  * Should the driver not answer (an older driver that wants a current context), the runtime's
  * query is the fallback.
@@ -20,7 +20,8 @@
 #include "gpu/gpu_internal.h"
 
 typedef CUresult (*init_fn)(unsigned int flags);
-typedef CUresult (*attribute_fn)(void *data, CUpointer_attribute attribute, CUdeviceptr ptr);
+typedef CUresult (*attribute_fn)(unsigned int n, CUpointer_attribute *attributes, void **data,
+                                 CUdeviceptr ptr);
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static attribute_fn get_attribute; /* NULL: no usable driver */
@@ -28,7 +29,7 @@ static attribute_fn get_attribute; /* NULL: no usable driver */
 static void load_driver(void) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) return;
-    void *init_sym = dlsym(lib, "cuInit"), *attribute_sym = dlsym(lib, "cuPointerGetAttribute");
+    void *init_sym = dlsym(lib, "cuInit"), *attribute_sym = dlsym(lib, "cuPointerGetAttributes");
     init_fn init = NULL;
     attribute_fn attribute = NULL;
     if (!init_sym || !attribute_sym) return;
@@ -58,16 +59,20 @@ int hvdc__gpu_pointer_device(const void *ptr) {
     pthread_once(&once, load_driver);
     if (!get_attribute) return HVDC_GPU_PTR_UNKNOWN;
     CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
+    /* The plural query answers memory CUDA never saw with type 0 and success, where the
+     * singular one fails with CUDA_ERROR_INVALID_VALUE: compute-sanitizer reported that as an
+     * API error on every host submission (H100, issue 17). */
     unsigned int type = 0;
-    CUresult res = get_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
-    if (res == CUDA_ERROR_INVALID_VALUE) return HVDC_GPU_PTR_HOST; /* memory CUDA never saw */
+    int ordinal = -2;
+    CUpointer_attribute which[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    void *data[2] = {&type, &ordinal};
+    CUresult res = get_attribute(2, which, data, p);
     if (res == CUDA_ERROR_INVALID_CONTEXT || res == CUDA_ERROR_NOT_INITIALIZED)
         return runtime_query(ptr);
     if (res != CUDA_SUCCESS) return HVDC_GPU_PTR_UNKNOWN;
+    if (type == 0) return HVDC_GPU_PTR_HOST; /* memory CUDA never saw */
     if (type == CU_MEMORYTYPE_HOST) return HVDC_GPU_PTR_UNKNOWN; /* pinned: devices can map it */
-    int ordinal = -1;
-    if (get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) != CUDA_SUCCESS ||
-        ordinal < 0)
-        return runtime_query(ptr);
+    if (ordinal < 0) return runtime_query(ptr);
     return ordinal;
 }

@@ -22,14 +22,24 @@ namespace {
 
 constexpr int kThreads = 256;
 
+/* Four words in flight per thread (loads first, then stores): with one word per iteration
+ * the H100 copied 64 MiB at about a third of cudaMemcpyAsync's rate. */
 template <typename W>
 __device__ void copy_words(const char *src, char *dst, uint64_t nbytes, uint64_t tid,
                            uint64_t stride) {
     const uint64_t words = nbytes / sizeof(W);
     const W *s = reinterpret_cast<const W *>(src);
     W *d = reinterpret_cast<W *>(dst);
-    for (uint64_t i = tid; i < words; i += stride) d[i] = s[i];
-    for (uint64_t i = words * sizeof(W) + tid; i < nbytes; i += stride) dst[i] = src[i];
+    uint64_t i = tid;
+    for (; i + 3 * stride < words; i += 4 * stride) {
+        const W a = s[i], b = s[i + stride], c = s[i + 2 * stride], e = s[i + 3 * stride];
+        d[i] = a;
+        d[i + stride] = b;
+        d[i + 2 * stride] = c;
+        d[i + 3 * stride] = e;
+    }
+    for (; i < words; i += stride) d[i] = s[i];
+    for (uint64_t j = words * sizeof(W) + tid; j < nbytes; j += stride) dst[j] = src[j];
 }
 
 __device__ void copy_bytes(const void *src, void *dst, uint64_t nbytes, uint64_t tid,

@@ -93,17 +93,24 @@ __device__ uint64_t elem_size(int32_t dtype) {
     }
 }
 
+/* Each segment starts where the previous one ended in the grid's thread space (its threads
+ * rotated by the work before it), so a batch of many small tensors keeps every thread busy
+ * instead of the first few blocks doing all of them one after the other (128 tensors of
+ * 64 KiB ran at 0.11x of one cudaMemcpyAsync of the same bytes on the H100). */
 __global__ void __launch_bounds__(kThreads) copy_scale_kernel(const hvdc_gpu_batch batch) {
-    const uint64_t tid = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+    const uint64_t tid0 = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     const uint64_t esize = elem_size(batch.dtype);
     const double f = batch.factor;
+    uint64_t before = 0; /* work items of the segments before this one, modulo stride */
     for (uint32_t s = 0; s < batch.n; s++) {
         const void *src = batch.seg[s].src;
         void *dst = batch.seg[s].dst;
         const uint64_t count = batch.seg[s].count;
+        const uint64_t tid = (tid0 + stride - before) % stride;
         if (f == 1.0) {
             if (src != dst) copy_bytes(src, dst, count * esize, tid, stride);
+            before = (before + (count * esize + 15) / 16) % stride;
             continue;
         }
         switch (batch.dtype) {
@@ -112,6 +119,7 @@ __global__ void __launch_bounds__(kThreads) copy_scale_kernel(const hvdc_gpu_bat
         case HVD_FLOAT32: scale_elems<float>(src, dst, count, f, tid, stride); break;
         default: scale_elems<double>(src, dst, count, f, tid, stride); break;
         }
+        before = (before + count) % stride;
     }
 }
 

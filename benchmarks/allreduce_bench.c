@@ -25,6 +25,12 @@
  * over from the previous call counts as wrong. Every result of every call (warm-up included) is
  * compared element by element with the exact reference; #wrong counts mismatched elements over
  * all iterations and ranks. The exit status is 1 if any were wrong, 2 on an error.
+ *
+ * --device gpu: the buffers are on this rank's CUDA device (its local rank), the hvd rows
+ * ("hvd-gpu") run libhvdc's device path (options.device; the call returns once the device
+ * work is done) and the baseline rows ("nccl") run ncclAllReduce on a communicator of the same
+ * ranks, synchronized on its stream; vs_mpi is then against that baseline. Results are copied
+ * back and checked as above. Without a usable GPU (or the GPU backend) it stops, saying why.
  * Main thread (libhvdc's background thread does the hvd work).
  */
 #include <math.h>
@@ -34,11 +40,16 @@
 #include <string.h>
 
 #include "bench_common.h"
+#include "bench_device.h"
 
 /* The hvd impls first (up to IMPL_MPI), each HVD_CPU_ALLREDUCE=<impl_setting>. */
 enum { IMPL_HVD_SHM, IMPL_HVD_RING, IMPL_HVD_MPI, IMPL_MPI, IMPL_MEMCPY, IMPL_COUNT };
 static const char *const impl_names[IMPL_COUNT] = {"hvd-shm", "hvd-ring", "hvd-mpi", "mpi", "memcpy"};
 static const char *const impl_setting[IMPL_MPI] = {"shm", "ring", "mpi"};
+/* --device gpu: the same slots, named for what they run (one hvd row: the device path does
+ * not use the CPU algorithm) */
+static const char *const gpu_impl_names[IMPL_COUNT] = {"hvd-gpu", "hvd-gpu", "hvd-gpu", "nccl", "memcpy"};
+static int device = -1; /* --device gpu: this rank's CUDA device once opened, else -1 */
 
 typedef struct options {
     size_t min_bytes, max_bytes; /* -b, -e */
@@ -48,6 +59,7 @@ typedef struct options {
     hvd_reduce_op op;            /* -o */
     int impl[IMPL_COUNT];        /* --impl: 1 if timed */
     const char *csv;             /* --csv, NULL for none */
+    int gpu;                     /* --device gpu */
 } options;
 
 /* The reference for one size: x_r[i] and the exact reduction depend only on j in [0, period). */
@@ -72,6 +84,7 @@ static void usage(FILE *out) {
             "             hvd-shm,hvd-ring,mpi,memcpy, or hvd-<HVD_CPU_ALLREDUCE>,mpi,memcpy when\n"
             "             that variable is set to shm, ring or mpi)\n"
             "  --csv FILE also write the table as CSV\n"
+            "  --device cpu|gpu  gpu: device buffers, libhvdc's NCCL path against raw NCCL\n"
             "  -h, --help this text\n"
             "Columns: size (B), count (elements), type, redop, impl, time (us, median), algbw and\n"
             "busbw (GB/s; busbw = algbw*2(n-1)/n), #wrong (mismatched elements), vs_mpi (hvd busbw\n"
@@ -124,6 +137,9 @@ static int parse_option(void *out, const char *flag, const char *value) {
         ok = parse_impls(value, o->impl);
     } else if (strcmp(flag, "--csv") == 0) {
         o->csv = value;
+    } else if (strcmp(flag, "--device") == 0) {
+        ok = strcmp(value, "cpu") == 0 || strcmp(value, "gpu") == 0;
+        o->gpu = strcmp(value, "gpu") == 0;
     } else {
         ok = 0;
     }
@@ -144,6 +160,10 @@ static int parse_options(int argc, char **argv, void *out, int rank) {
     o->impl[IMPL_MPI] = o->impl[IMPL_MEMCPY] = 1;
     int parsed = bench_parse_options(argc, argv, rank, "allreduce_bench", usage, parse_option, o);
     if (parsed != 0) return parsed;
+    if (o->gpu) { /* one hvd row (the device path does not use the CPU algorithm), and NCCL */
+        memset(o->impl, 0, sizeof o->impl);
+        o->impl[IMPL_HVD_RING] = o->impl[IMPL_MPI] = 1;
+    }
     if (o->min_bytes == 0 || o->min_bytes > o->max_bytes) {
         if (rank == 0) fprintf(stderr, "allreduce_bench: need 0 < -b <= -e\n");
         return -1;
@@ -247,8 +267,32 @@ typedef struct row {
 } row;
 
 typedef struct buffers {
-    void *send[2], *recv;
+    void *send[2], *recv; /* where the collectives run: host, or device with --device gpu */
+    void *check;          /* --device gpu: a host copy of recv to check; else recv */
 } buffers;
+
+/* One blocking hvd all-reduce; on the device with --device gpu. */
+static void hvd_call(const char *name, const void *send, void *recv, size_t count,
+                     const options *o) {
+    if (device < 0) {
+        BENCH_CHECK_HVD(hvd_allreduce(name, send, recv, count, o->dtype, o->op));
+        return;
+    }
+    hvd_options opts = HVD_OPTIONS_DEFAULT;
+    opts.device = device;
+    hvd_handle h = HVD_HANDLE_NULL;
+    BENCH_CHECK_HVD(hvd_allreduce_async(name, send, recv, count, o->dtype, o->op, &opts, &h));
+    BENCH_CHECK_HVD(hvd_wait(&h));
+}
+
+/* The result to check, on the host. */
+static const void *result(const buffers *b, size_t nbytes) {
+    if (device >= 0 && bench_device_download(b->check, b->recv, nbytes) != 0) {
+        fprintf(stderr, "allreduce_bench: copying a device result back failed\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return b->check;
+}
 
 /* Runs warm-up + timed iterations of one hvd impl (or impl == IMPL_MPI alone) at one size,
  * interleaving MPI_Allreduce when with_mpi; appends MPI's times to mpi_all. */
@@ -266,26 +310,40 @@ static void run_pass(int impl, int with_mpi, size_t count, const options *o, con
     MPI_Datatype type = bench_mpi_type(o->dtype);
     long long wrong[2] = {0, 0}; /* hvd, mpi */
     int do_hvd = impl != IMPL_MPI;
-    with_mpi = with_mpi && type != MPI_DATATYPE_NULL;
+    with_mpi = with_mpi && (type != MPI_DATATYPE_NULL || device >= 0);
     for (int it = 0; it < total; it++) {
         int parity = it & 1, timed = it - o->warmup;
+        /* --device gpu: results are checked in the warm-up iterations only: copying a result
+         * back to the host between timed calls slowed the next call 2-4x on the H100 */
+        int check = o->check && (device < 0 || timed < 0);
         if (do_hvd) {
             BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
             double t0 = bench_now_us();
-            BENCH_CHECK_HVD(hvd_allreduce(name, b->send[parity], b->recv, count, o->dtype, o->op));
+            hvd_call(name, b->send[parity], b->recv, count, o);
             double t1 = bench_now_us();
             if (timed >= 0) t_hvd[timed] = t1 - t0;
-            if (o->check) wrong[0] += count_wrong(b->recv, count, o->dtype, o->op, p, size, parity);
+            if (check)
+                wrong[0] += count_wrong(result(b, count * hvd_dtype_size(o->dtype)), count,
+                                        o->dtype, o->op, p, size, parity);
         }
         if (with_mpi) {
             BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
             double t0 = bench_now_us();
-            BENCH_CHECK_MPI(MPI_Allreduce(b->send[parity], b->recv, (int)count, type,
-                                          bench_mpi_op(o->op), MPI_COMM_WORLD));
+            if (device >= 0) {
+                if (bench_nccl_allreduce(b->send[parity], b->recv, count, o->dtype, o->op) != 0) {
+                    fprintf(stderr, "allreduce_bench: ncclAllReduce failed\n");
+                    MPI_Abort(MPI_COMM_WORLD, 2);
+                }
+            } else {
+                BENCH_CHECK_MPI(MPI_Allreduce(b->send[parity], b->recv, (int)count, type,
+                                              bench_mpi_op(o->op), MPI_COMM_WORLD));
+            }
             double t1 = bench_now_us();
             if (timed >= 0) t_mpi[timed] = t1 - t0;
             hvd_reduce_op mpi_op = o->op == HVD_AVERAGE ? HVD_SUM : o->op;
-            if (o->check) wrong[1] += count_wrong(b->recv, count, o->dtype, mpi_op, p, size, parity);
+            if (check)
+                wrong[1] += count_wrong(result(b, count * hvd_dtype_size(o->dtype)), count,
+                                        o->dtype, mpi_op, p, size, parity);
         }
     }
     BENCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, wrong, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
@@ -327,12 +385,14 @@ static void print_row(FILE *out, FILE *csv, size_t bytes, size_t count, const op
     char ratio[16] = "-";
     if (impl != IMPL_MPI && mpi_time_us > 0) snprintf(ratio, sizeof ratio, "%.2f", mpi_time_us / time_us);
     fprintf(out, "%12zu %12zu %8s %6s %9s %11.1f %8.3f %8.3f %7lld %7s\n", bytes, count,
-            bench_dtype_name(o->dtype), bench_op_name(o->op), impl_names[impl], time_us, algbw,
+            bench_dtype_name(o->dtype), bench_op_name(o->op),
+            (device >= 0 ? gpu_impl_names : impl_names)[impl], time_us, algbw,
             busbw, wrong, ratio);
     fflush(out);
     if (csv)
         fprintf(csv, "%zu,%zu,%s,%s,%s,%d,%.3f,%.5f,%.5f,%lld,%s\n", bytes, count,
-                bench_dtype_name(o->dtype), bench_op_name(o->op), impl_names[impl], size, time_us,
+                bench_dtype_name(o->dtype), bench_op_name(o->op),
+                (device >= 0 ? gpu_impl_names : impl_names)[impl], size, time_us,
                 algbw, busbw, wrong, ratio[0] == '-' ? "" : ratio);
 }
 
@@ -351,7 +411,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     size_t elem = hvd_dtype_size(o.dtype);
-    buffers b = {{malloc(o.max_bytes), malloc(o.max_bytes)}, malloc(o.max_bytes)};
+    buffers b = {{malloc(o.max_bytes), malloc(o.max_bytes)}, malloc(o.max_bytes), NULL};
     if (!b.send[0] || !b.send[1] || !b.recv) {
         fprintf(stderr, "allreduce_bench: out of memory for 3 x %zu bytes\n", o.max_bytes);
         MPI_Abort(MPI_COMM_WORLD, 2);
@@ -359,6 +419,33 @@ int main(int argc, char **argv) {
     size_t max_count = o.max_bytes / elem;
     fill_input(b.send[0], max_count, &o, &p, rank, 0);
     fill_input(b.send[1], max_count, &o, &p, rank, 1);
+    b.check = b.recv;
+    if (o.gpu) { /* the same inputs, on the device */
+        MPI_Comm node;
+        int local_rank = 0;
+        char why[256];
+        BENCH_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
+                                            MPI_INFO_NULL, &node));
+        MPI_Comm_rank(node, &local_rank);
+        MPI_Comm_free(&node);
+        device = bench_device_open(MPI_COMM_WORLD, local_rank, why, sizeof why);
+        if (device < 0) {
+            if (rank == 0) fprintf(stderr, "allreduce_bench: %s\n", why);
+            MPI_Finalize();
+            return 2;
+        }
+        void *dev[3] = {bench_device_alloc(o.max_bytes), bench_device_alloc(o.max_bytes),
+                        bench_device_alloc(o.max_bytes)};
+        if (!dev[0] || !dev[1] || !dev[2] || bench_device_upload(dev[0], b.send[0], o.max_bytes) ||
+            bench_device_upload(dev[1], b.send[1], o.max_bytes)) {
+            fprintf(stderr, "allreduce_bench: out of device memory for 3 x %zu bytes\n", o.max_bytes);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        free(b.send[0]), free(b.send[1]);
+        b.send[0] = dev[0], b.send[1] = dev[1];
+        b.check = b.recv; /* host: results are copied here */
+        b.recv = dev[2];
+    }
 
     FILE *csv = NULL;
     if (rank == 0 && o.csv) {
@@ -380,7 +467,8 @@ int main(int argc, char **argv) {
                bench_dtype_name(o.dtype), bench_op_name(o.op), o.iters, o.warmup, o.check,
                o.min_bytes, o.max_bytes, o.factor);
         printf("# time: median over iterations of the slowest rank's time for one blocking call "
-               "(after MPI_Barrier); hvd and MPI calls alternate\n");
+               "(after MPI_Barrier); hvd and %s calls alternate\n", o.gpu ? "NCCL" : "MPI");
+        if (o.gpu) printf("# --device gpu: CUDA device %d, device buffers; vs_mpi is against raw NCCL; results checked in the warm-up iterations\n", device);
         if (o.op == HVD_AVERAGE) printf("# mpi rows run MPI_SUM (MPI has no average)\n");
         if (bench_mpi_type(o.dtype) == MPI_DATATYPE_NULL)
             printf("# MPI has no %s type: no mpi rows; hvd-mpi falls back to the ring\n",
@@ -440,9 +528,13 @@ int main(int argc, char **argv) {
     if (csv) fclose(csv);
     free(mpi_all);
     free(p.expected);
-    free(b.send[0]);
-    free(b.send[1]);
-    free(b.recv);
+    if (device >= 0) {
+        bench_device_free(b.send[0]), bench_device_free(b.send[1]), bench_device_free(b.recv);
+        free(b.check);
+        bench_device_close();
+    } else {
+        free(b.send[0]), free(b.send[1]), free(b.recv);
+    }
     MPI_Finalize();
     return total_wrong ? 1 : 0;
 }

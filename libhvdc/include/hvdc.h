@@ -126,10 +126,11 @@ typedef enum hvd_reduce_op {
 #define HVD_DEVICE_CPU (-1)
 
 /* Options of the _async calls; NULL means HVD_OPTIONS_DEFAULT. Scale factors other than 1.0
- * apply to reductions only, need a floating dtype (else HVD_ERR_INVALID_ARG) and must be finite.
- * A device other than HVD_DEVICE_CPU needs the GPU backend (else HVD_ERR_UNSUPPORTED) and a
- * visible CUDA device (else HVD_ERR_CUDA, "no CUDA device visible: ..."). Device tensors are
- * reduced by NCCL on the runtime's own stream; the handle completes when that work has finished.
+ * apply to reductions only (elsewhere HVD_ERR_INVALID_ARG), need a floating dtype (else
+ * HVD_ERR_INVALID_ARG) and must be finite. A device other than HVD_DEVICE_CPU needs the GPU
+ * backend (else HVD_ERR_UNSUPPORTED) and a visible CUDA device (else HVD_ERR_CUDA, "no CUDA
+ * device visible: ..."). Device tensors are moved by NCCL on the runtime's own stream; the
+ * handle completes when that work has finished.
  * process_set sends the operation to a process set (hvd_add_process_set): only its ranks take
  * part, and ranks, roots, counts and sizes are the set's (see "Process sets" below). */
 typedef struct hvd_options {
@@ -139,7 +140,9 @@ typedef struct hvd_options {
                           pointers are also recognised without it */
     void *ready_event; /* device tensors: a cudaEvent_t recorded after the data was written;
                           the runtime's stream waits on it (no host sync). NULL: the work already
-                          queued on the legacy default stream */
+                          queued on the legacy default stream. It must stay valid (not
+                          destroyed) until the handle completes; re-recording it after the call
+                          returns is allowed only once the handle completed */
     int process_set;   /* HVD_PROCESS_SET_GLOBAL (every rank) or an id from hvd_add_process_set */
 } hvd_options;
 #define HVD_PROCESS_SET_GLOBAL 0

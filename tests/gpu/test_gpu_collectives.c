@@ -1,7 +1,10 @@
 /*
  * test_gpu_collectives.c - the collective checks of tests/mpi on CUDA device buffers: every
- * dtype and op of all-reduce (single, grouped = fused on the device, pre/postscaled), then
- * broadcast, allgather with differing counts, reducescatter with uneven blocks, alltoall.
+ * dtype and op of all-reduce (single, in and out of place, counts 1, 7, 4099 and 100003 that
+ * are not multiples of 2, 4, 8 or 16: issue 17 found NCCL's out-of-place ncclAvg wrong in the
+ * last elements; grouped = fused on the device, pre/postscaled), then broadcast, allgather with
+ * differing counts, reducescatter with uneven blocks, alltoall; and broadcast, allgather and
+ * alltoall whose inputs are written on a non-blocking stream, ordered by their ready event.
  * One rank per GPU; options.device = local rank. Inputs are mt_value's integer data, copied to
  * the device; results are copied back and compared with mt_reduce_ref computed on the host.
  *
@@ -49,13 +52,14 @@ static void test_refused(hvd_dtype dt) {
     cudaFree(d);
 }
 
-static void test_allreduce(hvd_dtype dt, hvd_reduce_op op, size_t count, double pre, double post) {
+static void test_allreduce_at(hvd_dtype dt, hvd_reduce_op op, size_t count, double pre,
+                              double post, int in_place) {
     size_t es = mt_dtype_size(dt), nb = count * es;
     void *host = malloc(nb + 1), *ref = malloc(nb + 1), *got = malloc(nb + 1);
-    void *send = dev_alloc(nb), *recv = dev_alloc(nb);
+    void *send = dev_alloc(nb), *recv = in_place ? send : dev_alloc(nb);
     char name[128];
-    snprintf(name, sizeof name, "gpu.ar.%s.%s.%zu.%g.%g", mt_dtype_name(dt), mt_op_name(op), count,
-             pre, post);
+    snprintf(name, sizeof name, "gpu.ar.%s.%s.%zu.%g.%g%s", mt_dtype_name(dt), mt_op_name(op),
+             count, pre, post, in_place ? ".inplace" : "");
     mt_begin(&T, "%s", name);
     mt_fill(host, dt, op, T.rank, 0, count, 1);
     to_dev(send, host, nb);
@@ -72,7 +76,8 @@ static void test_allreduce(hvd_dtype dt, hvd_reduce_op op, size_t count, double 
         mt_compare(&T, got, ref, dt, count, approx, name);
     }
     mt_end(&T);
-    cudaFree(send), cudaFree(recv), free(host), free(ref), free(got);
+    if (!in_place) cudaFree(recv);
+    cudaFree(send), free(host), free(ref), free(got);
 }
 
 /* n tensors in one grouped all-reduce: packed by the device kernel, one NCCL call. */
@@ -115,6 +120,76 @@ static void test_grouped(hvd_dtype dt, int n) {
         cudaFree((void *)sends[i]);
     }
     mt_end(&T);
+}
+
+/* Broadcast, allgather and alltoall with options: the inputs are written on a non-blocking
+ * stream (which the legacy default stream does not wait for) and handed over by a ready event
+ * recorded there, so only that event orders the collective after the writes. */
+static void test_ready_events(void) {
+    const size_t n = 1 << 20; /* big enough that an unordered read would see zeros */
+    size_t es = sizeof(int32_t), counts[MT_MAX_RANKS];
+    int32_t *h = NULL, *got = malloc(n * es * 2);
+    void *d = dev_alloc(n * es), *d2 = dev_alloc(n * es * (size_t)T.size);
+    cudaStream_t s;
+    cudaEvent_t ev;
+    cudaMallocHost((void **)&h, n * es);
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    hvd_options o = HVD_OPTIONS_DEFAULT;
+    o.device = local_rank;
+    o.ready_event = ev;
+    hvd_handle hd;
+
+    mt_begin(&T, "gpu.ready.broadcast");
+    for (size_t i = 0; i < n; i++) h[i] = (int32_t)(T.rank * 1000 + i % 977);
+    cudaMemsetAsync(d, 0, n * es, s);
+    cudaMemcpyAsync(d, h, n * es, cudaMemcpyHostToDevice, s);
+    cudaEventRecord(ev, s);
+    if (MT_EXPECT(&T, hvd_broadcast_async("gpu.ready.bc", d, n, HVD_INT32, 0, &o, &hd), HVD_OK) &&
+        MT_EXPECT(&T, hvd_wait(&hd), HVD_OK)) {
+        to_host(got, d, n * es);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) bad += got[i] != (int32_t)(i % 977);
+        MT_CHECK(&T, bad == 0, "broadcast after a ready event: %zu of %zu wrong", bad, n);
+    }
+    mt_end(&T);
+
+    mt_begin(&T, "gpu.ready.allgather");
+    cudaMemcpyAsync(d, h, n * es, cudaMemcpyHostToDevice, s);
+    cudaEventRecord(ev, s);
+    size_t total = 0;
+    if (MT_EXPECT(&T, hvd_allgather_async("gpu.ready.ag", d, n, d2, n * (size_t)T.size, HVD_INT32,
+                                          &total, NULL, &o, &hd), HVD_OK) &&
+        MT_EXPECT(&T, hvd_wait(&hd), HVD_OK)) {
+        size_t bad = 0;
+        for (int r = 0; r < T.size; r++) {
+            to_host(got, (char *)d2 + (size_t)r * n * es, n * es);
+            for (size_t i = 0; i < n; i++) bad += got[i] != (int32_t)(r * 1000 + i % 977);
+        }
+        MT_CHECK(&T, bad == 0 && total == n * (size_t)T.size, "allgather after a ready event: %zu wrong", bad);
+    }
+    mt_end(&T);
+
+    mt_begin(&T, "gpu.ready.alltoall");
+    size_t block = n / (size_t)T.size;
+    for (int r = 0; r < T.size; r++) counts[r] = block;
+    cudaMemcpyAsync(d, h, n * es, cudaMemcpyHostToDevice, s);
+    cudaEventRecord(ev, s);
+    if (MT_EXPECT(&T, hvd_alltoall_async("gpu.ready.a2a", d, counts, d2, n * (size_t)T.size,
+                                         HVD_INT32, &total, NULL, &o, &hd), HVD_OK) &&
+        MT_EXPECT(&T, hvd_wait(&hd), HVD_OK)) {
+        size_t bad = 0;
+        to_host(got, d2, block * (size_t)T.size * es);
+        for (int r = 0; r < T.size; r++) /* rank r's block for me: its elements [me*block, ...) */
+            for (size_t i = 0; i < block; i++)
+                bad += got[(size_t)r * block + i] !=
+                       (int32_t)(r * 1000 + ((size_t)T.rank * block + i) % 977);
+        MT_CHECK(&T, bad == 0, "alltoall after a ready event: %zu wrong", bad);
+    }
+    mt_end(&T);
+    cudaStreamSynchronize(s);
+    cudaEventDestroy(ev), cudaStreamDestroy(s), cudaFreeHost(h);
+    cudaFree(d), cudaFree(d2), free(got);
 }
 
 /* Broadcast, allgather (count = rank + 3), reducescatter (uneven), alltoall on device memory.
@@ -238,14 +313,17 @@ int main(int argc, char **argv) {
         }
         for (int o = 0; o < HVD_REDUCE_OP_COUNT; o++) {
             if (!mt_op_defined(dt, mt_all_ops[o])) continue;
-            test_allreduce(dt, mt_all_ops[o], 1, 1.0, 1.0);
-            test_allreduce(dt, mt_all_ops[o], 100003, 1.0, 1.0);
+            const size_t counts[4] = {1, 7, 4099, 100003};
+            for (int c = 0; c < 4; c++)
+                for (int in_place = 0; in_place < 2; in_place++)
+                    test_allreduce_at(dt, mt_all_ops[o], counts[c], 1.0, 1.0, in_place);
         }
-        if (mt_is_float(dt)) test_allreduce(dt, HVD_SUM, 4099, 0.5, 2.0);
+        if (mt_is_float(dt)) test_allreduce_at(dt, HVD_SUM, 4099, 0.5, 2.0, 0);
         test_grouped(dt, 5);
         test_movers(dt);
     }
     test_grouped(HVD_FLOAT32, 300); /* 3 pack launches */
+    test_ready_events();
     mt_combine(&T);
     int code = mt_exit_code(&T);
     hvd_shutdown();

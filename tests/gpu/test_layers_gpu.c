@@ -33,10 +33,14 @@ static int failures = 0;
         }                                                                                    \
     } while (0)
 
+/* Device copy of h (n floats; NULL: uninitialised). The layers compute on a non-blocking
+ * stream, which is not ordered after the legacy stream's copies and memsets (a pageable copy
+ * may still be in flight when cudaMemcpy returns): every upload ends with a device sync. */
 static float *up(const float *h, size_t n) {
     float *d;
     CUDA_MUST(cudaMalloc((void **)&d, n * sizeof(float)));
     if (h) CUDA_MUST(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_MUST(cudaDeviceSynchronize());
     return d;
 }
 
@@ -114,6 +118,7 @@ int main(void) {
     CUDA_MUST(cudaMalloc((void **)&d_correct, sizeof(unsigned long long)));
     CUDA_MUST(cudaMemset(d_loss, 0, sizeof(double)));
     CUDA_MUST(cudaMemset(d_correct, 0, sizeof(unsigned long long)));
+    CUDA_MUST(cudaDeviceSynchronize()); /* the uploads before the layer's stream reads them */
     LAYER_MUST(g, gpu_softmax_xent_forward(g, d_probs, d_loss, d_correct, d_logits, d_t, B, V));
     compare(g, "softmax probs", d_probs, probs, B * V);
     CUDA_MUST(cudaMemcpy(&got_loss, d_loss, sizeof got_loss, cudaMemcpyDeviceToHost));

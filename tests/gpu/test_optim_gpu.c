@@ -4,7 +4,8 @@
  * accumulation, float32 and float64, several steps on a few thousand elements of
  * index-dependent data. Both sides evaluate update_rules.h's formulas and the kernels are built
  * with --fmad=false, so the results must be bitwise equal; the test prints the max difference.
- * Single process, no MPI traffic. Without a visible CUDA device it prints SKIPPED and exits 77.
+ * Also: the calls give the caller's thread its current device back (with two GPUs or more the
+ * thread sits on the last one while they run on device 0). Single process, no MPI traffic. Without a visible CUDA device it prints SKIPPED and exits 77.
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -112,11 +113,30 @@ static void run(const char *label, hvd_dtype dtype, hvd_optimizer_kind kind, dou
     free(hp), free(hg), free(ha), free(back), free(hs), free(hs_back);
 }
 
+/* The optimizer's CUDA calls run on device 0 and leave the thread on the device it was on. */
+static void keeps_current_device(void) {
+    int n = 0, now = -1;
+    CUDA_MUST(cudaGetDeviceCount(&n));
+    CUDA_MUST(cudaSetDevice(n - 1));
+    void *mem = NULL, *ev = NULL;
+    HVD_MUST(hvdc__gpu_optim_alloc(0, 64, &mem));
+    HVD_MUST(hvdc__gpu_optim_event_create(0, &ev));
+    HVD_MUST(hvdc__gpu_optim_event_record(0, ev, NULL));
+    HVD_MUST(hvdc__gpu_accumulate(0, NULL, mem, mem, 8, HVD_FLOAT32, 0, 1));
+    hvdc__gpu_optim_event_destroy(0, ev);
+    hvdc__gpu_optim_free(0, mem);
+    CUDA_MUST(cudaGetDevice(&now));
+    if (now != n - 1) failures++;
+    printf("current device kept (%d of %d GPUs): %s\n", n - 1, n, now == n - 1 ? "OK" : "FAIL");
+    CUDA_MUST(cudaSetDevice(0));
+}
+
 int main(void) {
     if (hvdc__gpu_optim_check("test_optim_gpu", 0) != HVD_OK) {
         printf("SKIPPED: %s\n", hvd_last_error());
         return 77;
     }
+    keeps_current_device();
     hvd_dtype dtypes[2] = {HVD_FLOAT32, HVD_FLOAT64};
     for (int k = 0; k < 2; k++) {
         hvd_dtype d = dtypes[k];

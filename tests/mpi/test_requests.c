@@ -11,7 +11,9 @@
  *     reduce-scatter: the exact average, truncated or rounded;
  *   - MIN/MAX with a NaN on one rank: NaN on every rank;
  *   - hvd_metrics_reduce with weights on some ranks only, an invalid weight on one rank, or
- *     different ops: the same error on every rank, no hang.
+ *     different ops: the same error on every rank, no hang;
+ *   - options on broadcast, allgather and alltoall (which take a ready event since issue 15):
+ *     explicit default options give the right numbers, scale factors are refused.
  * Run at np 1 and np >= 3. Main thread only.
  */
 #include <math.h>
@@ -160,6 +162,37 @@ static void metrics_disagreements(mt_ctx *t) {
     mt_end(t);
 }
 
+/* Broadcast, allgather and alltoall take options (device and ready event); they do not
+ * reduce, so a scale factor is refused, on the caller's rank, before anything is announced. */
+static void plain_options(mt_ctx *t) {
+    mt_begin(t, "broadcast, allgather, alltoall with options");
+    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_handle h = HVD_HANDLE_NULL;
+    int32_t b[4] = {t->rank, t->rank + 1, t->rank + 2, t->rank + 3}, g[64], a[64], a2[64];
+    if (MT_EXPECT(t, hvd_broadcast_async("opts.bc", b, 4, HVD_INT32, t->size - 1, &o, &h), HVD_OK) &&
+        MT_EXPECT(t, hvd_wait(&h), HVD_OK))
+        for (int i = 0; i < 4; i++) MT_CHECK(t, b[i] == t->size - 1 + i, "b[%d] = %d", i, b[i]);
+    int32_t mine[2] = {10 * t->rank, 10 * t->rank + 1};
+    if (MT_EXPECT(t, hvd_allgather_async("opts.ag", mine, 2, g, 64, HVD_INT32, NULL, NULL, &o, &h), HVD_OK) &&
+        MT_EXPECT(t, hvd_wait(&h), HVD_OK))
+        for (int i = 0; i < 2 * t->size; i++) MT_CHECK(t, g[i] == 10 * (i / 2) + i % 2, "g[%d] = %d", i, g[i]);
+    size_t counts[32];
+    for (int d = 0; d < t->size; d++) {
+        counts[d] = 1;
+        a[d] = 100 * t->rank + d; /* to rank d */
+    }
+    if (MT_EXPECT(t, hvd_alltoall_async("opts.a2a", a, counts, a2, 64, HVD_INT32, NULL, NULL, &o, &h), HVD_OK) &&
+        MT_EXPECT(t, hvd_wait(&h), HVD_OK))
+        for (int s = 0; s < t->size; s++) MT_CHECK(t, a2[s] == 100 * s + t->rank, "a2[%d] = %d", s, a2[s]);
+    o.postscale = 2.0;
+    MT_EXPECT(t, hvd_broadcast_async("opts.bc.scaled", b, 4, HVD_INT32, 0, &o, &h), HVD_ERR_INVALID_ARG);
+    MT_CHECK(t, strstr(hvd_last_error(), "reductions only") != NULL, "message: %s", hvd_last_error());
+    o.postscale = 1.0, o.prescale = 0.5;
+    MT_EXPECT(t, hvd_allgather_async("opts.ag.scaled", mine, 2, g, 64, HVD_INT32, NULL, NULL, &o, &h), HVD_ERR_INVALID_ARG);
+    MT_EXPECT(t, hvd_alltoall_async("opts.a2a.scaled", a, counts, a2, 64, HVD_INT32, NULL, NULL, &o, &h), HVD_ERR_INVALID_ARG);
+    mt_end(t);
+}
+
 int main(void) {
     mt_ctx t;
     if (mt_start(&t) != 0) return 1;
@@ -168,6 +201,7 @@ int main(void) {
     average_overflow(&t);
     nan_min_max(&t);
     metrics_disagreements(&t);
+    plain_options(&t);
     mt_combine(&t);
     hvd_shutdown();
     return mt_exit_code(&t);

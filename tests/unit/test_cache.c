@@ -2,7 +2,7 @@
  * (negotiate.c): slots advance alike, a request matches only when identical, a full cache takes
  * nothing more; announcements by slot become ready when every rank's bit is in, mix with a full
  * request for the same name (which is then validated like any other), show in stall reports,
- * and go back as slot numbers. */
+ * and go back as slot numbers; a cached device all-reduce is refused while a rank has joined. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,6 +101,36 @@ int main(void) {
     CHECK_TRUE(hvdc__negotiator_respond(n, 1 << 20, 1 << 20, &out) == HVD_OK, "respond");
     CHECK_TRUE(out.n == 1 && out.items[0].type == HVDC_RESPONSE_EXECUTE && !out.items[0].slots &&
                strcmp(out.items[0].names[0], "u") == 0, "full + slots of one name execute by name");
+    hvdc__response_list_free(&out);
+    hvdc__negotiator_destroy(n);
+    hvdc__cache_destroy(rank0);
+
+    /* while rank 2 has joined: a cached host all-reduce runs (rank 2 stands in), a cached
+     * device all-reduce is refused like a named one (a joined rank cannot stand in on NCCL) */
+    rank0 = hvdc__cache_create(4);
+    hvdc_wire_request host = req("host", 4), dev = req("dev", 4);
+    dev.device = 0;
+    hvdc__cache_put(rank0, &host); /* slot 0 */
+    hvdc__cache_put(rank0, &dev);  /* slot 1 */
+    n = hvdc__negotiator_create(3, rank0);
+    hvdc_wire_request join = owned("hvd.join", 0);
+    join.kind = HVDC_KIND_JOIN;
+    join.dtype = HVD_UINT8;
+    add(n, 2, &join, 1, NULL, 0);
+    add(n, 0, NULL, 0, s01, 2);
+    add(n, 1, NULL, 0, s01, 2);
+    CHECK_TRUE(hvdc__negotiator_respond(n, 0, 0, &out) == HVD_OK, "respond");
+    CHECK_TRUE(out.n == 2, "two responses, got %u", out.n);
+    for (uint32_t i = 0; i < out.n; i++) {
+        const hvdc_wire_response *r = &out.items[i];
+        if (strcmp(r->names[0], "host") == 0)
+            CHECK_TRUE(r->type == HVDC_RESPONSE_EXECUTE && r->n_joined == 1, "cached host all-reduce runs");
+        else
+            CHECK_TRUE(r->type == HVDC_RESPONSE_ERROR && !r->slots && r->error &&
+                       strstr(r->error, "'dev'") && strstr(r->error, "hvd_join") &&
+                       strstr(r->error, "device"), "cached device all-reduce refused: %s",
+                       r->error ? r->error : "(none)");
+    }
     hvdc__response_list_free(&out);
     hvdc__negotiator_destroy(n);
     hvdc__cache_destroy(rank0);

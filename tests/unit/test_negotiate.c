@@ -88,6 +88,36 @@ int main(void) {
                "capacity message names rank 1: %s", out.n ? out.items[0].error : "");
     hvdc__response_list_free(&out);
 
+    /* while rank 1 has joined: a host all-reduce runs (rank 1 stands in), a device one is
+     * refused on every rank (a joined rank cannot stand in on a device) */
+    hvdc_request_list join = {.n = 1, .items = calloc(1, sizeof(hvdc_wire_request))};
+    join.items[0] = req("hvd.join", HVDC_KIND_JOIN, HVD_UINT8, 0);
+    CHECK_TRUE(hvdc__negotiator_add(n, 1, &join) == HVD_OK, "join");
+    hvdc_request_list both = {.n = 2, .items = calloc(2, sizeof(hvdc_wire_request))};
+    both.items[0] = req("host", HVDC_KIND_ALLREDUCE, HVD_FLOAT32, 4);
+    both.items[1] = req("dev", HVDC_KIND_ALLREDUCE, HVD_FLOAT32, 4);
+    both.items[1].device = 0;
+    CHECK_TRUE(hvdc__negotiator_add(n, 0, &both) == HVD_OK, "add while joined");
+    CHECK_TRUE(hvdc__negotiator_respond(n, 0, 0, &out) == HVD_OK, "respond");
+    CHECK_TRUE(out.n == 2, "two responses, got %u", out.n);
+    for (uint32_t i = 0; i < out.n; i++) {
+        const hvdc_wire_response *r = &out.items[i];
+        if (strcmp(r->names[0], "host") == 0)
+            CHECK_TRUE(r->type == HVDC_RESPONSE_EXECUTE && r->n_joined == 1, "host runs");
+        else
+            CHECK_TRUE(r->type == HVDC_RESPONSE_ERROR && r->error && strstr(r->error, "hvd_join") &&
+                       strstr(r->error, "device"), "device refused: %s", r->error ? r->error : "");
+    }
+    hvdc__response_list_free(&out);
+    /* rank 0 joins too: the join completes */
+    join = (hvdc_request_list){.n = 1, .items = calloc(1, sizeof(hvdc_wire_request))};
+    join.items[0] = req("hvd.join", HVDC_KIND_JOIN, HVD_UINT8, 0);
+    hvdc__negotiator_add(n, 0, &join);
+    CHECK_TRUE(hvdc__negotiator_respond(n, 0, 0, &out) == HVD_OK, "respond");
+    CHECK_TRUE(out.n == 1 && out.items[0].type == HVDC_RESPONSE_EXECUTE &&
+               out.items[0].kind == HVDC_KIND_JOIN, "join done");
+    hvdc__response_list_free(&out);
+
     /* a rank announcing a pending name twice is a protocol error */
     announce(n, 0, x, c0, 1);
     hvdc_request_list dup = {.n = 1, .items = calloc(1, sizeof(hvdc_wire_request))};

@@ -19,3 +19,11 @@ int hvdc__fault(const char *site) {
     }
     return 0;
 }
+
+int hvdc__fault_device_count(int real) {
+    const char *v = getenv("HVDC_TEST_GPU_COUNT");
+    if (!v || !*v) return real;
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    return *end == '\0' && n >= 0 && n <= 64 ? (int)n : real;
+}

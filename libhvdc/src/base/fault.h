@@ -4,7 +4,11 @@
  * takes (a thread that cannot start, an allocation that fails) and the sanitizer stage can check
  * that path for leaks. Unset (always, outside tests), every switch is off and costs one load.
  * Sites: see the calls of hvdc__fault; tests/mpi/test_faults.c lists the ones it drives.
- * defines: hvdc__fault
+ *
+ * HVDC_TEST_GPU_COUNT=n likewise makes the GPU backend see n CUDA devices, so the device
+ * choice and the refusal of a device that is not visible can be tested on machines with fewer
+ * GPUs than ranks, or none (CUDA calls on a pretended device then fail like a broken one).
+ * defines: hvdc__fault, hvdc__fault_device_count
  * Any thread.
  */
 #ifndef HVDC_FAULT_H
@@ -12,5 +16,8 @@
 
 /* @return 1 if site is named in HVDC_TEST_FAULTS, else 0. */
 int hvdc__fault(const char *site);
+
+/* @return the n of HVDC_TEST_GPU_COUNT=n (0..64) if set, else real. */
+int hvdc__fault_device_count(int real);
 
 #endif

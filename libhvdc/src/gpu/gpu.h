@@ -1,32 +1,40 @@
 /*
  * gpu.h - the GPU backend as the executor sees it: collectives on CUDA device memory through
- * NCCL, queued on the backend's own stream and completed by polling an event. Plain C: streams
- * and events cross as void * (cudaStream_t / cudaEvent_t), the NCCL communicator stays inside.
+ * NCCL, queued on the backend's own stream and completed by an event. Plain C: streams and
+ * events cross as void * (cudaStream_t / cudaEvent_t), the NCCL communicator stays inside.
  *
  *   executor (background thread)            device, in stream order
  *   ────────────────────────────            ──────────────────────────────────────────────
- *   hvdc__gpu_allreduce(..., ready, &p) ──> wait(ready) pack-kernel ncclAllReduce unpack record(p)
- *   ... negotiates the next round ...
- *   hvdc__gpu_pending_poll(p, &done)    <── cudaEventQuery(p), ncclCommGetAsyncError
- *   hvdc__gpu_pending_free(p)
+ *   hvdc__gpu_allreduce(..., ready, &p) ──> wait(ready) pack-kernel ncclAllReduce unpack
+ *                                           record(p) host-function: config.wake(ctx)
+ *   ... sleeps, or negotiates the next round ...           │
+ *   hvdc__gpu_pending_poll(p, &done)    <── woken ─────────┘ cudaEventQuery(p),
+ *   hvdc__gpu_pending_free(p)                                ncclCommGetAsyncError
  *
- * Nothing here waits for the device on the hot path: the stream waits for the caller's ready
- * event (cudaStreamWaitEvent), and completion is an event the executor polls between rounds.
+ * Nothing here waits for the device: the stream waits for the caller's ready event
+ * (cudaStreamWaitEvent), and completion is an event the executor polls when the host function
+ * queued after it has woken it (gpu_waker.h), or when it looks for asynchronous errors.
  *
- * Device rule: hvdc__gpu_create uses config->device if it is >= 0 (the device of the first
- * device request, which the application chose), else local_rank % (visible devices). Every
- * call here makes that device current on the calling thread first.
+ * Setup is agreed step by step (hvdc__gpu_create): a rank that cannot use its device fails
+ * every rank's request together, and the runtime goes on with CPU work (and tries the GPU
+ * again on the next device request). Device rule: config->device if >= 0 (the device of the
+ * request that created the backend, the application's choice), else local_rank % (visible
+ * devices). Every call here makes that device current on the calling thread first.
  *
- * Built two ways: gpu/gpu.c + gpu/kernels.cu with CUDA and NCCL (HVDC_HAVE_CUDA=1), or
- * gpu_stub.c, where every call returns HVD_ERR_UNSUPPORTED with HVDC_GPU_STUB_MESSAGE.
+ * Built two ways: gpu/gpu_setup.c, gpu.c, gpu_complete.c, gpu_pointer.c + gpu/kernels.cu
+ * with CUDA and NCCL (HVDC_HAVE_CUDA=1), or gpu_stub.c, where every call returns
+ * HVD_ERR_UNSUPPORTED with HVDC_GPU_STUB_MESSAGE (after the same agreed device choice).
+ * gpu_plan.c, gpu_waker.c and gpu_agree.c are in both.
  *
- * defines: hvdc_gpu, hvdc_gpu_pending, hvdc_gpu_config, hvdc__gpu_probe, hvdc__gpu_create,
- *          hvdc__gpu_destroy, hvdc__gpu_allreduce, hvdc__gpu_broadcast, hvdc__gpu_allgather,
- *          hvdc__gpu_reducescatter, hvdc__gpu_alltoall, hvdc__gpu_pending_poll,
- *          hvdc__gpu_pending_wait, hvdc__gpu_pending_free, hvdc__gpu_versions,
- *          hvdc__gpu_pointer_device
- * Background thread only (it is the only NCCL/MPI caller), except hvdc__gpu_probe and
- * hvdc__gpu_versions (any thread).
+ * defines: hvdc_gpu, hvdc_gpu_pending, hvdc_gpu_config, HVDC_GPU_PTR_HOST,
+ *          HVDC_GPU_PTR_UNKNOWN, hvdc__gpu_probe, hvdc__gpu_device_count,
+ *          hvdc__gpu_pointer_device, hvdc__gpu_versions, hvdc__gpu_create, hvdc__gpu_agree,
+ *          hvdc__gpu_device,
+ *          hvdc__gpu_abort, hvdc__gpu_destroy, hvdc__gpu_allreduce, hvdc__gpu_stream_wait,
+ *          hvdc__gpu_broadcast, hvdc__gpu_allgather, hvdc__gpu_reducescatter,
+ *          hvdc__gpu_alltoall, hvdc__gpu_pending_poll, hvdc__gpu_pending_free
+ * Background thread only (it is the only NCCL/MPI caller), except hvdc__gpu_probe,
+ * hvdc__gpu_device_count, hvdc__gpu_pointer_device and hvdc__gpu_versions (any thread).
  */
 #ifndef HVDC_GPU_H
 #define HVDC_GPU_H
@@ -34,6 +42,7 @@
 #include <mpi.h>
 #include <stddef.h>
 
+#include "base/liveness.h"
 #include "gpu/gpu_plan.h"
 #include "hvdc.h"
 
@@ -46,13 +55,17 @@ typedef struct hvdc_gpu_pending hvdc_gpu_pending; /* one queued collective's com
 
 typedef struct hvdc_gpu_config {
     MPI_Comm comm;              /* the executor's communicator; used only inside create */
+    hvdc_liveness *liveness;    /* create's waits on other ranks check it (NULL: plain waits) */
     int rank, size;             /* in comm */
     int local_rank, local_size; /* in the node */
-    int cross_rank, cross_size; /* among ranks with this local rank */
     int device;                 /* CUDA ordinal, or -1: local_rank % device count */
-    int hierarchical;           /* 1: also make node and cross-node communicators (needs the
-                                   same local_size on every node, else it stays flat) */
+    int hierarchical;           /* 1: also make node and cross-node communicators; only what
+                                   every rank agreed at hvd_init (the executor's hierarchical:
+                                   the same local_size on every node) */
     size_t fusion_bytes;        /* initial fusion buffer size (it grows on demand) */
+    void (*wake)(void *ctx);    /* called on a CUDA thread when queued work finishes (may be
+                                   NULL); short, no CUDA calls */
+    void *wake_ctx;
 } hvdc_gpu_config;
 
 /* Is a CUDA device visible to this process? Cheap; never creates NCCL state.
@@ -61,33 +74,65 @@ typedef struct hvdc_gpu_config {
  *         why (len bytes, may be NULL) is always NUL-terminated. */
 hvd_status hvdc__gpu_probe(char *why, size_t len);
 
-/* The CUDA device holding ptr, or -1 for host memory (and always -1 without the backend or a
- * GPU). Cheap enough to call per submission. Any thread. */
+/* CUDA devices visible to this process (0 when none, or without the backend), or the count
+ * HVDC_TEST_GPU_COUNT pretends (base/fault.h). Never creates a CUDA context. */
+int hvdc__gpu_device_count(void);
+
+/* What hvdc__gpu_pointer_device says of memory that is not a device's. */
+#define HVDC_GPU_PTR_HOST (-1)    /* ordinary (unregistered) host memory */
+#define HVDC_GPU_PTR_UNKNOWN (-2) /* cannot tell (no CUDA driver), or pinned host memory */
+
+/* The CUDA device holding ptr (>= 0), HVDC_GPU_PTR_HOST or HVDC_GPU_PTR_UNKNOWN. Asks the CUDA
+ * driver (cuPointerGetAttribute), which creates no CUDA context, so host buffers cost no GPU
+ * memory in a process that never uses one. Cheap enough per submission. Any thread. */
 int hvdc__gpu_pointer_device(const void *ptr);
 
 /* Writes e.g. "CUDA 13.0, NCCL 2.28.9 (running NCCL 2.28.9)" into buf (len bytes): the versions
  * built against and the NCCL loaded; the stub writes that it has none. */
 void hvdc__gpu_versions(char *buf, size_t len);
 
-/* Collective over config->comm (every rank calls it, e.g. when the first device response is
- * executed): picks and sets the device, creates a non-blocking stream, then rank 0 makes the
- * NCCL unique id, MPI broadcasts it and each rank joins with ncclCommInitRank. Before any NCCL
- * call all ranks agree (one MPI_Allreduce) that every rank has a device, so a rank without one
- * fails every rank instead of hanging them.
- * @return HVD_OK and *out; HVD_ERR_CUDA/HVD_ERR_NCCL/HVD_ERR_MPI with file:line; on any rank's
- *         failure every rank gets an error and *out = NULL. Blocks until all ranks joined. */
+/* Collective over config->comm (every rank calls it at the same point: when the first device
+ * response is executed). Each step is agreed by every rank before the next starts, so a rank
+ * that fails one fails every rank together instead of leaving the others waiting in NCCL:
+ *   1. choose the device (hvdc__gpu_choose_device; the visible count may be faked for tests)
+ *   2. make it current, create the stream and events
+ *   3. NCCL communicator of all ranks (rank 0's unique id over MPI)
+ *   4. hierarchical only: node and cross-node communicators
+ *   5. the fusion buffer and the waker
+ * @return HVD_OK and *out. On failure *out = NULL on every rank, and every rank returns the
+ *         first failing rank's status with "GPU setup (<step>) failed on rank R: <why>":
+ *         the ranks stay in step and may go on. Only HVD_ERR_MPI and HVD_ERR_RANK_FAILED mean
+ *         the agreement itself failed (the job cannot go on). Blocks until all ranks agreed. */
 hvd_status hvdc__gpu_create(const hvdc_gpu_config *config, hvdc_gpu **out);
 
-/* Waits for the backend's stream to drain, then frees everything. NULL-safe. Not collective
- * (ncclCommDestroy is local), but call it on every rank at shutdown. */
+/* One agreed step of hvdc__gpu_create (collective over config->comm). mine: this rank's
+ * outcome of the step, its message in hvd_last_error(). @return HVD_OK when every rank
+ * succeeded; else, on every rank, the first failing rank's status with "GPU setup (<step>)
+ * failed on rank R: <its message>"; HVD_ERR_MPI / HVD_ERR_RANK_FAILED when the agreement
+ * itself failed. */
+hvd_status hvdc__gpu_agree(const hvdc_gpu_config *config, hvd_status mine, const char *step);
+
+/* The CUDA device the backend runs on. */
+int hvdc__gpu_device(const hvdc_gpu *gpu);
+
+/* On a fatal stop: aborts every NCCL communicator (ncclCommAbort: never waits for the device),
+ * so queued work can no longer hang; every later call and poll fails with why. NULL-safe. */
+void hvdc__gpu_abort(hvdc_gpu *gpu, const char *why);
+
+/* Frees everything. Not collective (ncclCommDestroy is local), but call it on every rank at
+ * shutdown, after every pending record was freed. Never waits on the device without bound:
+ * the stream gets a few seconds to drain (it has, after a normal shutdown); if it does not,
+ * the communicators are aborted and device memory is left to the process's exit rather than
+ * hang. NULL-safe. */
 void hvdc__gpu_destroy(hvdc_gpu *gpu);
 
 /* Queues an all-reduce of tensors[n] (device pointers; send == recv is in place) as one unit:
  * the stream waits for ready_event (a cudaEvent_t recorded by the caller after the inputs were
  * written; NULL: the work already queued on the legacy default stream), packs the tensors into
- * the fusion buffer with one batched kernel launch per 128 tensors (times prescale), runs one
- * ncclAllReduce (ncclAvg for HVD_AVERAGE), unpacks (times postscale), and records *out's event.
- * A single tensor is reduced where it lies. Returns before the device has done any of it.
+ * the fusion buffer with one batched kernel launch per HVDC_GPU_BATCH_MAX tensors (times
+ * prescale), runs one NCCL all-reduce as hvdc__gpu_reduce_plan says (never an out-of-place
+ * ncclAvg; none with one rank), unpacks (times postscale), and records *out's event. A single
+ * tensor is reduced where it lies. Returns before the device has done any of it.
  * @return HVD_OK and *out; HVD_ERR_UNSUPPORTED for a dtype/op NCCL lacks; HVD_ERR_CUDA,
  *         HVD_ERR_NCCL (file:line, NCCL's message). On error nothing is pending (*out = NULL)
  *         but earlier pieces may have been queued. */
@@ -112,8 +157,9 @@ hvd_status hvdc__gpu_allgather(hvdc_gpu *gpu, const void *send, void *recv,
                                hvdc_gpu_pending **out);
 
 /* Queues the public reduce-scatter (hvdc.h's uneven blocks): recv gets this rank's block of
- * the reduction of count elements. count % size == 0 and no prescale: one ncclReduceScatter
- * straight from send; else send is packed into padded shards in the fusion buffer first. */
+ * the reduction of count elements. count % size == 0, no prescale and an op NCCL may run out
+ * of place: one ncclReduceScatter straight from send; else send is packed into padded shards
+ * in the fusion buffer first (reduced in place there). One rank: a copy. */
 hvd_status hvdc__gpu_reducescatter(hvdc_gpu *gpu, const void *send, void *recv, size_t count,
                                    hvd_dtype dtype, hvd_reduce_op op, double prescale,
                                    double postscale, void *ready_event, hvdc_gpu_pending **out);
@@ -127,16 +173,13 @@ hvd_status hvdc__gpu_alltoall(hvdc_gpu *gpu, const void *send, const size_t *sen
 
 /* Never blocks. *done = 1 once the collective and everything before it on the stream has
  * finished. @return HVD_OK; HVD_ERR_CUDA for a failed kernel or copy; HVD_ERR_NCCL when the
- * communicator reports an asynchronous error (the communicator is then aborted, and every
- * later call fails with HVD_ERR_NCCL). *done is 1 whenever an error is returned. */
+ * communicator reports an asynchronous error or was aborted (the communicators are then
+ * aborted, and every later call fails with HVD_ERR_NCCL). *done is 1 whenever an error is
+ * returned. */
 hvd_status hvdc__gpu_pending_poll(hvdc_gpu_pending *pending, int *done);
 
-/* Blocks this thread (cudaEventSynchronize) until the collective finished. For tests and
- * shutdown, not for the executor's loop. @return as hvdc__gpu_pending_poll. */
-hvd_status hvdc__gpu_pending_wait(hvdc_gpu_pending *pending);
-
-/* Releases a pending record and its event. NULL-safe. Legal before completion: the
- * device work still runs; only the record is dropped. */
+/* Releases a pending record; its event goes back to the backend's pool. NULL-safe. Legal
+ * before completion: the device work still runs; only the record is dropped. */
 void hvdc__gpu_pending_free(hvdc_gpu_pending *pending);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * gpu_plan.c - host-side planning of the GPU path: fusion layout, copy batches, shards, NCCL's
- * dtype/op support, and the order of an all-reduce's device work (see gpu_plan.h).
+ * dtype/op support and op choice, the device choice, and the order of an all-reduce's device
+ * work (see gpu_plan.h).
  * Pure C, compiled in every build (with or without CUDA); background thread and tests.
  */
 #include "gpu/gpu_plan.h"
@@ -89,6 +90,47 @@ hvd_status hvdc__gpu_reduce_supported(hvd_dtype dtype, hvd_reduce_op op, int ncc
     return HVD_OK;
 }
 
+hvd_status hvdc__gpu_reduce_plan(hvd_dtype dtype, hvd_reduce_op op, double prescale,
+                                 double postscale, int size, int nccl_version,
+                                 hvdc_gpu_reduce_plan *plan, const char **why) {
+    int native_avg = 0;
+    memset(plan, 0, sizeof *plan);
+    hvd_status st = hvdc__gpu_reduce_supported(dtype, op, nccl_version, &native_avg, why);
+    if (st != HVD_OK) return st;
+    if (size < 1) {
+        *why = "a reduction over fewer than one rank";
+        return HVD_ERR_INVALID_ARG;
+    }
+    *plan = (hvdc_gpu_reduce_plan){op, 0, size > 1, prescale, postscale};
+    if (dtype == HVD_BOOL) /* hvdc.h: sum and max are or, product and min are and (uint8 0/1) */
+        plan->op = op == HVD_MIN || op == HVD_PRODUCT ? HVD_MIN : HVD_MAX;
+    if (op == HVD_AVERAGE && hvdc__dtype_is_float(dtype)) {
+        plan->op = HVD_SUM;
+        if (dtype == HVD_FLOAT16 || dtype == HVD_BFLOAT16)
+            plan->prescale /= (double)size; /* each value divided first: the sum stays in range */
+        else
+            plan->postscale /= (double)size;
+    }
+    plan->in_place_only = plan->op == HVD_AVERAGE;
+    return HVD_OK;
+}
+
+hvd_status hvdc__gpu_choose_device(int requested, int local_rank, int visible, int *device) {
+    *device = -1;
+    if (visible < 1)
+        return hvdc__fail(HVD_ERR_CUDA, "no CUDA device visible (CUDA_VISIBLE_DEVICES=%s)",
+                          getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES")
+                                                         : "unset");
+    int chosen = requested >= 0 ? requested : (local_rank < 0 ? 0 : local_rank) % visible;
+    if (chosen >= visible)
+        return hvdc__fail(HVD_ERR_CUDA, "device %d is not visible: this process sees %d CUDA "
+                          "device(s). Start at most one rank per GPU on each node (the local "
+                          "rank picks the device), or check CUDA_VISIBLE_DEVICES", chosen,
+                          visible);
+    *device = chosen;
+    return HVD_OK;
+}
+
 /* Queues one pack or unpack: segs[n] through as many batched launches as it takes. */
 static hvd_status copy_all(const hvdc_gpu_ops *ops, const hvdc_gpu_segment *segs, size_t n,
                            hvd_dtype dtype, double factor) {
@@ -108,10 +150,9 @@ static hvd_status copy_one(const hvdc_gpu_ops *ops, const void *src, void *dst, 
 }
 
 hvd_status hvdc__gpu_allreduce_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_tensor *tensors,
-                                        size_t n, hvd_dtype dtype, hvd_reduce_op op,
-                                        double prescale, double postscale, int size,
-                                        int native_avg, int hierarchical, int local_size,
-                                        void *ready_event) {
+                                        size_t n, hvd_dtype dtype,
+                                        const hvdc_gpu_reduce_plan *plan, int size,
+                                        int hierarchical, int local_size, void *ready_event) {
     hvd_status st = HVD_OK;
     size_t *counts = NULL, *offsets = NULL;
     hvdc_gpu_segment *segs = NULL;
@@ -119,23 +160,23 @@ hvd_status hvdc__gpu_allreduce_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_
     if (n == 0 || elem == 0 || size < 1)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "device all-reduce of %zu tensors, dtype %d",
                           n, (int)dtype);
-    if (op == HVD_AVERAGE && !native_avg) { /* sum, then divide in the unpack's scale */
-        op = HVD_SUM;
-        postscale /= (double)size;
-    }
-    int hier = hierarchical && ops->hierarchical && local_size > 1 && local_size < size;
+    double pre = plan->prescale, post = plan->postscale;
+    int hier = plan->call_nccl && hierarchical && ops->hierarchical && local_size > 1 &&
+               local_size < size;
     CHECK(ops->wait_ready(ops->self, ready_event));
 
-    if (n == 1 && !hier) { /* one flat tensor: reduce where it lies */
+    if (n == 1 && !hier) { /* one flat tensor: reduced where it lies */
         const hvdc_gpu_tensor *t = &tensors[0];
         if (t->count == 0) return HVD_OK;
         const void *src = t->send;
-        if (prescale != 1.0) {
-            CHECK(copy_one(ops, t->send, t->recv, t->count, dtype, prescale));
+        /* into recv first when scaling, when NCCL must work in place, or with one rank (the
+         * result is the input) */
+        if (pre != 1.0 || (t->send != t->recv && (plan->in_place_only || !plan->call_nccl))) {
+            CHECK(copy_one(ops, t->send, t->recv, t->count, dtype, pre));
             src = t->recv;
         }
-        CHECK(ops->allreduce(ops->self, src, t->recv, t->count, dtype, op));
-        if (postscale != 1.0) CHECK(copy_one(ops, t->recv, t->recv, t->count, dtype, postscale));
+        if (plan->call_nccl) CHECK(ops->allreduce(ops->self, src, t->recv, t->count, dtype, plan->op));
+        if (post != 1.0) CHECK(copy_one(ops, t->recv, t->recv, t->count, dtype, post));
         return HVD_OK;
     }
 
@@ -159,14 +200,14 @@ hvd_status hvdc__gpu_allreduce_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_
 
     for (size_t i = 0; i < n; i++)
         segs[i] = (hvdc_gpu_segment){tensors[i].send, base + offsets[i] * elem, counts[i]};
-    CHECK(copy_all(ops, segs, n, dtype, prescale));
+    CHECK(copy_all(ops, segs, n, dtype, pre));
     if (hier)
-        CHECK(ops->hierarchical(ops->self, buf, shards.shard, dtype, op));
-    else
-        CHECK(ops->allreduce(ops->self, buf, buf, total, dtype, op));
+        CHECK(ops->hierarchical(ops->self, buf, shards.shard, dtype, plan->op));
+    else if (plan->call_nccl)
+        CHECK(ops->allreduce(ops->self, buf, buf, total, dtype, plan->op));
     for (size_t i = 0; i < n; i++)
         segs[i] = (hvdc_gpu_segment){base + offsets[i] * elem, tensors[i].recv, counts[i]};
-    CHECK(copy_all(ops, segs, n, dtype, postscale));
+    CHECK(copy_all(ops, segs, n, dtype, post));
 fail:
     free(counts);
     free(offsets);

@@ -2,7 +2,8 @@
  * gpu_plan.h - the host-side planning of the GPU path, in plain C with no CUDA: where fused
  * tensors sit in the device fusion buffer, how their copies are cut into batched kernel
  * launches, how a buffer splits into shards for hierarchical and reduce-scatter collectives,
- * which dtype/op pairs NCCL can reduce, and the order of the work an all-reduce queues.
+ * which dtype/op pairs NCCL can reduce and which NCCL op a reduction becomes, which CUDA
+ * device a rank uses, and the order of the work an all-reduce queues.
  *
  * The work order is written against hvdc_gpu_ops, a table of five small device actions, so the
  * same sequence drives the real backend (gpu/gpu.c: kernels, NCCL, one stream) and a fake in
@@ -13,14 +14,25 @@
  *     copy_scale(batch) x ceil(n/128)         pack: send_i * prescale -> fusion + offset_i
  *     allreduce(fusion, fusion, total)        or: reducescatter local / allreduce cross /
  *                                                 allgather local over padded shards
+ *                                                 (in place; none with one rank)
  *     copy_scale(batch) x ceil(n/128)         unpack: fusion + offset_i * postscale -> recv_i
- *   one tensor (flat): no copy unless scaled
+ *   one tensor (flat): no copy unless scaled, or unless NCCL must reduce in place
  *     [copy_scale(send -> recv, prescale)]  allreduce(send|recv -> recv)  [copy_scale(recv, postscale)]
+ *   one tensor, one rank: copy_scale(send -> recv, prescale), [copy_scale(recv, postscale)]
+ *
+ * Which NCCL op (hvdc__gpu_reduce_plan): NCCL 2.28.9's ncclAvg on a one-rank communicator
+ * writes wrong values into the last 1-3 elements when it runs out of place (issue 17; in place
+ * and ncclSum are right). So libhvdc never hands NCCL an out-of-place average: a floating
+ * average is a sum with the division folded into the scaling it already does (the unpack copy
+ * of a fused buffer, at no extra cost: on the way out for float32/float64, on the way in for
+ * float16/bfloat16, as the host path does), an integer average (ncclAvg's truncating division)
+ * always runs in place, and with one rank NCCL is not called at all: the result is the input.
  *
  * defines: hvdc_gpu_segment, hvdc_gpu_batch, hvdc_gpu_tensor, hvdc_gpu_ops, hvdc_shard_plan,
- *          HVDC_GPU_BATCH_MAX, HVDC_GPU_ALIGN_BYTES, hvdc__gpu_fusion_layout,
- *          hvdc__gpu_batch_next, hvdc__shard_plan, hvdc__shard_valid,
- *          hvdc__gpu_reduce_supported, hvdc__gpu_allreduce_sequence
+ *          hvdc_gpu_reduce_plan, HVDC_GPU_BATCH_MAX, HVDC_GPU_ALIGN_BYTES,
+ *          hvdc__gpu_fusion_layout, hvdc__gpu_batch_next, hvdc__shard_plan, hvdc__shard_valid,
+ *          hvdc__gpu_reduce_supported, hvdc__gpu_reduce_plan, hvdc__gpu_choose_device,
+ *          hvdc__gpu_allreduce_sequence
  * Pure; background thread (and tests). Also included by gpu/kernels.cu (C++), so it stays
  * C/C++-compatible.
  */
@@ -94,10 +106,30 @@ hvd_status hvdc__shard_plan(size_t count, size_t parts, size_t align_elems, hvdc
 size_t hvdc__shard_valid(const hvdc_shard_plan *plan, size_t count, size_t r);
 
 /* Can NCCL of version nccl_version (NCCL_VERSION_CODE, e.g. 22809 for 2.28.9) reduce dtype
- * with op? *native_avg = 1 if HVD_AVERAGE maps to ncclAvg (else it is a sum followed by a
- * scale, floating dtypes only). @return HVD_OK, or HVD_ERR_UNSUPPORTED with *why set. */
+ * with op? *native_avg = 1 if it has ncclAvg (which an integer average needs; a floating
+ * average is always a sum and a scale). @return HVD_OK, or HVD_ERR_UNSUPPORTED with *why set. */
 hvd_status hvdc__gpu_reduce_supported(hvd_dtype dtype, hvd_reduce_op op, int nccl_version,
                                       int *native_avg, const char **why);
+
+/* How one reduction over `size` ranks is handed to NCCL (see the top of this file). */
+typedef struct hvdc_gpu_reduce_plan {
+    hvd_reduce_op op;  /* what NCCL runs: HVD_AVERAGE only for integer dtypes */
+    int in_place_only; /* NCCL must reduce in place (op is HVD_AVERAGE) */
+    int call_nccl;     /* 0 with one rank: the result is the scaled input */
+    double prescale;   /* on the way in: the caller's, times 1/size for a float16/bfloat16 average */
+    double postscale;  /* on the way out: the caller's, times 1/size for a float32/float64 average */
+} hvdc_gpu_reduce_plan;
+
+/* @return HVD_OK and *plan; else as hvdc__gpu_reduce_supported (why set, plan zeroed). */
+hvd_status hvdc__gpu_reduce_plan(hvd_dtype dtype, hvd_reduce_op op, double prescale,
+                                 double postscale, int size, int nccl_version,
+                                 hvdc_gpu_reduce_plan *plan, const char **why);
+
+/* The CUDA device a rank uses: requested (>= 0, the application's choice) or, for -1,
+ * local_rank % visible. @return HVD_OK and *device; HVD_ERR_CUDA (message recorded) when no
+ * device is visible or the requested one is not: "device 1 is not visible: this process sees
+ * 1 CUDA device(s) ...". */
+hvd_status hvdc__gpu_choose_device(int requested, int local_rank, int visible, int *device);
 
 /* The device actions an all-reduce is made of. Each queues work and returns without waiting
  * for the device; each returns HVD_OK or an error with hvd_last_error() set. */
@@ -110,7 +142,8 @@ typedef struct hvdc_gpu_ops {
     hvd_status (*fusion_buffer)(void *self, size_t nbytes, void **buf);
     /* One kernel launch running every segment of batch. */
     hvd_status (*copy_scale)(void *self, const hvdc_gpu_batch *batch);
-    /* dst = op over all ranks of src (may be equal). op is never HVD_AVERAGE unless native. */
+    /* dst = op over all ranks of src (may be equal). op is HVD_AVERAGE only when
+     * src == dst (never an out-of-place average, see the top of this file). */
     hvd_status (*allreduce)(void *self, const void *src, void *dst, size_t count,
                             hvd_dtype dtype, hvd_reduce_op op);
     /* Hierarchical pieces, in place on buf (padded to local_size * shard elements):
@@ -121,15 +154,14 @@ typedef struct hvdc_gpu_ops {
                                hvd_reduce_op op);
 } hvdc_gpu_ops;
 
-/* Queues a whole all-reduce of tensors[n] on ops in the order drawn at the top of this file.
- * size: ranks (for a non-native average); local_size: ranks in the node, used when
- * hierarchical is set and ops->hierarchical exists (the buffer is then padded to shards).
- * @return HVD_OK or the first failed action's status (nothing after it is queued). */
+/* Queues a whole all-reduce of tensors[n] on ops in the order drawn at the top of this file,
+ * reducing as plan says (from hvdc__gpu_reduce_plan). size: ranks; local_size: ranks in the
+ * node, used when hierarchical is set and ops->hierarchical exists (the buffer is then padded
+ * to shards). @return HVD_OK or the first failed action's status (nothing after it is queued). */
 hvd_status hvdc__gpu_allreduce_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_tensor *tensors,
-                                        size_t n, hvd_dtype dtype, hvd_reduce_op op,
-                                        double prescale, double postscale, int size,
-                                        int native_avg, int hierarchical, int local_size,
-                                        void *ready_event);
+                                        size_t n, hvd_dtype dtype,
+                                        const hvdc_gpu_reduce_plan *plan, int size,
+                                        int hierarchical, int local_size, void *ready_event);
 
 #ifdef __cplusplus
 }

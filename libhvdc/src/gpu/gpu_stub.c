@@ -1,18 +1,28 @@
 /*
  * gpu_stub.c - the GPU backend of a build without CUDA/NCCL: every call fails with
- * HVD_ERR_UNSUPPORTED and says how to get the real one (see gpu.h). Any thread.
+ * HVD_ERR_UNSUPPORTED and says how to get the real one (see gpu.h); no buffer is device memory.
+ * Any thread.
  */
 #include "gpu/gpu.h"
 
 #include <stdio.h>
 
+#include "base/fault.h"
 #include "base/status.h"
 
 static hvd_status unsupported(void) {
     return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s", HVDC_GPU_STUB_MESSAGE);
 }
 
+/* HVDC_TEST_GPU_COUNT can pretend devices here too, so the runtime's refusal of a device it
+ * cannot set up is tested in builds without CUDA as well (the sanitizer builds). */
+int hvdc__gpu_device_count(void) { return hvdc__fault_device_count(0); }
+
 hvd_status hvdc__gpu_probe(char *why, size_t len) {
+    if (hvdc__gpu_device_count() > 0) {
+        if (why && len) why[0] = '\0';
+        return HVD_OK;
+    }
     if (why && len) snprintf(why, len, "%s", HVDC_GPU_STUB_MESSAGE);
     return HVD_ERR_UNSUPPORTED;
 }
@@ -24,18 +34,34 @@ hvd_status hvdc__gpu_stream_wait(hvdc_gpu *gpu, void *event) {
 
 int hvdc__gpu_pointer_device(const void *ptr) {
     (void)ptr;
-    return -1;
+    return HVDC_GPU_PTR_UNKNOWN;
 }
 
 void hvdc__gpu_versions(char *buf, size_t len) {
     if (buf && len) snprintf(buf, len, "built without CUDA/NCCL");
 }
 
+/* The device choice is agreed as in the real backend (so a device that is not visible is
+ * named the same way in every build), then every rank refuses together. */
 hvd_status hvdc__gpu_create(const hvdc_gpu_config *config, hvdc_gpu **out) {
-    (void)config;
-    if (out) *out = NULL;
-    return unsupported();
+    int device = -1;
+    *out = NULL;
+    hvdc__clear_error();
+    hvd_status st = hvdc__gpu_agree(config,
+                                    hvdc__gpu_choose_device(config->device, config->local_rank,
+                                                            hvdc__gpu_device_count(), &device),
+                                    "choosing the CUDA device");
+    if (st != HVD_OK) return st;
+    hvdc__clear_error();
+    return hvdc__gpu_agree(config, unsupported(), "CUDA device");
 }
+
+int hvdc__gpu_device(const hvdc_gpu *gpu) {
+    (void)gpu;
+    return -1;
+}
+
+void hvdc__gpu_abort(hvdc_gpu *gpu, const char *why) { (void)gpu, (void)why; }
 
 void hvdc__gpu_destroy(hvdc_gpu *gpu) { (void)gpu; }
 
@@ -84,11 +110,6 @@ hvd_status hvdc__gpu_alltoall(hvdc_gpu *gpu, const void *send, const size_t *sen
 hvd_status hvdc__gpu_pending_poll(hvdc_gpu_pending *pending, int *done) {
     (void)pending;
     if (done) *done = 1;
-    return unsupported();
-}
-
-hvd_status hvdc__gpu_pending_wait(hvdc_gpu_pending *pending) {
-    (void)pending;
     return unsupported();
 }
 

@@ -2,8 +2,7 @@
  * kernels.cu - the batched copy-and-scale kernel behind device fusion (see kernels.h).
  *
  * One launch handles up to HVDC_GPU_BATCH_MAX segments passed by value (no table to upload,
- * nothing to free). Every block walks the segments in order and the whole grid strides over
- * each one, so a launch is balanced whatever the mix of small and large tensors:
+ * nothing to free). The grid is blocks x segments: row y of blocks strides over segment y,
  *
  *   segment 0: |b0 b1 b2 .. bk|b0 b1 ..|      grid-stride over 16-byte words (or narrower
  *   segment 1: |b0 b1 ..|                     words when a pointer is less aligned), then the
@@ -22,14 +21,24 @@ namespace {
 
 constexpr int kThreads = 256;
 
+/* Four words in flight per thread (loads first, then stores): with one word per iteration
+ * the H100 copied 64 MiB at about a third of cudaMemcpyAsync's rate. */
 template <typename W>
 __device__ void copy_words(const char *src, char *dst, uint64_t nbytes, uint64_t tid,
                            uint64_t stride) {
     const uint64_t words = nbytes / sizeof(W);
     const W *s = reinterpret_cast<const W *>(src);
     W *d = reinterpret_cast<W *>(dst);
-    for (uint64_t i = tid; i < words; i += stride) d[i] = s[i];
-    for (uint64_t i = words * sizeof(W) + tid; i < nbytes; i += stride) dst[i] = src[i];
+    uint64_t i = tid;
+    for (; i + 3 * stride < words; i += 4 * stride) {
+        const W a = s[i], b = s[i + stride], c = s[i + 2 * stride], e = s[i + 3 * stride];
+        d[i] = a;
+        d[i + stride] = b;
+        d[i + 2 * stride] = c;
+        d[i + 3 * stride] = e;
+    }
+    for (; i < words; i += stride) d[i] = s[i];
+    for (uint64_t j = words * sizeof(W) + tid; j < nbytes; j += stride) dst[j] = src[j];
 }
 
 __device__ void copy_bytes(const void *src, void *dst, uint64_t nbytes, uint64_t tid,
@@ -83,25 +92,23 @@ __device__ uint64_t elem_size(int32_t dtype) {
     }
 }
 
+/* blockIdx.y picks the segment, and gridDim.x blocks stride over it: every segment has blocks
+ * of its own, so a batch of many small tensors runs them side by side. (Walking all segments in
+ * every thread cost O(segments) per thread: 128 tensors of 4 KiB took 57 us on the H100.) */
 __global__ void __launch_bounds__(kThreads) copy_scale_kernel(const hvdc_gpu_batch batch) {
-    const uint64_t tid = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
-    const uint64_t esize = elem_size(batch.dtype);
+    const uint64_t tid = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const hvdc_gpu_segment seg = batch.seg[blockIdx.y];
     const double f = batch.factor;
-    for (uint32_t s = 0; s < batch.n; s++) {
-        const void *src = batch.seg[s].src;
-        void *dst = batch.seg[s].dst;
-        const uint64_t count = batch.seg[s].count;
-        if (f == 1.0) {
-            if (src != dst) copy_bytes(src, dst, count * esize, tid, stride);
-            continue;
-        }
-        switch (batch.dtype) {
-        case HVD_FLOAT16: scale_elems<__half>(src, dst, count, f, tid, stride); break;
-        case HVD_BFLOAT16: scale_elems<__nv_bfloat16>(src, dst, count, f, tid, stride); break;
-        case HVD_FLOAT32: scale_elems<float>(src, dst, count, f, tid, stride); break;
-        default: scale_elems<double>(src, dst, count, f, tid, stride); break;
-        }
+    if (f == 1.0) {
+        if (seg.src != seg.dst) copy_bytes(seg.src, seg.dst, seg.count * elem_size(batch.dtype), tid, stride);
+        return;
+    }
+    switch (batch.dtype) {
+    case HVD_FLOAT16: scale_elems<__half>(seg.src, seg.dst, seg.count, f, tid, stride); break;
+    case HVD_BFLOAT16: scale_elems<__nv_bfloat16>(seg.src, seg.dst, seg.count, f, tid, stride); break;
+    case HVD_FLOAT32: scale_elems<float>(seg.src, seg.dst, seg.count, f, tid, stride); break;
+    default: scale_elems<double>(seg.src, seg.dst, seg.count, f, tid, stride); break;
     }
 }
 
@@ -116,13 +123,17 @@ extern "C" int hvdc__gpu_launch_copy_scale(const hvdc_gpu_batch *batch, int max_
     const bool is_float = d == HVD_FLOAT16 || d == HVD_BFLOAT16 || d == HVD_FLOAT32 ||
                           d == HVD_FLOAT64;
     if (batch->factor != 1.0 && !is_float) return static_cast<int>(cudaErrorInvalidValue);
-    /* enough blocks for ~8 elements per thread over the whole batch, at most max_blocks */
-    uint64_t total = 0;
-    for (uint32_t s = 0; s < batch->n; s++) total += batch->seg[s].count;
-    uint64_t want = (total + kThreads * 8 - 1) / (kThreads * 8);
-    const int blocks = static_cast<int>(want < 1 ? 1 : want > static_cast<uint64_t>(max_blocks)
-                                                           ? static_cast<uint64_t>(max_blocks)
-                                                           : want);
-    copy_scale_kernel<<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(*batch);
+    /* blocks per segment: enough for the largest at ~8 elements a thread, at most max_blocks,
+     * and at most 8 * max_blocks in all (a small segment's extra blocks exit at once) */
+    uint64_t largest = 0;
+    for (uint32_t s = 0; s < batch->n; s++)
+        if (batch->seg[s].count > largest) largest = batch->seg[s].count;
+    uint64_t want = (largest + kThreads * 8 - 1) / (kThreads * 8);
+    uint64_t cap = 8 * static_cast<uint64_t>(max_blocks) / batch->n;
+    if (cap > static_cast<uint64_t>(max_blocks)) cap = static_cast<uint64_t>(max_blocks);
+    if (want > cap) want = cap;
+    if (want < 1) want = 1;
+    const dim3 grid(static_cast<unsigned>(want), batch->n);
+    copy_scale_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(*batch);
     return static_cast<int>(cudaGetLastError());
 }

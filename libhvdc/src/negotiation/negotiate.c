@@ -348,6 +348,18 @@ static uint64_t total_count(const hvdc_wire_request *q) {
     return total;
 }
 
+/* A joined rank cannot stand in for a device (GPU) all-reduce: it would run a host all-reduce
+ * that the others, on NCCL, never enter. Appends why and returns 1 if e is one that joined ranks
+ * left unannounced. Checked for slot entries too (a cached device all-reduce is no exception). */
+static int joined_device(const entry *e, const hvdc_wire_request *base, int size, message *m) {
+    if (e->n_announced == size || base->kind != HVDC_KIND_ALLREDUCE || base->device < 0) return 0;
+    say(m, "ranks ");
+    say_ranks(m, e->announced, size, 0);
+    say(m, " have called hvd_join, and a joined rank cannot stand in for a device (GPU) "
+        "all-reduce; call hvd_join after the last device all-reduce, or reduce on the host");
+    return 1;
+}
+
 /* Fills m and returns 1 if the ranks' announcements for e cannot execute together. */
 static int find_disagreement(const entry *e, int size, message *m) {
     const hvdc_wire_request *base = &e->by_rank[base_rank(e, size)];
@@ -360,6 +372,7 @@ static int find_disagreement(const entry *e, int size, message *m) {
         say(m, " have called hvd_join; until every rank has, only allreduce can run");
         return 1;
     }
+    if (joined_device(e, base, size, m)) return 1;
     if (!hvdc__dtype_valid(base->dtype) || (base->kind != HVDC_KIND_BARRIER &&
                                             base->kind != HVDC_KIND_JOIN && !hvdc__op_valid(base->op))) {
         say(m, "unknown dtype or reduce op in the request");
@@ -505,7 +518,15 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
     for (entry *e = n->ready_head; e; e = e->next_ready, idx++) {
         message m = {.len = 0};
         m.text[0] = '\0';
-        if (e->slot < 0 && find_disagreement(e, n->size, &m)) errors[idx] = strdup(m.text);
+        int refused = 0;
+        if (e->slot < 0) {
+            refused = find_disagreement(e, n->size, &m);
+        } else { /* cached: identical on every announcing rank; only a join can refuse it */
+            const hvdc_wire_request *q = entry_request(n, e, 0);
+            say(&m, "%s '%s': ", hvdc__kind_name(q->kind), q->name);
+            refused = joined_device(e, q, n->size, &m);
+        }
+        if (refused) errors[idx] = strdup(m.text);
     }
 
     idx = 0;

@@ -77,7 +77,39 @@ static hvd_status check_options(const char *fn, const char *name, const hvd_opti
 
 /* Where a tensor lives: the device asked for, else wherever its memory is. */
 static int tensor_device(const hvd_options *o, const void *buf) {
-    return o->device != HVD_DEVICE_CPU ? o->device : hvdc__gpu_pointer_device(buf);
+    if (o->device != HVD_DEVICE_CPU) return o->device;
+    int d = hvdc__gpu_pointer_device(buf);
+    return d >= 0 ? d : HVD_DEVICE_CPU;
+}
+
+/* A device request's checks on this rank alone: once this rank's GPU backend exists, the
+ * request is for its device; and buf (named which), where the CUDA driver can tell, is memory
+ * of that device. Refusing these here keeps NCCL from ever touching the wrong memory. */
+static hvd_status check_device_buffer(const char *fn, const char *name, int device,
+                                      const char *which, const void *buf) {
+    if (device == HVD_DEVICE_CPU) return HVD_OK;
+    int in_use = atomic_load(&hvdc__runtime->executor.gpu_device);
+    if (in_use >= 0 && device != in_use)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': device %d requested, but this rank's "
+                          "collectives run on CUDA device %d (chosen by its first device "
+                          "request); use one device per rank", fn, name, device, in_use);
+    if (!buf) return HVD_OK;
+    int holder = hvdc__gpu_pointer_device(buf);
+    if (holder == HVDC_GPU_PTR_HOST)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': %s is host memory, not memory of CUDA "
+                          "device %d; pass device buffers (cudaMalloc) with options.device, or "
+                          "host buffers with HVD_DEVICE_CPU", fn, name, which, device);
+    if (holder >= 0 && holder != device)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': %s is memory of CUDA device %d, but "
+                          "the request is for device %d", fn, name, which, holder, device);
+    return HVD_OK;
+}
+
+/* check_device_buffer for a send and a receive buffer. */
+static hvd_status check_device_buffers(const char *fn, const char *name, int device,
+                                       const void *send, const void *recv) {
+    hvd_status st = check_device_buffer(fn, name, device, "sendbuf", send);
+    return st == HVD_OK ? check_device_buffer(fn, name, device, "recvbuf", recv) : st;
 }
 
 /* A reduction on a device: NCCL has no 16-bit integers (hvdc.h). */
@@ -157,6 +189,7 @@ static hvd_status hvd_allreduce_async_entered(const char *name, const void *send
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, count, dtype));
     size_t nbytes = count * hvd_dtype_size(dtype);
     CHECK(hvdc__check_overlap(fn, name, sendbuf, nbytes, recvbuf, nbytes, 1));
+    CHECK(check_device_buffers(fn, name, tensor_device(o, recvbuf), sendbuf, recvbuf));
     CHECK(single_op(fn, HVDC_KIND_ALLREDUCE, name, sendbuf, recvbuf, count, dtype, &req));
     set_reduction(req, op, o, recvbuf);
     return hvdc__submit(fn, o->process_set, req, handle);
@@ -197,7 +230,10 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
     }
     CHECK(hvdc__check_group(fn, n, names, sendbufs, recvbufs, counts, hvd_dtype_size(dtype)));
     CHECK(check_options(fn, names[0], o, dtype));
-    CHECK(check_device_reduce(fn, names[0], tensor_device(o, recvbufs[0]), dtype));
+    int device = tensor_device(o, recvbufs[0]);
+    CHECK(check_device_reduce(fn, names[0], device, dtype));
+    for (int i = 0; i < n; i++)
+        CHECK(check_device_buffers(fn, names[i], device, sendbufs[i], recvbufs[i]));
     hvdc_op *req = hvdc__op_create((size_t)n);
     if (req) req->member_names = malloc(names_bytes);
     if (req) req->desc.counts = copy_counts(counts, (size_t)n);
@@ -213,7 +249,7 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
     req->desc.postscale = o->postscale;
     req->desc.n_counts = (uint32_t)n;
     req->desc.members_hash = hash_names(n, names);
-    req->desc.device = tensor_device(o, recvbufs[0]);
+    req->desc.device = device;
     req->ready_event = o->ready_event;
     char *at = req->member_names;
     for (int i = 0; i < n; i++) {
@@ -236,6 +272,13 @@ hvd_status hvd_grouped_allreduce(int n, const char *const names[], const void *c
 
 /* ---- broadcast, allgather, reducescatter, alltoall, barrier ---- */
 
+/* The options of a collective that does not reduce: no scaling; the device as check_options. */
+static hvd_status check_plain_options(const char *fn, const char *name, const hvd_options *o) {
+    if (o->prescale != 1.0 || o->postscale != 1.0)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': prescale/postscale apply to reductions only", fn, name);
+    return check_options(fn, name, o, HVD_UINT8);
+}
+
 static hvd_status hvd_broadcast_async_entered(const char *name, void *buf, size_t count, hvd_dtype dtype, int root,
                                const hvd_options *options, hvd_handle *handle) {
     const char *fn = "hvd_broadcast";
@@ -252,9 +295,13 @@ static hvd_status hvd_broadcast_async_entered(const char *name, void *buf, size_
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': root %d is out of range; expected 0..%d", fn, name, root, hvdc__runtime->topo.size - 1);
     if (in_set < 0)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': root %d is not a rank of process set %d (or the set does not exist)", fn, name, root, o->process_set);
+    CHECK(check_plain_options(fn, name, o));
+    int device = tensor_device(o, buf);
+    CHECK(check_device_buffer(fn, name, device, "buf", buf));
     CHECK(single_op(fn, HVDC_KIND_BROADCAST, name, buf, buf, count, dtype, &req));
     req->desc.root = in_set;
-    req->desc.device = hvdc__gpu_pointer_device(buf);
+    req->desc.device = device;
+    req->ready_event = o->ready_event;
     return hvdc__submit(fn, o->process_set, req, handle);
 fail:
     return st;
@@ -283,6 +330,7 @@ static hvd_status hvd_allgather_async_entered(const char *name, const void *send
                                size_t *rank_counts, hvd_handle *handle, void **alloc_out,
                                const hvd_options *options) {
     const char *fn = alloc_out ? "hvd_allgather_alloc" : "hvd_allgather";
+    const hvd_options *o = options ? options : &default_options;
     hvd_status st;
     hvdc_op *req = NULL;
     CHECK(check_name(fn, name));
@@ -290,19 +338,23 @@ static hvd_status hvd_allgather_async_entered(const char *name, const void *send
     CHECK(check_dtype(fn, name, (int)dtype));
     CHECK(check_buffer(fn, name, "sendbuf", sendbuf, count, dtype));
     if (recv_capacity == SIZE_MAX) {
-        CHECK(check_alloc(fn, name, alloc_out, sendbuf, options));
+        CHECK(check_alloc(fn, name, alloc_out, sendbuf, o));
     } else {
         CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
         CHECK(hvdc__check_overlap(fn, name, sendbuf, count * hvd_dtype_size(dtype), recvbuf,
                                   recv_capacity * hvd_dtype_size(dtype), 0));
     }
+    CHECK(check_plain_options(fn, name, o));
+    int device = alloc_out ? HVD_DEVICE_CPU : tensor_device(o, recvbuf);
+    CHECK(check_device_buffers(fn, name, device, sendbuf, recvbuf));
     CHECK(single_op(fn, HVDC_KIND_ALLGATHER, name, sendbuf, recvbuf, count, dtype, &req));
     req->alloc_out = alloc_out;
     req->desc.capacity = recv_capacity == SIZE_MAX ? UINT64_MAX : recv_capacity;
     req->recv_count_out = recv_count;
     req->rank_counts_out = rank_counts;
-    req->desc.device = hvdc__gpu_pointer_device(alloc_out ? sendbuf : recvbuf);
-    return hvdc__submit(fn, options ? options->process_set : HVD_PROCESS_SET_GLOBAL, req, handle);
+    req->desc.device = device;
+    req->ready_event = o->ready_event;
+    return hvdc__submit(fn, o->process_set, req, handle);
 fail:
     return st;
 }
@@ -327,6 +379,7 @@ static hvd_status hvd_reducescatter_async_entered(const char *name, const void *
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, block, dtype));
     CHECK(hvdc__check_overlap(fn, name, sendbuf, count * hvd_dtype_size(dtype), recvbuf,
                               block * hvd_dtype_size(dtype), 1));
+    CHECK(check_device_buffers(fn, name, tensor_device(o, sendbuf), sendbuf, recvbuf));
     CHECK(single_op(fn, HVDC_KIND_REDUCESCATTER, name, sendbuf, recvbuf, count, dtype, &req));
     set_reduction(req, op, o, sendbuf);
     req->recv_count_out = recv_count;
@@ -346,13 +399,14 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
                               size_t recvcounts[], hvd_handle *handle, void **alloc_out,
                               const hvd_options *options) {
     const char *fn = alloc_out ? "hvd_alltoall_alloc" : "hvd_alltoall";
+    const hvd_options *o = options ? options : &default_options;
     hvd_status st;
     hvdc_op *req = NULL;
     CHECK(check_name(fn, name));
     if (!handle || !sendcounts)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle and sendcounts must not be NULL", fn, name);
     CHECK(check_dtype(fn, name, (int)dtype));
-    int set = options ? options->process_set : HVD_PROCESS_SET_GLOBAL, set_size = 1, set_rank = 0;
+    int set = o->process_set, set_size = 1, set_rank = 0;
     CHECK(hvdc__set_shape(set, fn, &set_size, &set_rank)); /* sendcounts: one per set rank */
     size_t size = (size_t)set_size, total = 0;
     for (size_t d = 0; d < size; d++) {
@@ -362,12 +416,15 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
     }
     CHECK(check_buffer(fn, name, "sendbuf", sendbuf, total, dtype));
     if (recv_capacity == SIZE_MAX) {
-        CHECK(check_alloc(fn, name, alloc_out, sendbuf, options));
+        CHECK(check_alloc(fn, name, alloc_out, sendbuf, o));
     } else {
         CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
         CHECK(hvdc__check_overlap(fn, name, sendbuf, total * hvd_dtype_size(dtype), recvbuf,
                                   recv_capacity * hvd_dtype_size(dtype), 0));
     }
+    CHECK(check_plain_options(fn, name, o));
+    int device = alloc_out ? HVD_DEVICE_CPU : tensor_device(o, recvbuf);
+    CHECK(check_device_buffers(fn, name, device, sendbuf, recvbuf));
     CHECK(single_op(fn, HVDC_KIND_ALLTOALL, name, sendbuf, recvbuf, total, dtype, &req));
     req->alloc_out = alloc_out;
     free(req->desc.counts);
@@ -380,7 +437,8 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
     req->desc.capacity = recv_capacity == SIZE_MAX ? UINT64_MAX : recv_capacity;
     req->recv_count_out = recv_count;
     req->rank_counts_out = recvcounts;
-    req->desc.device = hvdc__gpu_pointer_device(alloc_out ? sendbuf : recvbuf);
+    req->desc.device = device;
+    req->ready_event = o->ready_event;
     return hvdc__submit(fn, set, req, handle);
 fail:
     return st;

@@ -11,6 +11,12 @@
  * nothing to do sleeps instead of cycling. A round that changed nothing (names still waiting
  * for other ranks) is followed by a wait of at most HVD_CYCLE_TIME for new submissions, so
  * stuck rounds are paced while a fresh submission still starts a round at once.
+ *
+ * Device work needs no rounds once queued: the GPU backend wakes this thread when it finishes
+ * (device_done, called on a CUDA thread), and the thread completes its handles at once,
+ * whether it was asleep or in the middle of a round; it also looks for asynchronous NCCL errors
+ * every DEVICE_POLL_S. On a fatal stop the NCCL communicators are aborted before anything
+ * waits, so device work in flight cannot hang the stop.
  */
 #include <errno.h>
 #include <sched.h>
@@ -19,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/dtype.h"
 #include "base/log.h"
 #include "base/status.h"
@@ -58,11 +65,24 @@ static void serve_dump(round_state *s, const char *doing) {
 
 /* ---- device work: queued by the executor, completed here when its event fires ---- */
 
+/* How often device work in flight is looked at without a wake-up: for asynchronous NCCL
+ * errors (a failed peer never lets the work finish) and dead ranks. */
+#define DEVICE_POLL_S 0.05
+
 typedef struct gpu_work {
     hvdc_gpu_pending *pending;
     hvdc_op **ops; /* (n) owned */
     size_t n;
 } gpu_work;
+
+/* The GPU backend's wake-up, on a CUDA thread once queued device work has finished. */
+static void device_done(void *ctx) {
+    hvdc_runtime *rt = ctx;
+    pthread_mutex_lock(&rt->queue_mutex);
+    atomic_store(&rt->device_done, 1);
+    pthread_cond_signal(&rt->queue_cond);
+    pthread_mutex_unlock(&rt->queue_mutex);
+}
 
 static hvd_status keep_gpu_work(round_state *s, hvdc_gpu_pending *pending, hvdc_op **ops, size_t n) {
     if (s->n_gpu_work == s->cap_gpu_work) {
@@ -73,27 +93,68 @@ static hvd_status keep_gpu_work(round_state *s, hvdc_gpu_pending *pending, hvdc_
         s->cap_gpu_work = cap;
     }
     s->gpu_work[s->n_gpu_work++] = (gpu_work){pending, ops, n};
+    s->n_on_device += n;
     return HVD_OK;
 }
 
-/* Completes the device work that has finished (or, with wait, all of it). Never blocks
- * unless wait is set (shutdown). */
-static void finish_gpu_work(round_state *s, int wait) {
+/* Completes the device work that has finished (with an error, all of it once the backend is
+ * aborted). Never blocks. */
+static void finish_gpu_work(round_state *s) {
+    atomic_store(&s->rt->device_done, 0);
+    s->device_polled = hvdc__now_seconds();
     for (size_t i = 0; i < s->n_gpu_work;) {
         gpu_work *w = &s->gpu_work[i];
         int done = 0;
         hvdc__clear_error();
-        hvd_status st = wait ? hvdc__gpu_pending_wait(w->pending)
-                             : hvdc__gpu_pending_poll(w->pending, &done);
-        if (!wait && !done && st == HVD_OK) {
+        hvd_status st = hvdc__gpu_pending_poll(w->pending, &done);
+        if (!done && st == HVD_OK) {
             i++;
             continue;
         }
         complete_ops(s->rt, w->ops, w->n, st, hvd_last_error());
         s->n_in_flight -= w->n;
+        s->n_on_device -= w->n;
         hvdc__gpu_pending_free(w->pending);
         free(w->ops);
         *w = s->gpu_work[--s->n_gpu_work];
+    }
+}
+
+/* finish_gpu_work when the backend woke us, or DEVICE_POLL_S after the last look. */
+static void finish_gpu_work_due(round_state *s) {
+    if (s->n_gpu_work == 0) return;
+    if (atomic_load(&s->rt->device_done) || hvdc__now_seconds() - s->device_polled >= DEVICE_POLL_S)
+        finish_gpu_work(s);
+}
+
+/* Absolute CLOCK_REALTIME time `seconds` from now, for pthread_cond_timedwait. */
+static struct timespec deadline_in(double seconds) {
+    struct timespec at;
+    clock_gettime(CLOCK_REALTIME, &at);
+    long long ns = at.tv_nsec + (long long)(seconds * 1e9);
+    at.tv_sec += (time_t)(ns / 1000000000);
+    at.tv_nsec = (long)(ns % 1000000000);
+    return at;
+}
+
+/* Before the thread exits: completes every device work item. fatal: aborts the NCCL
+ * communicators first, so nothing waits on the device (the items fail with why). Else the
+ * queued work finishes: the thread sleeps until the backend wakes it, looking for asynchronous
+ * errors and dead ranks every DEVICE_POLL_S (a dead rank aborts too, so this never hangs). */
+static void drain_gpu_work(round_state *s, int fatal, const char *why) {
+    hvdc_runtime *rt = s->rt;
+    if (fatal && s->n_gpu_work > 0) hvdc__gpu_abort(rt->executor.gpu, why);
+    for (;;) {
+        finish_gpu_work(s);
+        if (s->n_gpu_work == 0) return;
+        if (hvdc__liveness_check(rt->executor.liveness) != HVD_OK) {
+            hvdc__gpu_abort(rt->executor.gpu, hvd_last_error());
+            continue;
+        }
+        struct timespec at = deadline_in(DEVICE_POLL_S);
+        pthread_mutex_lock(&rt->queue_mutex);
+        if (!atomic_load(&rt->device_done)) pthread_cond_timedwait(&rt->queue_cond, &rt->queue_mutex, &at);
+        pthread_mutex_unlock(&rt->queue_mutex);
     }
 }
 
@@ -102,7 +163,7 @@ static void finish_gpu_work(round_state *s, int wait) {
 static hvd_status between_steps(void *ctx, const char *doing) {
     round_state *s = ctx;
     serve_dump(s, doing);
-    finish_gpu_work(s, 0);
+    finish_gpu_work_due(s);
     return hvdc__liveness_check(s->rt->executor.liveness);
 }
 
@@ -113,11 +174,7 @@ static hvd_status between_steps(void *ctx, const char *doing) {
 /* Waits until there is a reason to run a round; returns the ops submitted meanwhile. */
 static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
     hvdc_runtime *rt = s->rt;
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    long long ns = deadline.tv_nsec + (long long)(rt->config.cycle_time_ms * 1e6);
-    deadline.tv_sec += (time_t)(ns / 1000000000);
-    deadline.tv_nsec = (long)(ns % 1000000000);
+    struct timespec deadline = deadline_in(rt->config.cycle_time_ms * 1e-3);
 
     pthread_mutex_lock(&rt->queue_mutex);
     for (;;) {
@@ -127,14 +184,19 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
             pthread_mutex_lock(&rt->queue_mutex);
             continue;
         }
+        if (s->n_gpu_work > 0 && (atomic_load(&rt->device_done) ||
+                                  hvdc__now_seconds() - s->device_polled >= DEVICE_POLL_S)) {
+            pthread_mutex_unlock(&rt->queue_mutex);
+            finish_gpu_work(s); /* device work finished: complete it now, no round needed */
+            pthread_mutex_lock(&rt->queue_mutex);
+            continue;
+        }
         if (rt->queue_head || rt->shutdown_requested) break;
-        if (s->n_in_flight == 0 && rt->topo.rank == 0 && rt->topo.size > 1) {
+        /* ops queued on the device need no round; only those still being negotiated do */
+        size_t negotiating = s->n_in_flight - s->n_on_device;
+        if (negotiating == 0 && rt->topo.rank == 0 && rt->topo.size > 1) {
             /* idle rank 0 still coordinates the rounds others start (exchange.h) */
-            struct timespec soon;
-            clock_gettime(CLOCK_REALTIME, &soon);
-            long long at = soon.tv_nsec + IDLE_PROBE_NS;
-            soon.tv_sec += (time_t)(at / 1000000000);
-            soon.tv_nsec = (long)(at % 1000000000);
+            struct timespec soon = deadline_in(IDLE_PROBE_NS * 1e-9);
             if (pthread_cond_timedwait(&rt->queue_cond, &rt->queue_mutex, &soon) != ETIMEDOUT) continue;
             pthread_mutex_unlock(&rt->queue_mutex);
             int awaited = hvdc__exchange_awaited(&s->exchange);
@@ -142,7 +204,12 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
             if (awaited) break;
             continue;
         }
-        if (s->n_in_flight == 0) {
+        if (negotiating == 0 && s->n_gpu_work > 0) { /* woken by the backend, or looks again */
+            struct timespec soon = deadline_in(DEVICE_POLL_S);
+            pthread_cond_timedwait(&rt->queue_cond, &rt->queue_mutex, &soon);
+            continue;
+        }
+        if (negotiating == 0) {
             pthread_cond_wait(&rt->queue_cond, &rt->queue_mutex);
             continue;
         }
@@ -293,6 +360,8 @@ void *hvdc__background_main(void *arg) {
     round_state s = {.rt = arg};
     hvdc_runtime *rt = s.rt;
     if (!wait_for_start(rt)) return NULL;
+    rt->executor.gpu_wake = device_done; /* before any device response creates the backend */
+    rt->executor.gpu_wake_ctx = rt;
     hvd_status st = HVD_OK;
     const hvdc_wire_request **fresh_descs = NULL;
     uint32_t *fresh_slots = NULL;
@@ -313,7 +382,7 @@ void *hvdc__background_main(void *arg) {
     };
     if ((st = hvdc__exchange_init(&s.exchange)) != HVD_OK) goto stop;
     for (;;) {
-        finish_gpu_work(&s, 0);
+        finish_gpu_work_due(&s);
         hvdc_op *fresh = wait_for_work(&s, progressed, &shutdown);
         size_t n_fresh = 0;
         for (hvdc_op *op = fresh; op; op = op->next) n_fresh++;
@@ -368,7 +437,7 @@ void *hvdc__background_main(void *arg) {
         if (st != HVD_OK) goto fail;
         if (stop_now) break;
     }
-    finish_gpu_work(&s, 1); /* device work already queued finishes; only the rest fails */
+    drain_gpu_work(&s, 0, NULL); /* device work already queued finishes; only the rest fails */
     fail_everything(rt, HVD_ERR_SHUTDOWN,
                     "libhvdc was shut down (hvd_shutdown on this or another rank) before this "
                     "operation completed");
@@ -379,7 +448,7 @@ stop:
     {
         char message[HVDC_ERROR_MAX];
         snprintf(message, sizeof message, "%s", hvd_last_error());
-        finish_gpu_work(&s, 1);
+        drain_gpu_work(&s, 1, message);
         fail_everything(rt, st, message);
     }
 done:

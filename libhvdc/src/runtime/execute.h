@@ -8,6 +8,7 @@
 #define HVDC_EXECUTE_H
 
 #include <mpi.h>
+#include <stdatomic.h>
 
 #include "base/buffer.h"
 #include "base/liveness.h"
@@ -40,8 +41,12 @@ typedef struct hvdc_executor {
     hvdc_liveness *liveness;   /* every wait checks it: a dead rank fails, never hangs */
     /* GPU backend, created by the first device response (every rank executes it together) */
     hvdc_gpu *gpu;
+    atomic_int gpu_device;     /* its CUDA device once created, else -1; read by submitting
+                                  threads (api.c) to refuse a request for another device */
+    void (*gpu_wake)(void *ctx); /* the backend calls it (on a CUDA thread) when device work
+                                    finishes: wakes the background thread (background.c) */
+    void *gpu_wake_ctx;
     int local_rank, local_size, cross_rank, cross_size;
-    int hierarchical_requested; /* HVD_HIERARCHICAL_ALLREDUCE, for the device path too */
     size_t gpu_fusion_bytes;
     int64_t group;             /* the response being executed, for the timeline */
 } hvdc_executor;

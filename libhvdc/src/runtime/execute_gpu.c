@@ -1,27 +1,44 @@
 /*
  * execute_gpu.c - runs a negotiated response on CUDA device memory through the GPU backend
  * (gpu.h). The backend is created on the first device response, which every rank executes at
- * the same point, so its collective setup (NCCL unique id over MPI) lines up. Work is queued
+ * the same point, so its collective setup (agreed steps, NCCL unique id over MPI) lines up; a
+ * setup that fails fails that response on every rank, and CPU work goes on. Work is queued
  * on the backend's stream after the tensors' ready events; the caller gets a pending record
  * and completes the ops when it fires, so this thread never waits for the device.
  * Background thread.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "base/status.h"
 #include "gpu/gpu.h"
 #include "runtime/execute.h"
 
+/* The backend, created by the first device response on every rank at once. Its setup is agreed
+ * step by step (gpu.h), so a failure there fails this response on every rank before any data
+ * moved: the runtime goes on, and the next device response tries again. */
 static hvd_status ensure_backend(hvdc_executor *ex, int device) {
-    if (ex->gpu) return HVD_OK;
+    if (ex->gpu) {
+        if (device == hvdc__gpu_device(ex->gpu)) return HVD_OK;
+        /* api.c refuses this at submission once the backend exists; only two requests for
+         * different devices submitted before it did get here, and the ranks are then out of
+         * step (the others run NCCL), so it stops the runtime */
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "a device request for CUDA device %d reached "
+                          "the GPU backend of rank %d, which runs on device %d: use one device "
+                          "per rank", device, ex->rank, hvdc__gpu_device(ex->gpu));
+    }
     hvdc_gpu_config config = {
-        .comm = ex->comm, .rank = ex->rank, .size = ex->size,
-        .local_rank = ex->local_rank, .local_size = ex->local_size,
-        .cross_rank = ex->cross_rank, .cross_size = ex->cross_size,
-        .device = device, .hierarchical = ex->hierarchical_requested,
-        .fusion_bytes = ex->gpu_fusion_bytes,
+        .comm = ex->comm, .liveness = ex->liveness, .rank = ex->rank, .size = ex->size,
+        .local_rank = ex->local_rank, .local_size = ex->local_size, .device = device,
+        .hierarchical = ex->hierarchical, .fusion_bytes = ex->gpu_fusion_bytes,
+        .wake = ex->gpu_wake, .wake_ctx = ex->gpu_wake_ctx,
     };
-    return hvdc__gpu_create(&config, &ex->gpu);
+    hvd_status st = hvdc__gpu_create(&config, &ex->gpu);
+    if (st == HVD_OK)
+        atomic_store(&ex->gpu_device, hvdc__gpu_device(ex->gpu));
+    else if (st != HVD_ERR_MPI && st != HVD_ERR_RANK_FAILED)
+        ex->failed_before_data = 1; /* agreed by every rank: they are in step */
+    return st;
 }
 
 /* The stream waits for every distinct ready event of the response's ops; returns the one
@@ -95,9 +112,9 @@ hvd_status hvdc__execute_gpu(hvdc_executor *ex, const hvdc_wire_response *r, hvd
     hvd_status st = HVD_OK;
     void *ready = NULL;
     *pending = NULL;
-    if (r->n_joined > 0)
-        return hvdc__fail(HVD_ERR_UNSUPPORTED, "allreduce '%s': hvd_join with device tensors is not "
-                          "supported; every rank must contribute its device tensors", r->names[0]);
+    if (r->n_joined > 0) /* negotiation refuses these (negotiate.c); never reached */
+        return hvdc__fail(HVD_ERR_INTERNAL, "allreduce '%s': a device all-reduce while a rank "
+                          "has joined", r->names[0]);
     CHECK(ensure_backend(ex, ops[0]->desc.device));
     CHECK(wait_ready(ex, ops, n_ops, &ready));
     hvdc_op *op = ops[0];

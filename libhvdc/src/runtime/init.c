@@ -6,11 +6,13 @@
  * Runs on the thread that calls hvd_init and hvd_shutdown (getters: any thread).
  */
 /* mpi.h before hvdc.h, so hvdc.h declares (and exports) hvd_init_comm */
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/affinity.h"
 #include "base/fault.h"
 #include "base/log.h"
 #include "base/nodes.h"
@@ -181,6 +183,23 @@ fail:
     return st;
 }
 
+/* Warns once, on rank 0, when some rank may run on only one CPU: the background thread then
+ * competes with the training loop for it (base/affinity.h). Collective over comm. */
+static hvd_status warn_single_cpu(MPI_Comm comm, int rank) {
+    hvd_status st = HVD_OK;
+    int cpus = hvdc__cpus_allowed();
+    int v[2] = {cpus > 0 ? cpus : INT_MAX, cpus == 1 ? rank : INT_MAX}; /* fewest CPUs, first rank with one */
+    CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MIN, comm));
+    if (v[0] == 1 && rank == 0)
+        HVDC_LOG(HVDC_LOG_WARNING, "rank %d (and maybe others) may run on only one CPU, so "
+                 "libhvdc's background thread shares it with your training loop and "
+                 "communication stops overlapping compute. Open MPI binds each rank to one core "
+                 "by default at np <= 2, and with --bind-to core: start with --bind-to none (as "
+                 "hvdcrun does), or give each rank two cores (--map-by slot:PE=2)", v[1]);
+fail:
+    return st;
+}
+
 /* The segment, agreed: every rank uses it or none does. Where it cannot be had, `auto` goes on
  * with the ring (and says so once); `shm`, asked for by name, fails hvd_init. */
 static hvd_status agree_shm(hvdc_runtime *rt) {
@@ -254,7 +273,7 @@ static void set_up_executor(hvdc_runtime *rt) {
     ex->local_size = rt->topo.local_size;
     ex->cross_rank = rt->topo.cross_rank;
     ex->cross_size = rt->topo.cross_size;
-    ex->hierarchical_requested = rt->config.hierarchical_allreduce;
+    atomic_init(&ex->gpu_device, -1);
     ex->gpu_fusion_bytes = rt->config.gpu_fusion_threshold_bytes;
 }
 
@@ -306,6 +325,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     CHECK(hvdc__agree_settings(rt->control_comm, &rt->config));
     CHECK(hvdc__topology_detect(rt->control_comm, &rt->topo));
     hvdc__log_init((hvdc_log_level)rt->config.log_level, rt->topo.rank);
+    CHECK(warn_single_cpu(rt->control_comm, rt->topo.rank));
     set_up_executor(rt);
     /* HVD_CPU_ALLREDUCE=shm across nodes means the two-level all-reduce, shared memory inside */
     if (rt->config.hierarchical_allreduce ||

@@ -22,6 +22,8 @@ typedef struct round_state {
     struct gpu_work *gpu_work;   /* device responses queued, not finished: (n_gpu_work) */
     size_t n_gpu_work, cap_gpu_work;
     size_t n_in_flight;          /* announced ops not yet completed */
+    size_t n_on_device;          /* of those, the ops queued on the device (need no rounds) */
+    double device_polled;        /* when device work was last looked at (hvdc__now_seconds) */
 } round_state;
 
 /* Prints this rank's state to stderr (dump.c). */

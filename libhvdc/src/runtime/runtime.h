@@ -50,6 +50,8 @@ typedef struct hvdc_runtime {
     /* negotiation's cost so far, copied from the exchange after every round */
     atomic_ullong stat_rounds, stat_bytes_sent, stat_bytes_received;
     atomic_int dump_requested;        /* SIGUSR1 arrived: the background thread prints its state */
+    atomic_int device_done;           /* the GPU backend's work finished (set on a CUDA thread
+                                         under queue_mutex, signalled on queue_cond) */
 
     /* completion: the background thread marks ops done, hvd_wait waits */
     pthread_mutex_t completion_mutex;

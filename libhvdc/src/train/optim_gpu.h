@@ -19,7 +19,7 @@
  *
  * defines: hvdc__gpu_optim_check, hvdc__gpu_optim_alloc, hvdc__gpu_optim_free,
  *          hvdc__gpu_optim_event_create, hvdc__gpu_optim_event_destroy,
- *          hvdc__gpu_optim_event_record, hvdc__gpu_optim_legacy_wait, hvdc__gpu_accumulate, hvdc__gpu_sgd_step,
+ *          hvdc__gpu_optim_event_record, hvdc__gpu_accumulate, hvdc__gpu_sgd_step,
  *          hvdc__gpu_adam_step
  * The optimizer's caller thread (whichever thread uses that optimizer).
  */
@@ -46,9 +46,6 @@ hvd_status hvdc__gpu_optim_event_create(int device, void **out);
 void hvdc__gpu_optim_event_destroy(int device, void *event); /* NULL-safe */
 /* Records event on stream (NULL: the legacy default stream). Never blocks. */
 hvd_status hvdc__gpu_optim_event_record(int device, void *event, void *stream);
-
-/* Makes the legacy default stream wait (on the device) for event. Never blocks. */
-hvd_status hvdc__gpu_optim_legacy_wait(int device, void *event);
 
 /* Queues on stream: accum += grad (finish = 0), or grad = (accum + grad) / passes and
  * accum = 0 (finish = 1): backward_passes_per_step on the device. Never blocks. */

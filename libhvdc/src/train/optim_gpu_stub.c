@@ -38,11 +38,6 @@ hvd_status hvdc__gpu_optim_event_record(int device, void *event, void *stream) {
     return unsupported();
 }
 
-hvd_status hvdc__gpu_optim_legacy_wait(int device, void *event) {
-    (void)device, (void)event;
-    return unsupported();
-}
-
 hvd_status hvdc__gpu_accumulate(int device, void *stream, void *accum, void *grad, size_t count,
                                 hvd_dtype dtype, int finish, int passes) {
     (void)device, (void)stream, (void)accum, (void)grad, (void)count, (void)dtype;

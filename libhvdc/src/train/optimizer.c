@@ -238,15 +238,6 @@ static hvd_status device_options(const hvd_optimizer *opt, hvdc__opt_param *q, h
     return hvdc__gpu_optim_event_record(q->p.device, q->event, opt->cfg.stream);
 }
 
-/* Before a broadcast of q's device memory (submitted without options, so without a ready
- * event: it waits for the work queued on the legacy default stream): the legacy stream waits,
- * on the device, for what the caller queued on cfg.stream. Nothing for host parameters. */
-static hvd_status order_for_broadcast(const hvd_optimizer *opt, hvdc__opt_param *q) {
-    if (q->p.device < 0) return HVD_OK;
-    hvd_status st = hvdc__gpu_optim_event_record(q->p.device, q->event, opt->cfg.stream);
-    return st == HVD_OK ? hvdc__gpu_optim_legacy_wait(q->p.device, q->event) : st;
-}
-
 /* Broadcasts root's values of every parameter, all in flight at once. */
 static hvd_status broadcast_params(hvd_optimizer *opt, int root) {
     hvd_status st = HVD_OK;
@@ -254,9 +245,10 @@ static hvd_status broadcast_params(hvd_optimizer *opt, int root) {
         char name[HVD_MAX_NAME_LEN + 1];
         op_name(name, opt->prefix, "init", opt->params[i].name);
         hvd_param *p = &opt->params[i].p;
-        st = order_for_broadcast(opt, &opt->params[i]);
+        hvd_options o;
+        st = device_options(opt, &opt->params[i], &o);
         if (st == HVD_OK)
-            st = hvd_broadcast_async(name, p->data, p->count, p->dtype, root, NULL,
+            st = hvd_broadcast_async(name, p->data, p->count, p->dtype, root, &o,
                                      &opt->params[i].handle);
     }
     hvd_status waited = wait_all(opt);
@@ -503,10 +495,11 @@ hvd_status hvd_broadcast_optimizer_state(hvd_optimizer *opt, int root) {
         char name[HVD_MAX_NAME_LEN + 1];
         hvdc__opt_param *q = &opt->params[i];
         op_name(name, opt->prefix, "state", q->name);
-        st = order_for_broadcast(opt, q);
+        hvd_options o;
+        st = device_options(opt, q, &o);
         if (st == HVD_OK)
             st = hvd_broadcast_async(name, q->state, q->p.count * (size_t)opt->slots,
-                                     HVD_FLOAT64, root, NULL, &q->handle);
+                                     HVD_FLOAT64, root, &o, &q->handle);
     }
     hvd_status waited = wait_all(opt);
     CHECK(st);

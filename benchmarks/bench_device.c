@@ -1,0 +1,100 @@
+/*
+ * bench_device.c - bench_device.h with CUDA and NCCL (the stub is bench_device_stub.c).
+ * Main thread.
+ */
+#include "bench_device.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <string.h>
+
+static ncclComm_t comm_nccl;
+static cudaStream_t stream;
+
+int bench_device_open(MPI_Comm comm, int local_rank, char *why, size_t len) {
+    int n = 0, ok = 1, all_ok = 0, rank = 0, size = 1;
+    why[0] = '\0';
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess || n == 0)
+        snprintf(why, len, "--device gpu: no CUDA device visible (%s)",
+                 err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+    else if (local_rank >= n)
+        snprintf(why, len, "--device gpu: local rank %d has no GPU (%d visible); start at most "
+                 "one rank per GPU", local_rank, n);
+    else if ((err = cudaSetDevice(local_rank)) != cudaSuccess ||
+             (err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)) != cudaSuccess)
+        snprintf(why, len, "--device gpu: CUDA device %d: %s", local_rank, cudaGetErrorString(err));
+    ok = why[0] == '\0';
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
+    if (!all_ok) {
+        if (ok) snprintf(why, len, "--device gpu: another rank has no usable GPU");
+        return -1;
+    }
+    ncclUniqueId id;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    if (rank == 0) ncclGetUniqueId(&id);
+    MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, comm);
+    ncclResult_t res = ncclCommInitRank(&comm_nccl, size, id, rank);
+    ok = res == ncclSuccess;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
+    if (!all_ok) {
+        snprintf(why, len, "--device gpu: ncclCommInitRank failed on some rank (here: %s)",
+                 ncclGetErrorString(res));
+        return -1;
+    }
+    return local_rank;
+}
+
+void bench_device_close(void) {
+    if (comm_nccl) ncclCommDestroy(comm_nccl);
+    if (stream) cudaStreamDestroy(stream);
+    comm_nccl = NULL;
+    stream = NULL;
+}
+
+void *bench_device_alloc(size_t nbytes) {
+    void *p = NULL;
+    return cudaMalloc(&p, nbytes ? nbytes : 1) == cudaSuccess ? p : NULL;
+}
+
+void bench_device_free(void *p) { cudaFree(p); }
+
+int bench_device_upload(void *dst, const void *src, size_t nbytes) {
+    return cudaMemcpy(dst, src, nbytes, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
+}
+
+int bench_device_download(void *dst, const void *src, size_t nbytes) {
+    return cudaMemcpy(dst, src, nbytes, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
+}
+
+static ncclDataType_t nccl_type(hvd_dtype d) {
+    switch (d) {
+    case HVD_UINT8: return ncclUint8;
+    case HVD_INT8: return ncclInt8;
+    case HVD_INT32: return ncclInt32;
+    case HVD_INT64: return ncclInt64;
+    case HVD_FLOAT16: return ncclFloat16;
+    case HVD_BFLOAT16: return ncclBfloat16;
+    case HVD_FLOAT64: return ncclFloat64;
+    default: return ncclFloat32;
+    }
+}
+
+static ncclRedOp_t nccl_op(hvd_reduce_op op) {
+    switch (op) {
+    case HVD_MIN: return ncclMin;
+    case HVD_MAX: return ncclMax;
+    case HVD_PRODUCT: return ncclProd;
+    default: return ncclSum; /* average as a sum, as the MPI rows */
+    }
+}
+
+int bench_nccl_allreduce(const void *send, void *recv, size_t count, hvd_dtype dtype,
+                         hvd_reduce_op op) {
+    if (ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), comm_nccl, stream) !=
+        ncclSuccess)
+        return -1;
+    return cudaStreamSynchronize(stream) == cudaSuccess ? 0 : -1;
+}

@@ -1,0 +1,34 @@
+/*
+ * bench_device.h - what a benchmark needs for --device gpu: this rank's CUDA device (its local
+ * rank), device buffers, copies to and from them, and the raw NCCL all-reduce baseline on a
+ * communicator of the same ranks (the rows libhvdc's device path is compared with). Built with
+ * CUDA and NCCL (bench_device.c) where libhvdc has its GPU backend, else as a stub whose
+ * bench_device_open refuses with why.
+ * defines: bench_device_open, bench_device_close, bench_device_alloc, bench_device_free,
+ *          bench_device_upload, bench_device_download, bench_nccl_allreduce
+ * Main thread.
+ */
+#ifndef BENCH_DEVICE_H
+#define BENCH_DEVICE_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+#include "hvdc.h"
+
+/* Collective over comm: selects device local_rank and makes the NCCL communicator. Every rank
+ * returns the same verdict. @return the device (>= 0), or -1 with why (len bytes) filled. */
+int bench_device_open(MPI_Comm comm, int local_rank, char *why, size_t len);
+void bench_device_close(void);
+
+void *bench_device_alloc(size_t nbytes); /* NULL on failure */
+void bench_device_free(void *p);
+int bench_device_upload(void *dst, const void *src, size_t nbytes);   /* 0 on success */
+int bench_device_download(void *dst, const void *src, size_t nbytes); /* 0 on success */
+
+/* One blocking ncclAllReduce (average as a sum, as the MPI rows do) on the benchmark's own
+ * stream, waited for with cudaStreamSynchronize. @return 0 on success. */
+int bench_nccl_allreduce(const void *send, void *recv, size_t count, hvd_dtype dtype,
+                         hvd_reduce_op op);
+
+#endif

@@ -1,0 +1,134 @@
+/*
+ * gpu_complete.c - how a queued collective completes (see gpu.h): an event from a pool after
+ * its work, a host function behind it that wakes the background thread (gpu_waker.h), polls
+ * that never block, and aborting the communicators when NCCL reports an asynchronous error or
+ * the runtime stops.
+ *
+ *   stream: ... NCCL ... unpack | record(event) | host function ──> waker ──> wake(ctx)
+ *   background thread, woken:   cudaEventQuery(event) == done ──> complete the handles,
+ *                               event back to the pool
+ *
+ * Events are reused because creating one per collective costs a driver call each time; a
+ * pooled event is re-recorded only after its record was freed, so it never marks two things.
+ * Background thread (the host function runs on a CUDA thread and touches only the waker).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gpu/cuda_check.h"
+#include "gpu/gpu_internal.h"
+
+/* An event from the pool, or a new one. */
+static hvd_status take_event(hvdc_gpu *gpu, cudaEvent_t *out) {
+    hvd_status st = HVD_OK;
+    if (gpu->n_spare > 0) {
+        *out = gpu->spare[--gpu->n_spare];
+        return HVD_OK;
+    }
+    CHECK_CUDA(cudaEventCreateWithFlags(out, cudaEventDisableTiming));
+fail:
+    return st;
+}
+
+/* Back to the pool (or destroyed when the pool cannot grow). */
+static void put_event(hvdc_gpu *gpu, cudaEvent_t event) {
+    if (gpu->n_spare == gpu->cap_spare) {
+        size_t cap = gpu->cap_spare ? 2 * gpu->cap_spare : 16;
+        cudaEvent_t *grown = realloc(gpu->spare, cap * sizeof *grown);
+        if (!grown) {
+            cudaEventDestroy(event); /* legal before it fired: released when it does */
+            return;
+        }
+        gpu->spare = grown;
+        gpu->cap_spare = cap;
+    }
+    gpu->spare[gpu->n_spare++] = event;
+}
+
+void hvdc__gpu_events_free(hvdc_gpu *gpu) {
+    for (size_t i = 0; i < gpu->n_spare; i++) cudaEventDestroy(gpu->spare[i]);
+    free(gpu->spare);
+    gpu->spare = NULL;
+    gpu->n_spare = gpu->cap_spare = 0;
+}
+
+hvd_status hvdc__gpu_record(hvdc_gpu *gpu, hvdc_gpu_pending **out) {
+    hvd_status st = HVD_OK;
+    hvdc_gpu_pending *p = calloc(1, sizeof *p);
+    if (!p) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory recording a GPU collective");
+    p->gpu = gpu;
+    CHECK(take_event(gpu, &p->done));
+    CHECK_CUDA(cudaEventRecord(p->done, gpu->stream));
+    if (gpu->waker) { /* the wake-up after it; the completion is still the event */
+        hvdc__gpu_waker_hold(gpu->waker);
+        cudaError_t err = cudaLaunchHostFunc(gpu->stream, hvdc__gpu_waker_fire, gpu->waker);
+        if (err != cudaSuccess) {
+            hvdc__gpu_waker_fire(gpu->waker); /* drops the hold (one spurious wake-up) */
+            CHECK_CUDA(err);
+        }
+    }
+    *out = p;
+    return HVD_OK;
+fail:
+    hvdc__gpu_pending_free(p);
+    return st;
+}
+
+/* Aborts every communicator once and remembers why; later calls fail with that message. */
+static void mark_broken(hvdc_gpu *gpu, const char *why) {
+    if (gpu->broken) return;
+    snprintf(gpu->broken_msg, sizeof gpu->broken_msg, "%s", why);
+    gpu->broken = 1;
+    ncclComm_t comms[3] = {gpu->comm, gpu->local_comm, gpu->cross_comm};
+    for (int i = 0; i < 3; i++)
+        if (comms[i]) ncclCommAbort(comms[i]);
+    gpu->comm = gpu->local_comm = gpu->cross_comm = NULL;
+}
+
+void hvdc__gpu_abort(hvdc_gpu *gpu, const char *why) {
+    if (!gpu) return;
+    char message[256];
+    snprintf(message, sizeof message, "the GPU communicators were aborted on rank %d: %s",
+             gpu->rank, why);
+    mark_broken(gpu, message);
+}
+
+/* After an asynchronous NCCL error. */
+static hvd_status async_error(hvdc_gpu *gpu, ncclComm_t comm, ncclResult_t err) {
+    char message[256];
+    snprintf(message, sizeof message, "NCCL reported an asynchronous error on rank %d: %s (%s); "
+             "the GPU communicator was aborted", gpu->rank, ncclGetErrorString(err),
+             ncclGetLastError(comm));
+    mark_broken(gpu, message);
+    return hvdc__fail(HVD_ERR_NCCL, "%s", gpu->broken_msg);
+}
+
+hvd_status hvdc__gpu_pending_poll(hvdc_gpu_pending *p, int *done) {
+    *done = 1;
+    if (!p) return hvdc__fail(HVD_ERR_INVALID_ARG, "hvdc__gpu_pending_poll(NULL)");
+    hvdc_gpu *gpu = p->gpu;
+    if (gpu->broken) return hvdc__fail(HVD_ERR_NCCL, "%s", gpu->broken_msg);
+    cudaError_t err = cudaEventQuery(p->done);
+    if (err == cudaSuccess) return HVD_OK;
+    if (err != cudaErrorNotReady)
+        return hvdc__fail(HVD_ERR_CUDA, "a GPU collective failed on rank %d (cudaEventQuery at "
+                          "%s:%d): %s (%s)", gpu->rank, __FILE__, __LINE__,
+                          cudaGetErrorString(err), cudaGetErrorName(err));
+    ncclComm_t comms[3] = {gpu->comm, gpu->local_comm, gpu->cross_comm};
+    for (int i = 0; i < 3; i++) {
+        ncclResult_t async = ncclSuccess;
+        if (!comms[i]) continue;
+        ncclResult_t res = ncclCommGetAsyncError(comms[i], &async);
+        if (res != ncclSuccess) return async_error(gpu, comms[i], res);
+        if (async != ncclSuccess && async != ncclInProgress)
+            return async_error(gpu, comms[i], async);
+    }
+    *done = 0;
+    return HVD_OK;
+}
+
+void hvdc__gpu_pending_free(hvdc_gpu_pending *p) {
+    if (!p) return;
+    if (p->done) put_event(p->gpu, p->done);
+    free(p);
+}

@@ -1,0 +1,78 @@
+/*
+ * gpu_pointer.c - which device a buffer lives on (hvdc__gpu_pointer_device, gpu.h), asked of
+ * the CUDA driver directly.
+ *
+ * Why not cudaPointerGetAttributes: the runtime API initializes itself on first use and creates
+ * a context on the current device (GPU 0 unless the caller chose one), which costs every rank
+ * hundreds of MiB on GPU 0 even when it only ever reduces host buffers. The driver's
+ * cuPointerGetAttributes needs no context. libcuda is opened with dlopen (once), not linked, so
+ * a CUDA build still starts on a machine without the driver: every buffer is then host memory.
+ * Should the driver not answer (an older driver that wants a current context), the runtime's
+ * query is the fallback.
+ * Any thread.
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "gpu/gpu_internal.h"
+
+typedef CUresult (*init_fn)(unsigned int flags);
+typedef CUresult (*attribute_fn)(unsigned int n, CUpointer_attribute *attributes, void **data,
+                                 CUdeviceptr ptr);
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static attribute_fn get_attribute; /* NULL: no usable driver */
+
+static void load_driver(void) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return;
+    void *init_sym = dlsym(lib, "cuInit"), *attribute_sym = dlsym(lib, "cuPointerGetAttributes");
+    init_fn init = NULL;
+    attribute_fn attribute = NULL;
+    if (!init_sym || !attribute_sym) return;
+    memcpy(&init, &init_sym, sizeof init); /* object to function pointer, as dlsym needs */
+    memcpy(&attribute, &attribute_sym, sizeof attribute);
+    if (init && attribute && init(0) == CUDA_SUCCESS) get_attribute = attribute;
+    /* the library stays loaded for the process's life, as the CUDA runtime keeps it */
+}
+
+/* The runtime API's answer (creates a context: the fallback only). */
+static int runtime_query(const void *ptr) {
+    struct cudaPointerAttributes attributes;
+    if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
+        cudaGetLastError();
+        return HVDC_GPU_PTR_UNKNOWN;
+    }
+    switch (attributes.type) {
+    case cudaMemoryTypeDevice:
+    case cudaMemoryTypeManaged: return attributes.device;
+    case cudaMemoryTypeHost: return HVDC_GPU_PTR_UNKNOWN;
+    default: return HVDC_GPU_PTR_HOST;
+    }
+}
+
+int hvdc__gpu_pointer_device(const void *ptr) {
+    if (!ptr) return HVDC_GPU_PTR_UNKNOWN;
+    pthread_once(&once, load_driver);
+    if (!get_attribute) return HVDC_GPU_PTR_UNKNOWN;
+    CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
+    /* The plural query answers memory CUDA never saw with type 0 and success, where the
+     * singular one fails with CUDA_ERROR_INVALID_VALUE: compute-sanitizer reported that as an
+     * API error on every host submission (H100, issue 17). */
+    unsigned int type = 0;
+    int ordinal = -2;
+    CUpointer_attribute which[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    void *data[2] = {&type, &ordinal};
+    CUresult res = get_attribute(2, which, data, p);
+    if (res == CUDA_ERROR_INVALID_CONTEXT || res == CUDA_ERROR_NOT_INITIALIZED)
+        return runtime_query(ptr);
+    if (res != CUDA_SUCCESS) return HVDC_GPU_PTR_UNKNOWN;
+    if (type == 0) return HVDC_GPU_PTR_HOST; /* memory CUDA never saw */
+    if (type == CU_MEMORYTYPE_HOST) return HVDC_GPU_PTR_UNKNOWN; /* pinned: devices can map it */
+    if (ordinal < 0) return runtime_query(ptr);
+    return ordinal;
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# bench_device.sh - allreduce_bench --device gpu at np 2 either measures (a GPU per rank, a CUDA
+# build: exit 0 and no wrong results) or stops with exit status 2 and an "--device gpu: <why>"
+# message (issue 17 item 4: the option builds and refuses clearly without a GPU).
+# Usage: bench_device.sh ALLREDUCE_BENCH
+set -uo pipefail
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+"${HVDCRUN:?HVDCRUN: the path of build/hvdcrun}" -np 2 "$1" --device gpu -b 4K -e 64K -n 3 -w 1 >"$out" 2>&1
+rc=$?
+cat "$out"
+if [ $rc -eq 0 ] && grep -q "Out of bounds values : 0 OK" "$out" && grep -q " nccl " "$out"; then
+    echo "PASS: measured on the GPU"
+elif [ $rc -ne 0 ] && grep -q "allreduce_bench: --device gpu: " "$out"; then
+    echo "PASS: refused clearly"
+else
+    echo "FAIL: exit status $rc without results or a clear --device gpu message"; exit 1
+fi

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# on_device.sh - the GPU check in one command on a bare CUDA machine (issue 15 item 3): CUDA's
+# compiler, Python with meson and ninja, NCCL and cuDNN as wheels, no Open MPI, no pkg-config,
+# no network. Run tests/gpu/fetch_bundle.sh here first and carry .gpu-bundle with the tree.
+#   1. Open MPI, OpenBLAS, pkg-config from .gpu-bundle/debs into a prefix (mpi_prefix.sh)
+#   2. CUDA + NCCL + cuDNN gathered into one -Dcuda-root (cuda_root.sh)
+#   3. meson setup -Dcuda=enabled, build
+#   4. the gpu suite at np 1 (one GPU: NCCL refuses two ranks on it; np > 1 tests skip)
+#   5. compute-sanitizer memcheck on the collectives and the optimizer kernels, if installed
+#      (issue 17 item 3: 8 API errors were seen, among them cudaErrorNoKernelImageForDevice
+#      from cudaFuncGetAttributes; read memcheck-*.log for whose calls they are)
+#   6. allreduce_bench on device buffers (--device gpu), np 1; pack_bench (the fusion kernel)
+#   7. examples/train --device gpu, np 1, for the MLP and the CNN (Fashion-MNIST from
+#      .gpu-bundle/fashion-mnist)
+# Every step's output goes to LOG_DIR/<step>.log; a step that fails does not stop the next.
+# Ends with one line per step and "N passed, N failed"; exit status 1 if any failed.
+# Usage: tests/gpu/on_device.sh LOG_DIR     (e.g. run(command='tests/gpu/on_device.sh $OUT/gpu'))
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+logs=${1:?usage: on_device.sh LOG_DIR}
+mkdir -p "$logs"
+logs=$(cd "$logs" && pwd)
+bundle=${HVDC_GPU_BUNDLE:-$PWD/.gpu-bundle}
+work=${HVDC_GPU_WORK:-/tmp/hvdc-gpu}
+build=$work/build
+mkdir -p "$work"
+passed=0 failed=0 summary=""
+
+step() { # step NAME COMMAND...: runs it with its output in LOG_DIR/NAME.log
+    local name=$1 start rc
+    shift
+    start=$(date +%s)
+    echo "== $name: $*" | tee "$logs/$name.log"
+    "$@" >>"$logs/$name.log" 2>&1
+    rc=$?
+    local line="$name: $([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc)") in $(( $(date +%s) - start )) s"
+    echo "$line" | tee -a "$logs/$name.log"
+    summary+="$line"$'\n'
+    if [ $rc -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+    return $rc
+}
+
+{ nvidia-smi; nvcc --version; python3 -c 'import sys; print(sys.version)'; } >"$logs/machine.log" 2>&1
+
+# 1-2: what the machine lacks
+if step mpi_prefix tests/gpu/mpi_prefix.sh "$bundle/debs" "$work/prefix"; then
+    # shellcheck disable=SC1091
+    source "$work/prefix/env.sh"
+fi
+step cuda_root tests/gpu/cuda_root.sh "$work/cuda-root"
+ls -l "$work/cuda-root/include" "$work/cuda-root/lib64" 2>&1 | grep -E 'nccl|cudnn' >>"$logs/cuda_root.log"
+export LD_LIBRARY_PATH=$work/cuda-root/lib64:${LD_LIBRARY_PATH:-}
+
+# 3: build (meson and ninja may be Python modules only)
+meson=(meson); command -v meson >/dev/null || meson=(python3 -m mesonbuild.mesonmain)
+command -v ninja >/dev/null || export PATH=$PATH:$(python3 -c 'import ninja, os; print(ninja.BIN_DIR)' 2>/dev/null)
+step setup "${meson[@]}" setup "$build" -Dcuda=enabled -Dcuda-root="$work/cuda-root" --wipe ||
+    step setup_fresh "${meson[@]}" setup "$build" -Dcuda=enabled -Dcuda-root="$work/cuda-root"
+cp "$build/meson-logs/meson-log.txt" "$logs/meson-log.txt" 2>/dev/null
+step build ninja -C "$build"
+
+# 4: the gpu suite, one rank (the np > 1 tests skip with their reason on one GPU)
+step gpu_suite "${meson[@]}" test -C "$build" --suite gpu --num-processes 1 --print-errorlogs
+cp "$build/meson-logs/testlog.txt" "$logs/gpu_suite.testlog.txt" 2>/dev/null
+
+# 5: memcheck; NCCL probes kernels it has no image for, so memcheck may report API errors
+# that are NCCL's own: the log says whose (host backtrace); ours must be none
+sanitizer=$(command -v compute-sanitizer || ls "$(dirname "$(command -v nvcc)")"/../compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1)
+if [ -n "$sanitizer" ]; then
+    step memcheck_collectives "$sanitizer" --tool memcheck --show-backtrace host "$build/tests/gpu/test_gpu_collectives"
+    step memcheck_optimizer "$sanitizer" --tool memcheck "$build/tests/gpu/test_optim_gpu"
+else
+    echo "compute-sanitizer not found: memcheck not run" | tee "$logs/memcheck.log"
+fi
+
+# 6-7: figures
+step allreduce_bench_gpu "$build/benchmarks/allreduce_bench" --device gpu
+step pack_bench "$build/benchmarks/pack_bench"
+data=$bundle/fashion-mnist
+if [ -r "$data/train-images-idx3-ubyte.gz" ]; then
+    step train_mlp_gpu "$build/examples/train" --device gpu --data "$data" --epochs 3
+    step train_cnn_gpu "$build/examples/train" --device gpu --model cnn --data "$data" --epochs 1
+    step train_mlp_cpu "$build/examples/train" --data "$data" --epochs 1
+else
+    echo "no Fashion-MNIST in $data: training not run (tests/gpu/fetch_bundle.sh copies it)" | tee "$logs/train.log"
+fi
+
+echo
+printf '%s' "$summary" | tee "$logs/summary.log"
+echo "$passed passed, $failed failed" | tee -a "$logs/summary.log"
+[ $failed -eq 0 ]

@@ -10,6 +10,7 @@
 #define HVDC_ROUND_H
 
 #include "negotiation/exchange.h"
+#include "runtime/autotune.h"
 #include "runtime/runtime.h"
 
 typedef struct round_state {
@@ -22,6 +23,9 @@ typedef struct round_state {
     struct gpu_work *gpu_work;   /* device responses queued, not finished: (n_gpu_work) */
     size_t n_gpu_work, cap_gpu_work;
     size_t n_in_flight;          /* announced ops not yet completed */
+    double cycle_ms;             /* HVD_CYCLE_TIME, or what rank 0's autotuning sent last */
+    int tuning;                  /* rank 0 with HVD_AUTOTUNE=1: tune is in use */
+    hvdc_autotune tune;
 } round_state;
 
 /* Prints this rank's state to stderr (dump.c). */

@@ -500,11 +500,8 @@ static long compare_autotuned(const model_data *m, const options *o, int rank, i
     char thr[32], best_thr[32], dflt_text[96] = "default not swept";
     printf("# autotune (HVD_AUTOTUNE=1, from the default setting): %s after %d tuning steps\n",
            tune_steps > 0 ? "settled" : "NOT settled", tune_steps > 0 ? tune_steps : 400);
-    print_result(&a, NULL, NULL, size);
-    if (csv) {
-        fprintf(csv, "# autotuned, %d tuning steps:\n", tune_steps);
-        print_result(&a, NULL, csv, size);
-    }
+    if (csv) fprintf(csv, "# autotuned, %d tuning steps:\n", tune_steps);
+    print_result(&a, NULL, csv, size);
     threshold_text(a.threshold, thr, sizeof thr);
     threshold_text(best->threshold, best_thr, sizeof best_thr);
     if (dflt) snprintf(dflt_text, sizeof dflt_text, "%.3fx the default's %.2f ms", a.step_ms / dflt->step_ms, dflt->step_ms);

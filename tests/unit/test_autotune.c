@@ -130,6 +130,31 @@ static void test_never_repeating(void) {
                    "trial %d: %g s, score %g", i + 1, t.results[i].seconds, t.results[i].score);
 }
 
+/* One anchor-only response per step, each step taking seconds[i]. */
+static void steps_of(hvdc_autotune *t, const double *seconds, int n, double *now) {
+    name_t a = "a";
+    for (int i = 0; i < n; i++) {
+        *now += seconds[i];
+        hvdc__autotune_observe(t, (const name_t *)&a, 1, 100, *now);
+    }
+}
+
+static void test_outlier_step(void) {
+    hvdc_autotune t;
+    hvdc__autotune_init(&t, 16 * MIB, 1.0);
+    double now = 0;
+    static const double warm[] = {0, 1, 1, 1};          /* the anchor, then 3 warm-up steps */
+    static const double trial[] = {1, 1, 1, 3, 1};      /* 1 discarded, 4 measured, one slow */
+    steps_of(&t, warm, 4, &now);
+    CHECK_TRUE(t.phase == HVDC_AUTOTUNE_THRESHOLDS && t.step_bytes == 100, "warm-up: %d, %llu bytes/step",
+               (int)t.phase, (unsigned long long)t.step_bytes);
+    steps_of(&t, trial, 5, &now);
+    CHECK_TRUE(t.n_results == 1, "%d trials", t.n_results);
+    CHECK_TRUE(t.results[0].score == 100.0 && t.results[0].bytes == 400 &&
+               t.results[0].seconds == 6.0, "one slow step: score %g, %llu bytes in %g s",
+               t.results[0].score, (unsigned long long)t.results[0].bytes, t.results[0].seconds);
+}
+
 static void test_log(void) {
     FILE *f = tmpfile();
     CHECK_TRUE(f != NULL, "tmpfile");
@@ -154,6 +179,7 @@ int main(void) {
     test_margin_keeps_configured();
     test_configured_off_grid();
     test_never_repeating();
+    test_outlier_step();
     test_log();
     return check_verdict("test_autotune");
 }

@@ -38,8 +38,19 @@ void hvdc__autotune_init(hvdc_autotune *t, size_t threshold, double cycle_ms) {
 static void start_window(hvdc_autotune *t, double now_s, int at_anchor) {
     if (!at_anchor) t->anchor[0] = '\0';
     t->steps = 0;
-    t->trial_start_s = t->window_start_s = now_s;
+    t->trial_start_s = t->window_start_s = t->step_start_s = now_s;
     t->trial_bytes = t->window_bytes = 0;
+}
+
+/* The median of v[0..n) (n <= HVDC_AUTOTUNE_MAX_STEPS), by insertion sort of a copy. */
+static double median(const double *v, int n) {
+    double s[HVDC_AUTOTUNE_MAX_STEPS];
+    for (int i = 0; i < n; i++) {
+        int j = i;
+        for (; j > 0 && s[j - 1] > v[i]; j--) s[j] = s[j - 1];
+        s[j] = v[i];
+    }
+    return n == 0 ? 0.0 : n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
 }
 
 /* The row among rows[0..n) with the best score; rows[base] (the configured value) unless
@@ -96,9 +107,17 @@ int hvdc__autotune_observe(hvdc_autotune *t, const char (*names)[HVD_MAX_NAME_LE
     for (uint32_t i = 0; i < n_names && !hit; i++) hit = strcmp(names[i], t->anchor) == 0;
     t->trial_bytes += bytes;
     t->window_bytes += bytes;
-    if (hit && ++t->steps == t->discard_steps && t->phase != HVDC_AUTOTUNE_WARMUP) {
-        t->window_start_s = now_s; /* the discarded steps end here */
-        t->window_bytes = 0;
+    if (hit && t->phase != HVDC_AUTOTUNE_WARMUP) {
+        int measured_step = ++t->steps - t->discard_steps - 1; /* < 0: a discarded step */
+        if (measured_step >= 0 && measured_step < HVDC_AUTOTUNE_MAX_STEPS)
+            t->step_s[measured_step] = now_s - t->step_start_s;
+        t->step_start_s = now_s;
+        if (t->steps == t->discard_steps) { /* the discarded steps end here */
+            t->window_start_s = now_s;
+            t->window_bytes = 0;
+        }
+    } else if (hit) {
+        t->steps++;
     }
     int timed_out = now_s - t->trial_start_s >= t->max_trial_s;
     if (t->phase == HVDC_AUTOTUNE_WARMUP) {
@@ -119,7 +138,10 @@ int hvdc__autotune_observe(hvdc_autotune *t, const char (*names)[HVD_MAX_NAME_LE
                  : t->step_bytes ? t->step_bytes * (uint64_t)t->measure_steps : t->window_bytes,
         .seconds = now_s - (measured ? t->window_start_s : t->trial_start_s),
     };
-    row->score = row->seconds > 0 ? (double)row->bytes / row->seconds : 0.0;
+    int n_steps = t->measure_steps < HVDC_AUTOTUNE_MAX_STEPS ? t->measure_steps : HVDC_AUTOTUNE_MAX_STEPS;
+    double step = measured && t->step_bytes ? median(t->step_s, n_steps) : 0.0;
+    if (step > 0) row->score = (double)t->step_bytes / step;
+    else row->score = row->seconds > 0 ? (double)row->bytes / row->seconds : 0.0;
     t->n_results++;
     advance(t);
     start_window(t, now_s, hit);

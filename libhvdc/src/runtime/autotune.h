@@ -21,6 +21,8 @@
  *            the best threshold
  *   settled: the best of each phase, kept only if it beats the configured value by more than
  *            3 %: a change must be worth more than the noise of one trial.
+ * A setting's score is a step's bytes over its median measured step time: one step slowed by
+ * something else on the machine (another job, a page fault storm) does not move it.
  * A trial whose anchor does not come back within 10 s (a workload that never repeats a name)
  * ends with the bytes per second of everything it saw, so the search always ends.
  *
@@ -38,6 +40,7 @@
 #include "hvdc.h"
 
 #define HVDC_AUTOTUNE_MAX_CANDIDATES 8
+#define HVDC_AUTOTUNE_MAX_STEPS 16 /* measured steps per trial, at most */
 
 /* One finished trial: a row of the log. */
 typedef struct hvdc_autotune_trial {
@@ -46,7 +49,8 @@ typedef struct hvdc_autotune_trial {
     double cycle_ms;
     uint64_t bytes;   /* all-reduced in the measured window (whole steps: see above) */
     double seconds;   /* the measured window */
-    double score;     /* bytes / seconds */
+    double score;     /* bytes per second: a step's bytes / the median step time (or, for a
+                         trial cut off by the time limit, bytes / seconds) */
 } hvdc_autotune_trial;
 
 typedef enum hvdc_autotune_phase {
@@ -77,7 +81,8 @@ typedef struct hvdc_autotune {
     int steps;                 /* anchor recurrences so far */
     uint64_t step_bytes;       /* bytes all-reduced per step, measured in the warm-up; 0:
                                   unknown (no repeats), then windows count what they saw */
-    double trial_start_s, window_start_s;
+    double trial_start_s, window_start_s, step_start_s;
+    double step_s[HVDC_AUTOTUNE_MAX_STEPS]; /* (steps - discard_steps) measured step times */
     uint64_t trial_bytes, window_bytes;
 } hvdc_autotune;
 

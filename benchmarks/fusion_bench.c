@@ -17,6 +17,11 @@
  * round (the coordinator's first-fit rule in negotiate.c, replayed here): a lower bound on the
  * responses actually executed, which also depends on how submissions fall into rounds.
  *
+ * --autotune: after each model's sweep, one more setting with HVD_AUTOTUNE=1: hvd steps alone
+ * (no MPI steps between them: the tuner scores the live workload) until the tuner's log says it
+ * settled, then the same timed alternation as every setting. Its row is compared with the best
+ * and the default threshold of the sweep (ratios of median step times, same run).
+ *
  * Correctness: x_r[t][i] = 1 + (i + 7t + 3r + parity) mod 1009, exact in float for any order;
  * hvd steps send parity 0 and MPI steps parity 1 into the same recv buffers, so a stale result
  * shows. After every step, hvd and MPI alike, three elements of every tensor (first, last, and
@@ -28,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench_common.h"
 #include "tensor_sets.h"
@@ -46,6 +52,7 @@ typedef struct options {
     double cycles[MAX_SETTINGS];   /* ms; 0: the library's default */
     int n_cycles;
     int steps, warmup;
+    int autotune;          /* --autotune: also the autotuned step, against the sweep */
     const char *csv, *plot;
 } options;
 
@@ -60,6 +67,9 @@ static void usage(FILE *out) {
             "  --warmup N         untimed steps per setting first (default 2)\n"
             "  --csv FILE         also write the table as CSV\n"
             "  --plot FILE.svg    draw step time against threshold, one line per model (SVG)\n"
+            "  --autotune         also run HVD_AUTOTUNE=1 (tuning steps until it settles, then\n"
+            "                     timed like the others) and compare it with the best and the\n"
+            "                     default threshold of the sweep\n"
             "  -h, --help         this text\n"
             "Per setting: median step time (ms), tensors/s, GB/s (gradient bytes per second),\n"
             "min_fused (fused all-reduces if all tensors were ready at once), vs_off (speed-up over threshold 0), vs_mpi (speed-up over the\n"
@@ -130,7 +140,14 @@ static int parse_options(int argc, char **argv, void *out, int rank) {
     *o = (options){.models = {"resnet50"}, .n_models = 1, .n_thresholds = 6, .n_cycles = 1,
                    .cycles = {0}, .steps = 10, .warmup = 2,
                    .thresholds = {0, 1L << 20, 4L << 20, 16L << 20, 64L << 20, 128L << 20}};
-    int parsed = bench_parse_options(argc, argv, rank, "fusion_bench", usage, parse_option, o);
+    /* --autotune takes no value: taken out before the shared parser, which reads pairs */
+    char *rest[256];
+    int n_rest = 0;
+    for (int i = 0; i < argc && n_rest < 256; i++) {
+        if (i > 0 && strcmp(argv[i], "--autotune") == 0) o->autotune = 1;
+        else rest[n_rest++] = argv[i];
+    }
+    int parsed = bench_parse_options(n_rest, rest, rank, "fusion_bench", usage, parse_option, o);
     if (parsed != 0) return parsed;
     for (int k = 0; k < o->n_models; k++) {
         tensor_set probe;
@@ -362,19 +379,12 @@ static void set_env_bytes(const char *name, long value) {
     setenv(name, text, 1);
 }
 
-static result run_setting(const model_data *m, long threshold, double cycle, const options *o,
-                          int size, hvd_handle *handles, double *t_hvd, double *t_mpi) {
-    set_env_bytes("HVD_FUSION_THRESHOLD", threshold);
-    if (cycle > 0) {
-        char text[32];
-        snprintf(text, sizeof text, "%g", cycle);
-        setenv("HVD_CYCLE_TIME", text, 1);
-    } else {
-        unsetenv("HVD_CYCLE_TIME");
-    }
-    BENCH_CHECK_HVD(hvd_init());
-    /* hvd steps read send[0] and MPI steps send[1]; they alternate, so each result differs
-     * from the one the step before left in recv */
+/* The timed part of a setting: warm-up, then hvd and MPI steps alternating. hvd steps read
+ * send[0] and MPI steps send[1], so each result differs from the one the step before left in
+ * recv. Leaves each step's slowest-rank time in t_hvd and t_mpi. @return wrong elements, all
+ * ranks. */
+static long timed_steps(const model_data *m, const options *o, int size, hvd_handle *handles,
+                        double *t_hvd, double *t_mpi) {
     long wrong = 0;
     for (int s = 0; s < o->warmup + o->steps; s++) {
         int timed = s - o->warmup;
@@ -387,16 +397,120 @@ static result run_setting(const model_data *m, long threshold, double cycle, con
             t_mpi[timed] = tm;
         }
     }
-    BENCH_CHECK_HVD(hvd_shutdown());
     BENCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
     bench_max_over_ranks(t_hvd, (size_t)o->steps, MPI_COMM_WORLD);
     bench_max_over_ranks(t_mpi, (size_t)o->steps, MPI_COMM_WORLD);
-    long lib_threshold = threshold < 0 ? 64L << 20 : threshold; /* config.c's default */
+    return wrong;
+}
+
+static result finish_result(const model_data *m, long threshold, double cycle, long lib_threshold,
+                            long wrong, const options *o, double *t_hvd, double *t_mpi) {
     return (result){m->set.model, threshold, cycle,
                     bench_median(t_hvd, (size_t)o->steps) * 1e-3,
                     bench_median(t_mpi, (size_t)o->steps) * 1e-3,
                     min_fused(&m->set, lib_threshold), wrong,
                     m->set.n, m->set.total * sizeof(float)};
+}
+
+/* The tuner's log (autotune.h): the row with chosen = 1, if written yet, into chosen[0]
+ * (threshold bytes) and chosen[1] (cycle time, microseconds). */
+static void read_chosen(const char *path, long chosen[2]) {
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        int trial = 0, is_chosen = 0;
+        long threshold = 0;
+        double cycle = 0;
+        if (sscanf(line, "%d,%ld,%lf,%*[^,],%*[^,],%*[^,],%d", &trial, &threshold, &cycle,
+                   &is_chosen) == 4 && is_chosen == 1) {
+            chosen[0] = threshold;
+            chosen[1] = (long)(cycle * 1e3 + 0.5);
+        }
+    }
+    fclose(f);
+}
+
+static result run_setting(const model_data *m, long threshold, double cycle, const options *o,
+                          int size, hvd_handle *handles, double *t_hvd, double *t_mpi) {
+    set_env_bytes("HVD_FUSION_THRESHOLD", threshold);
+    if (cycle > 0) {
+        char text[32];
+        snprintf(text, sizeof text, "%g", cycle);
+        setenv("HVD_CYCLE_TIME", text, 1);
+    } else {
+        unsetenv("HVD_CYCLE_TIME");
+    }
+    BENCH_CHECK_HVD(hvd_init());
+    long wrong = timed_steps(m, o, size, handles, t_hvd, t_mpi);
+    BENCH_CHECK_HVD(hvd_shutdown());
+    long lib_threshold = threshold < 0 ? 16L << 20 : threshold; /* config.c's default */
+    return finish_result(m, threshold, cycle, lib_threshold, wrong, o, t_hvd, t_mpi);
+}
+
+/* The autotuned setting: HVD_AUTOTUNE=1 with the library's default threshold and cycle time
+ * as its start; hvd steps alone until rank 0 finds the chosen row in the tuner's log (at most
+ * max_tune steps), then timed like run_setting. *tune_steps: the steps it took (-1: it never
+ * settled); the result's threshold and cycle are the chosen ones. */
+static result run_autotuned(const model_data *m, const options *o, int rank, int size,
+                            hvd_handle *handles, double *t_hvd, double *t_mpi, int *tune_steps) {
+    const int max_tune = 400;
+    char log_path[256];
+    snprintf(log_path, sizeof log_path, "/tmp/fusion_bench_autotune_%d_%s.csv", (int)getpid(),
+             m->set.model);
+    unsetenv("HVD_FUSION_THRESHOLD");
+    unsetenv("HVD_CYCLE_TIME");
+    setenv("HVD_AUTOTUNE", "1", 1);
+    setenv("HVD_AUTOTUNE_LOG", log_path, 1);
+    BENCH_CHECK_HVD(hvd_init());
+    long wrong = 0;
+    long chosen[2] = {-1, 0}; /* threshold bytes, cycle time in microseconds */
+    *tune_steps = -1;
+    for (int s = 0; s < max_tune && *tune_steps < 0; s++) {
+        hvd_step(m, 0, handles);
+        wrong += check_step(m, size, 0, s);
+        if (rank == 0) read_chosen(log_path, chosen);
+        BENCH_CHECK_MPI(MPI_Bcast(chosen, 2, MPI_LONG, 0, MPI_COMM_WORLD));
+        if (chosen[0] >= 0) *tune_steps = s + 1;
+    }
+    wrong += timed_steps(m, o, size, handles, t_hvd, t_mpi);
+    BENCH_CHECK_HVD(hvd_shutdown());
+    unsetenv("HVD_AUTOTUNE");
+    unsetenv("HVD_AUTOTUNE_LOG");
+    if (rank == 0) remove(log_path);
+    long threshold = chosen[0] >= 0 ? chosen[0] : -1;
+    return finish_result(m, threshold, chosen[1] * 1e-3, threshold < 0 ? 16L << 20 : threshold,
+                         wrong, o, t_hvd, t_mpi);
+}
+
+/* --autotune for one model: the autotuned row, then its ratios to the best swept setting and
+ * to the library's default (threshold 'default' or 16M at the default cycle time), if swept.
+ * @return the autotuned run's wrong elements. */
+static long compare_autotuned(const model_data *m, const options *o, int rank, int size,
+                              hvd_handle *handles, double *t_hvd, double *t_mpi,
+                              const result *swept, int n_swept, FILE *csv) {
+    int tune_steps = -1;
+    result a = run_autotuned(m, o, rank, size, handles, t_hvd, t_mpi, &tune_steps);
+    if (rank != 0) return a.wrong;
+    const result *best = NULL, *dflt = NULL;
+    for (int i = 0; i < n_swept; i++) {
+        if (!best || swept[i].step_ms < best->step_ms) best = &swept[i];
+        if ((swept[i].threshold < 0 || swept[i].threshold == 16L << 20) && swept[i].cycle == 0) dflt = &swept[i];
+    }
+    char thr[32], best_thr[32], dflt_text[96] = "default not swept";
+    printf("# autotune (HVD_AUTOTUNE=1, from the default setting): %s after %d tuning steps\n",
+           tune_steps > 0 ? "settled" : "NOT settled", tune_steps > 0 ? tune_steps : 400);
+    if (csv) fprintf(csv, "# autotuned, %d tuning steps:\n", tune_steps);
+    print_result(&a, NULL, csv, size);
+    threshold_text(a.threshold, thr, sizeof thr);
+    threshold_text(best->threshold, best_thr, sizeof best_thr);
+    if (dflt) snprintf(dflt_text, sizeof dflt_text, "%.3fx the default's %.2f ms", a.step_ms / dflt->step_ms, dflt->step_ms);
+    printf("# autotune vs sweep for %s: chose threshold %s, cycle %g ms; %.2f ms/step = %.3fx the "
+           "best swept (threshold %s, %.2f ms), %s (targets: <= 1.10 and <= 1.00)\n",
+           m->set.model, thr, a.cycle, a.step_ms, a.step_ms / best->step_ms, best_thr,
+           best->step_ms, dflt_text);
+    fflush(stdout);
+    return a.wrong;
 }
 
 int main(int argc, char **argv) {
@@ -456,6 +570,9 @@ int main(int argc, char **argv) {
                    res[best].mpi_ms / res[best].step_ms, off ? "" : "; 0 not in the sweep");
             if (off) printf("#   %.2fx faster than fusion off\n", off->step_ms / res[best].step_ms);
         }
+        if (o.autotune) total_wrong += compare_autotuned(&m, &o, rank, size, handles, t_hvd, t_mpi,
+                                                         res + k - o.n_cycles * o.n_thresholds,
+                                                         o.n_cycles * o.n_thresholds, csv);
         free(handles);
         model_data_free(&m);
     }

@@ -127,8 +127,10 @@ def options():
     g.add_argument("--no-hierarchical-allreduce", dest="hierarchical_allreduce",
                    action="store_const", const=False)
     g.add_argument("--autotune", action="store_true",
-                   help="Horovod's autotuning (refused unless the library has it)")
-    g.add_argument("--autotune-log-file", help=argparse.SUPPRESS)
+                   help="HVD_AUTOTUNE=1: rank 0 tunes the fusion threshold and cycle time "
+                        "during the first steps")
+    g.add_argument("--autotune-log-file",
+                   help="HVD_AUTOTUNE_LOG: rank 0 writes every trial there (CSV)")
     g.add_argument("--no-stall-check", action="store_true", help="HVD_STALL_CHECK_TIME=0")
     g.add_argument("--stall-check-warning-time-seconds", type=non_negative,
                    help="HVD_STALL_CHECK_TIME")

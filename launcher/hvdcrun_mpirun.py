@@ -118,6 +118,10 @@ def settings_env(args):
         env["HVD_STALL_SHUTDOWN_TIME"] = repr(args.stall_check_shutdown_time_seconds)
     if args.log_level:
         env["HVD_LOG_LEVEL"] = args.log_level.lower()
+    if args.autotune:
+        env["HVD_AUTOTUNE"] = "1"
+    if args.autotune_log_file:
+        env["HVD_AUTOTUNE_LOG"] = os.path.abspath(args.autotune_log_file)
     return env
 
 

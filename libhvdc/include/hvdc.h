@@ -172,6 +172,8 @@ typedef uint64_t hvd_handle;
  *   HVD_TIMELINE (HOROVOD_TIMELINE)                                default unset
  *   HVD_TIMELINE_MARK_CYCLES (HOROVOD_TIMELINE_MARK_CYCLES)        default 0
  *   HVD_CACHE_CAPACITY (HOROVOD_CACHE_CAPACITY)                    default 1024
+ *   HVD_AUTOTUNE (HOROVOD_AUTOTUNE)                                default 0
+ *   HVD_AUTOTUNE_LOG (HOROVOD_AUTOTUNE_LOG)                        default unset
  *   HVD_SIGUSR1_DUMP                                               default 1
  *   (end settings)
  * @return HVD_OK; HVD_ERR_CONFIG for a malformed environment value (the message names the

@@ -213,7 +213,7 @@ class Command(unittest.TestCase):
                                       "2.5", "--log-level", "DEBUG", "--no-stall-check",
                                       "--stall-check-shutdown-time-seconds", "60",
                                       "--hierarchical-allreduce", "--timeline-filename", "t.json",
-                                      "./prog"])
+                                      "--autotune", "--autotune-log-file", "at.csv", "./prog"])
         self.assertEqual(run_env["HVD_FUSION_THRESHOLD"], str(32 << 20))
         self.assertEqual(run_env["HVD_CYCLE_TIME"], "2.5")
         self.assertEqual(run_env["HVD_LOG_LEVEL"], "debug")
@@ -221,6 +221,8 @@ class Command(unittest.TestCase):
         self.assertEqual(run_env["HVD_STALL_SHUTDOWN_TIME"], "60.0")
         self.assertEqual(run_env["HVD_HIERARCHICAL_ALLREDUCE"], "1")
         self.assertEqual(run_env["HVD_TIMELINE"], os.path.abspath("t.json"))
+        self.assertEqual(run_env["HVD_AUTOTUNE"], "1")
+        self.assertEqual(run_env["HVD_AUTOTUNE_LOG"], os.path.abspath("at.csv"))
 
     def test_ssh_and_network(self):
         argv, _, _ = self.command(["-np", "2", "-p", "2222", "--network-interfaces",
@@ -305,6 +307,13 @@ class Runs(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("libhvdc:  " + os.path.realpath(os.path.join(BUILD, "libhvdc")), r.stdout)
         self.assertIn("HVD_FUSION_THRESHOLD", r.stdout)
+        self.assertRegex(r.stdout, r"\[X\] autotune +fusion threshold")
+        self.assertIn("HVD_AUTOTUNE_LOG", r.stdout)
+
+    def test_autotune_runs(self):
+        r = hvdcrun("--dry-run", "-np", "2", "--autotune", "python3", "-c", "pass")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("HVD_AUTOTUNE", r.stdout)
 
 
 if __name__ == "__main__":

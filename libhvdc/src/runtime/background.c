@@ -174,7 +174,7 @@ static hvd_status between_steps(void *ctx, const char *doing) {
 /* Waits until there is a reason to run a round; returns the ops submitted meanwhile. */
 static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
     hvdc_runtime *rt = s->rt;
-    struct timespec deadline = deadline_in(rt->config.cycle_time_ms * 1e-3);
+    struct timespec deadline = deadline_in(s->cycle_ms * 1e-3);
 
     pthread_mutex_lock(&rt->queue_mutex);
     for (;;) {
@@ -260,6 +260,37 @@ static void remember(round_state *s, const hvdc_wire_response *r, hvdc_op **ops,
         if (hvdc__cache_cacheable(&ops[i]->desc)) hvdc__cache_put(s->cache, &ops[i]->desc);
 }
 
+/* HVD_AUTOTUNE on rank 0: an all-reduce of host tensors that ran is one observation. When a
+ * trial ends it is logged and the next setting applied: the threshold to this rank's
+ * negotiator (the only reader), the cycle time to every rank with the next answer. */
+static void autotune_observe(round_state *s, const hvdc_wire_response *r, hvdc_op **ops, size_t n) {
+    if (!s->tuning || r->kind != HVDC_KIND_ALLREDUCE || r->n_joined > 0 || ops[0]->desc.device >= 0)
+        return;
+    uint64_t bytes = 0;
+    size_t elem = hvd_dtype_size((hvd_dtype)ops[0]->desc.dtype);
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < ops[i]->n_tensors; k++) bytes += ops[i]->tensors[k].count * elem;
+    hvdc_autotune *t = &s->tune;
+    double cycle_before = t->cycle_ms;
+    if (!hvdc__autotune_observe(t, (const char (*)[HVD_MAX_NAME_LEN + 1])r->names, r->n_names,
+                                bytes, hvdc__now_seconds()))
+        return;
+    s->exchange.fusion_threshold = t->threshold;
+    if (t->cycle_ms != cycle_before) s->exchange.tune_cycle_ms = t->cycle_ms;
+    int settled = t->phase == HVDC_AUTOTUNE_SETTLED;
+    FILE *log = s->rt->autotune_log;
+    if (log && (hvdc__autotune_write_row(log, &t->results[t->n_results - 1], 0) != 0 ||
+                (settled && hvdc__autotune_write_row(log, &t->chosen, 1) != 0))) {
+        HVDC_LOG(HVDC_LOG_WARNING, "HVD_AUTOTUNE_LOG: cannot write: %s; no more rows", strerror(errno));
+        fclose(log);
+        s->rt->autotune_log = NULL;
+    }
+    if (settled)
+        HVDC_LOG(HVDC_LOG_INFO, "autotune settled after %d trials: fusion threshold %zu bytes, "
+                 "cycle time %g ms (%.3g GB/s)", t->n_results, t->threshold, t->cycle_ms,
+                 t->chosen.score * 1e-9);
+}
+
 /* Executes one response and completes its ops. */
 static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
     hvdc_runtime *rt = s->rt;
@@ -308,6 +339,7 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
         hvdc_gpu_pending *pending = NULL;
         st = hvdc__execute(&rt->executor, r, ops, n, &pending);
         if (st == HVD_OK) remember(s, r, ops, n);
+        if (st == HVD_OK) autotune_observe(s, r, ops, n);
         if (st == HVD_OK && pending) {
             /* device work: completed by finish_gpu_work when its event fires */
             st = keep_gpu_work(s, pending, ops, n);
@@ -381,6 +413,9 @@ void *hvdc__background_main(void *arg) {
         .ctx = &s,
     };
     if ((st = hvdc__exchange_init(&s.exchange)) != HVD_OK) goto stop;
+    s.cycle_ms = rt->config.cycle_time_ms;
+    s.tuning = rt->config.autotune && rt->topo.rank == 0;
+    if (s.tuning) hvdc__autotune_init(&s.tune, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms);
     for (;;) {
         finish_gpu_work_due(&s);
         hvdc_op *fresh = wait_for_work(&s, progressed, &shutdown);
@@ -423,6 +458,7 @@ void *hvdc__background_main(void *arg) {
         atomic_store(&rt->stat_rounds, s.exchange.rounds);
         atomic_store(&rt->stat_bytes_sent, s.exchange.bytes_sent);
         atomic_store(&rt->stat_bytes_received, s.exchange.bytes_received);
+        if (responses.flags & HVDC_FLAG_TUNE) s.cycle_ms = responses.cycle_time_ms;
         if (responses.flags & HVDC_FLAG_ABORT) {
             st = hvdc__fail(HVDC_ABORT_STATUS(responses.flags), "%s",
                             responses.reason ? responses.reason : "rank 0 stopped the job");

@@ -7,6 +7,7 @@
  */
 /* mpi.h before hvdc.h, so hvdc.h declares (and exports) hvd_init_comm */
 #include <limits.h>
+#include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "base/nodes.h"
 #include "base/status.h"
 #include "runtime/agree.h"
+#include "runtime/autotune.h"
 #include "runtime/dump.h"
 #include "runtime/runtime.h"
 
@@ -228,6 +230,7 @@ static void runtime_free(hvdc_runtime *rt) {
     if (rt->control_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->control_comm);
     if (rt->executor.comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.comm);
     hvdc__timeline_close(rt->executor.timeline);
+    if (rt->autotune_log) fclose(rt->autotune_log);
     hvdc__gpu_destroy(rt->executor.gpu);
     hvdc__liveness_destroy(rt->executor.liveness);
     hvdc__shm_destroy(rt->executor.shm);
@@ -260,12 +263,27 @@ static void release_thread(hvdc_runtime *rt, int decision) {
     pthread_mutex_unlock(&rt->queue_mutex);
 }
 
+/* HVD_AUTOTUNE_LOG on rank 0: created now, so a path that cannot be written fails hvd_init on
+ * every rank instead of a log that silently never appears. */
+static hvd_status open_autotune_log(hvdc_runtime *rt) {
+    const char *path = rt->config.autotune_log;
+    if (!rt->config.autotune || !path[0] || rt->topo.rank != 0) return HVD_OK;
+    rt->autotune_log = fopen(path, "we");
+    if (!rt->autotune_log || hvdc__autotune_write_header(rt->autotune_log) != 0)
+        return hvdc__fail(HVD_ERR_CONFIG, "HVD_AUTOTUNE_LOG='%s': cannot write it: %s", path,
+                          strerror(errno));
+    return HVD_OK;
+}
+
 static void set_up_executor(hvdc_runtime *rt) {
     hvdc_executor *ex = &rt->executor;
     ex->rank = rt->topo.rank;
     ex->size = rt->topo.size;
     ex->cpu_allreduce = (hvdc_cpu_allreduce)rt->config.cpu_allreduce;
-    ex->pack_piece_bytes = rt->config.fusion_threshold_bytes < PACK_PIECE_BYTES
+    /* with autotuning the threshold changes while running, on rank 0 alone: the packing stays
+     * the one every rank set here (results never depend on either: allreduce.h) */
+    ex->pack_piece_bytes = rt->config.fusion_threshold_bytes < PACK_PIECE_BYTES &&
+                                   !rt->config.autotune
                                ? rt->config.fusion_threshold_bytes : PACK_PIECE_BYTES;
     ex->large_tensor_bytes = LARGE_TENSOR_BYTES;
     ex->small_bytes = SMALL_BUFFER_BYTES;
@@ -339,6 +357,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
         st = hvdc__timeline_open(rt->config.timeline_path, rt->topo.rank,
                                  rt->config.timeline_mark_cycles, &rt->executor.timeline);
     CHECK(hvdc__agree(rt->control_comm, st));
+    CHECK(hvdc__agree(rt->control_comm, open_autotune_log(rt)));
     CHECK(hvdc__agree(rt->control_comm, start_thread(rt)));
     release_thread(rt, 1);
     HVDC_LOG(HVDC_LOG_INFO, "started: size %d, local %d/%d, cross %d/%d, fusion threshold %zu bytes, cycle %.3g ms, cpu allreduce %s%s",

@@ -10,6 +10,7 @@
 #define HVDC_ROUND_H
 
 #include "negotiation/exchange.h"
+#include "runtime/autotune.h"
 #include "runtime/runtime.h"
 
 typedef struct round_state {
@@ -24,6 +25,9 @@ typedef struct round_state {
     size_t n_in_flight;          /* announced ops not yet completed */
     size_t n_on_device;          /* of those, the ops queued on the device (need no rounds) */
     double device_polled;        /* when device work was last looked at (hvdc__now_seconds) */
+    double cycle_ms;             /* HVD_CYCLE_TIME, or what rank 0's autotuning sent last */
+    int tuning;                  /* rank 0 with HVD_AUTOTUNE=1: tune is in use */
+    hvdc_autotune tune;
 } round_state;
 
 /* Prints this rank's state to stderr (dump.c). */

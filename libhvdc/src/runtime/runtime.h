@@ -16,6 +16,7 @@
 #include <mpi.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 
 #include "base/name_table.h"
 #include "runtime/config.h"
@@ -66,6 +67,7 @@ typedef struct hvdc_runtime {
     /* owned by the background thread */
     pthread_t thread;
     hvdc_executor executor;
+    FILE *autotune_log; /* HVD_AUTOTUNE_LOG (rank 0, with HVD_AUTOTUNE=1), opened by hvd_init */
 } hvdc_runtime;
 
 extern hvdc_runtime *hvdc__runtime;

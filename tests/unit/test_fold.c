@@ -38,6 +38,9 @@ static void fill(void *buf, size_t count, hvd_dtype t, uint64_t seed) {
         case HVD_BFLOAT16: ((uint16_t *)buf)[i] = hvdc__float_to_bf16((float)v); break;
         case HVD_FLOAT32: ((float *)buf)[i] = (float)v; break;
         case HVD_FLOAT64: ((double *)buf)[i] = v; break;
+        case HVD_INT16: ((int16_t *)buf)[i] = (int16_t)h; break;
+        case HVD_UINT16: ((uint16_t *)buf)[i] = (uint16_t)h; break;
+        case HVD_BOOL: ((uint8_t *)buf)[i] = (uint8_t)(h % 5 != 0); break;
         }
     }
 }

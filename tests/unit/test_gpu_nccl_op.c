@@ -28,10 +28,9 @@
 /* ---- element access ------------------------------------------------------------------- */
 
 static size_t esize(hvd_dtype d) {
-    static const size_t sizes[] = {1, 1, 4, 8, 2, 2, 4, 8};
-    return sizes[d];
+    return hvd_dtype_size(d);
 }
-static int is_float(hvd_dtype d) { return d >= HVD_FLOAT16; }
+static int is_float(hvd_dtype d) { return d >= HVD_FLOAT16 && d <= HVD_FLOAT64; }
 
 static double get(const void *b, hvd_dtype d, size_t i) {
     switch (d) {
@@ -43,6 +42,9 @@ static double get(const void *b, hvd_dtype d, size_t i) {
     case HVD_BFLOAT16: return hvdc__bf16_to_float(((const uint16_t *)b)[i]);
     case HVD_FLOAT32: return ((const float *)b)[i];
     case HVD_FLOAT64: return ((const double *)b)[i];
+    case HVD_INT16: return ((const int16_t *)b)[i];
+    case HVD_UINT16: return ((const uint16_t *)b)[i];
+    case HVD_BOOL: return ((const uint8_t *)b)[i];
     }
     return 0;
 }
@@ -58,12 +60,16 @@ static void set(void *b, hvd_dtype d, size_t i, double v) {
     case HVD_BFLOAT16: ((uint16_t *)b)[i] = hvdc__float_to_bf16((float)v); break;
     case HVD_FLOAT32: ((float *)b)[i] = (float)v; break;
     case HVD_FLOAT64: ((double *)b)[i] = v; break;
+    case HVD_INT16: ((int16_t *)b)[i] = (int16_t)(int64_t)v; break;
+    case HVD_UINT16: ((uint16_t *)b)[i] = (uint16_t)(int64_t)v; break;
+    case HVD_BOOL: ((uint8_t *)b)[i] = (uint8_t)(v != 0); break;
     }
 }
 
 /* Rank r's input i: integers that keep every sum and product exact in every dtype. */
 static double input(hvd_dtype d, hvd_reduce_op op, int r, size_t tensor, size_t i) {
     size_t k = i * 31 + (size_t)r * 17 + tensor * 5;
+    if (d == HVD_BOOL) return (double)(k % 5 != 0); /* mostly true: and and or both vary */
     if (op == HVD_PRODUCT) return (double)(1 + k % 3);
     if (d == HVD_UINT8) return (double)(k % 41);
     return (double)(k % 41) - 20.0;
@@ -183,6 +189,14 @@ static void *run_rank(void *arg) {
 /* What every rank must hold: our documented semantics, from every rank's inputs. */
 static double reference(hvd_dtype d, hvd_reduce_op op, int size, size_t tensor, size_t i,
                         double pre, double post) {
+    if (d == HVD_BOOL) { /* hvdc.h: sum and max are or, product and min are and */
+        int and_op = op == HVD_MIN || op == HVD_PRODUCT, acc = and_op;
+        for (int r = 0; r < size; r++) {
+            int v = input(d, op, r, tensor, i) != 0;
+            acc = and_op ? acc && v : acc || v;
+        }
+        return acc;
+    }
     double acc = op == HVD_PRODUCT ? 1 : op == HVD_MIN ? INFINITY : op == HVD_MAX ? -INFINITY : 0;
     for (int r = 0; r < size; r++) {
         double v = input(d, op, r, tensor, i) * pre;
@@ -292,10 +306,19 @@ static void test_device_choice(void) {
 int main(void) {
     test_plans();
     test_device_choice();
+    /* NCCL has no 16-bit integers, and bool has no average: refused by the plan */
+    hvdc_gpu_reduce_plan refused;
+    const char *why = "";
+    CHECK_TRUE(hvdc__gpu_reduce_plan(HVD_INT16, HVD_SUM, 1.0, 1.0, 2, 22800, &refused, &why) ==
+               HVD_ERR_UNSUPPORTED && strstr(why, "16-bit"), "int16 refused: %s", why);
+    CHECK_TRUE(hvdc__gpu_reduce_plan(HVD_BOOL, HVD_AVERAGE, 1.0, 1.0, 2, 22800, &refused, &why) ==
+               HVD_ERR_INVALID_ARG, "bool average refused: %s", why);
     const size_t counts[] = {1, 3, 7, 17, 1031};
     for (int d = 0; d < HVD_DTYPE_COUNT; d++)
         for (int op = 0; op < HVD_REDUCE_OP_COUNT; op++)
-            for (int size = 1; size <= MAX_RANKS; size++)
+            for (int size = 1;
+                 size <= MAX_RANKS && d != HVD_INT16 && d != HVD_UINT16 &&
+                 !(d == HVD_BOOL && op == HVD_AVERAGE); size++)
                 for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
                     for (int in_place = 0; in_place <= 1; in_place++)
                         for (size_t n = 1; n <= 3; n += 2) {

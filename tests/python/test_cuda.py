@@ -90,8 +90,11 @@ def test_movers():
     g = hvd.allgather(x, name="cuda.gather")
     assert g.shape == (5 * hvd.size(), 3) and g.device == x.device
     assert torch.equal(g[5 * hvd.rank():5 * hvd.rank() + 5].cpu(), x.cpu())
-    out, splits = hvd.alltoall(torch.arange(2 * hvd.size(), dtype=torch.float32, device=dev()),
-                               name="cuda.alltoall")
+    send = torch.arange(2 * hvd.size(), dtype=torch.float32, device=dev()) + 100 * hvd.rank()
+    out = hvd.alltoall(send, name="cuda.alltoall")  # as Horovod: no splits given, no splits back
+    assert out.device == send.device
+    assert out.cpu().tolist() == [2 * hvd.rank() + k + 100 * r for r in range(hvd.size()) for k in (0, 1)]
+    out, splits = hvd.alltoall(send, splits=[2] * hvd.size(), name="cuda.alltoall.splits")
     assert out.numel() == 2 * hvd.size() and splits.tolist() == [2] * hvd.size()
     rs = hvd.reducescatter(torch.ones(4 * hvd.size(), device=dev()), op=hvd.Sum, name="cuda.rs")
     assert rs.cpu().eq(hvd.size()).all() and rs.numel() == 4

@@ -1,9 +1,10 @@
 /*
- * layers_gpu.cu - layers_gpu.h: the MLP's layers on the device. Linear layers are three
- * cublasSgemm calls on row-major data (cuBLAS is column-major, so a row-major (r, c) matrix is
- * read as its (c, r) transpose); ReLU, bias and softmax-cross-entropy are grid-stride kernels
- * with 64-bit indices. Everything is queued on the context's non-blocking stream; no call
- * waits for the device except gpu_layers_free. Every CUDA and cuBLAS call is checked.
+ * layers_gpu.cu - layers_gpu.h: the models' layers on the device (the CNN's convolutions are
+ * conv_gpu.c, cuDNN). Linear layers are three cublasSgemm calls on row-major data (cuBLAS is
+ * column-major, so a row-major (r, c) matrix is read as its (c, r) transpose); ReLU, bias,
+ * softmax-cross-entropy and 2x2 max pooling are grid-stride kernels with 64-bit indices.
+ * Everything is queued on the context's non-blocking stream; no call waits for the device
+ * except gpu_layers_free. Every CUDA and cuBLAS call is checked.
  * The caller's thread.
  */
 #include "layers_gpu.h"
@@ -114,6 +115,28 @@ __global__ void softmax_xent_backward_kernel(float *dlogits, const float *probs,
         if (v == targets[b]) d -= scale;
         dlogits[i] = d;
     }
+}
+
+/* One thread per output: the window's largest input, the first of equals as layers.c picks. */
+__global__ void maxpool2_kernel(float *out, int32_t *argmax, const float *inp, uint64_t BC,
+                                int H, int W) {
+    const int OH = H / 2, OW = W / 2;
+    for (uint64_t o = first_index(); o < BC * OH * OW; o += grid_stride()) {
+        const uint64_t bc = o / (static_cast<uint64_t>(OH) * OW);
+        const int y = static_cast<int>(o / OW % OH), x = static_cast<int>(o % OW);
+        const float *src = inp + bc * H * W;
+        int best = (2 * y) * W + 2 * x;
+        const int cand[3] = {best + 1, best + W, best + W + 1};
+        for (int k = 0; k < 3; k++) best = src[cand[k]] > src[best] ? cand[k] : best;
+        out[o] = src[best];
+        argmax[o] = static_cast<int32_t>(bc * H * W + best);
+    }
+}
+
+/* The windows do not overlap, so each input gets at most one output's gradient: no atomics. */
+__global__ void maxpool2_backward_kernel(float *dinp, const float *dout, const int32_t *argmax,
+                                         uint64_t n_out) {
+    for (uint64_t o = first_index(); o < n_out; o += grid_stride()) dinp[argmax[o]] = dout[o];
 }
 
 } // namespace
@@ -227,6 +250,25 @@ extern "C" int gpu_softmax_xent_backward(gpu_layers *g, float *dlogits, const fl
                                          const uint8_t *targets, float scale, int B, int V) {
     softmax_xent_backward_kernel<<<blocks(g, (uint64_t)B * V), kThreads, 0, g->stream>>>(
         dlogits, probs, targets, scale, B, V);
+    CUDA_OK(g, cudaGetLastError());
+    return 0;
+}
+
+extern "C" int gpu_maxpool2_forward(gpu_layers *g, float *out, int32_t *argmax, const float *inp,
+                                    int B, int C, int H, int W) {
+    if (H % 2 || W % 2) return fail(g, "gpu_maxpool2_forward", "H and W must be even", __FILE__, __LINE__);
+    const uint64_t n_out = static_cast<uint64_t>(B) * C * (H / 2) * (W / 2);
+    maxpool2_kernel<<<blocks(g, n_out), kThreads, 0, g->stream>>>(out, argmax, inp,
+                                                                   static_cast<uint64_t>(B) * C, H, W);
+    CUDA_OK(g, cudaGetLastError());
+    return 0;
+}
+
+extern "C" int gpu_maxpool2_backward(gpu_layers *g, float *dinp, const float *dout,
+                                     const int32_t *argmax, int B, int C, int H, int W) {
+    const uint64_t n_in = static_cast<uint64_t>(B) * C * H * W, n_out = n_in / 4;
+    CUDA_OK(g, cudaMemsetAsync(dinp, 0, n_in * sizeof(float), g->stream));
+    maxpool2_backward_kernel<<<blocks(g, n_out), kThreads, 0, g->stream>>>(dinp, dout, argmax, n_out);
     CUDA_OK(g, cudaGetLastError());
     return 0;
 }

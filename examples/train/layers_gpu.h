@@ -1,5 +1,5 @@
 /*
- * layers_gpu.h - the MLP's layers on a CUDA device, as a plain-C interface: linear layers by
+ * layers_gpu.h - the models' layers on a CUDA device, as a plain-C interface: linear layers by
  * cuBLAS (cublasSgemm) and ReLU, softmax-cross-entropy and bias kernels (layers_gpu.cu). The
  * same functions, shapes and conventions as layers.h (row-major, backward OVERWRITES the
  * parameter gradients, NULL dinp skips it), but every pointer is device memory and every call
@@ -7,7 +7,8 @@
  *
  * defines: gpu_layers, gpu_layers_create, gpu_layers_free, gpu_layers_stream,
  *          gpu_linear_forward, gpu_linear_backward, gpu_relu_forward, gpu_relu_backward,
- *          gpu_softmax_xent_forward, gpu_softmax_xent_backward
+ *          gpu_softmax_xent_forward, gpu_softmax_xent_backward, gpu_maxpool2_forward,
+ *          gpu_maxpool2_backward (the CNN's convolutions: conv_gpu.h, cuDNN)
  *
  * Each returns 0, or -1 with a message (file:line, CUDA's or cuBLAS's words) in the
  * context's err buffer (gpu_layers_error). Built only with the GPU backend (examples/meson.build).
@@ -51,6 +52,13 @@ int gpu_softmax_xent_forward(gpu_layers *g, float *probs, double *loss_sum,
 /* dlogits = scale * (probs - onehot(targets)) */
 int gpu_softmax_xent_backward(gpu_layers *g, float *dlogits, const float *probs,
                               const uint8_t *targets, float scale, int B, int V);
+
+/* 2x2 max pooling, stride 2, as layers.h's maxpool2 (argmax: the winner's index in inp, the
+ * first of equals); backward zeroes dinp and routes each dout to its winner. */
+int gpu_maxpool2_forward(gpu_layers *g, float *out, int32_t *argmax, const float *inp, int B,
+                         int C, int H, int W);
+int gpu_maxpool2_backward(gpu_layers *g, float *dinp, const float *dout, const int32_t *argmax,
+                          int B, int C, int H, int W);
 
 #ifdef __cplusplus
 }

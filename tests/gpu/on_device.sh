@@ -79,7 +79,7 @@ step pack_bench "$build/benchmarks/pack_bench"
 data=$bundle/fashion-mnist
 if [ -r "$data/train-images-idx3-ubyte.gz" ]; then
     step train_mlp_gpu "$build/examples/train" --device gpu --data "$data" --epochs 3
-    step train_cnn_gpu "$build/examples/train" --device gpu --model cnn --data "$data" --epochs 1
+    step train_cnn_gpu "$build/examples/train" --device gpu --model cnn --data "$data" --epochs 3
     step train_mlp_cpu "$build/examples/train" --data "$data" --epochs 1
 else
     echo "no Fashion-MNIST in $data: training not run (tests/gpu/fetch_bundle.sh copies it)" | tee "$logs/train.log"

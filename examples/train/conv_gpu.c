@@ -12,6 +12,7 @@
 
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -55,6 +56,15 @@ void gpu_conv_version(char *buf, size_t len) {
 }
 
 const char *gpu_conv_error(const gpu_conv *c) { return c->err; }
+
+/* cuDNN's kernels load in vectors: a buffer on a smaller boundary ends in
+ * CUDNN_STATUS_INTERNAL_ERROR (seen on the H100), so say what is wrong instead. */
+static int check_aligned(gpu_conv *c, const char *what, const void *p) {
+    if (p == NULL || (uintptr_t)p % 16 == 0) return 0;
+    snprintf(c->err, sizeof c->err, "gpu_conv: %s (%p) is not 16-byte aligned; cuDNN needs "
+             "aligned buffers (cudaMalloc's are)", what, p);
+    return -1;
+}
 
 /* The x/y descriptors for batch B, and a workspace large enough for the three algorithms. */
 static int set_batch(gpu_conv *c, int B) {
@@ -172,7 +182,9 @@ void gpu_conv_free(gpu_conv *c) {
 int gpu_conv_forward(gpu_conv *c, float *out, const float *inp, const float *weight,
                      const float *bias, int B) {
     const float one = 1.0f, zero = 0.0f;
-    if (set_batch(c, B) != 0) return -1;
+    if (check_aligned(c, "out", out) || check_aligned(c, "inp", inp) ||
+        check_aligned(c, "weight", weight) || check_aligned(c, "bias", bias) || set_batch(c, B) != 0)
+        return -1;
     DNN_OK(c, cudnnConvolutionForward(c->handle, &one, c->x, inp, c->w, weight, c->conv, c->fwd,
                                       c->workspace, c->workspace_bytes, &zero, c->y, out));
     DNN_OK(c, cudnnAddTensor(c->handle, &one, c->bias, bias, &one, c->y, out));
@@ -182,7 +194,10 @@ int gpu_conv_forward(gpu_conv *c, float *out, const float *inp, const float *wei
 int gpu_conv_backward(gpu_conv *c, float *dinp, float *dweight, float *dbias, const float *dout,
                       const float *inp, const float *weight, int B) {
     const float one = 1.0f, zero = 0.0f;
-    if (set_batch(c, B) != 0) return -1;
+    if (check_aligned(c, "dinp", dinp) || check_aligned(c, "dweight", dweight) ||
+        check_aligned(c, "dbias", dbias) || check_aligned(c, "dout", dout) ||
+        check_aligned(c, "inp", inp) || check_aligned(c, "weight", weight) || set_batch(c, B) != 0)
+        return -1;
     DNN_OK(c, cudnnConvolutionBackwardBias(c->handle, &one, c->y, dout, &zero, c->bias, dbias));
     DNN_OK(c, cudnnConvolutionBackwardFilter(c->handle, &one, c->x, inp, c->y, dout, c->conv,
                                              c->bwd_filter, c->workspace, c->workspace_bytes,

@@ -72,9 +72,15 @@ static size_t act_floats(model_kind kind) {
     return IN + c1 + p1 + c2 + FLAT + HID + 3 * OUT + HID + FLAT + c2 + p1 + c1;
 }
 
+/* Each activation starts on a 256-byte boundary, as cudaMalloc's own: cuDNN's kernels load in
+ * vectors and fail (CUDNN_STATUS_INTERNAL_ERROR, seen on the H100 at batch 13) on buffers that
+ * are only 8-byte aligned. */
+enum { ALIGN_FLOATS = 64, MAX_ACTS = 24 };
+static size_t aligned(size_t floats) { return (floats + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS; }
+
 static int setup(model_gpu *mg, const model *host) {
     size_t B = (size_t)host->max_batch;
-    size_t floats = B * act_floats(host->kind);
+    size_t floats = B * act_floats(host->kind) + (size_t)MAX_ACTS * ALIGN_FLOATS;
     CUDA_OK(mg, cudaMalloc((void **)&mg->params, mg->num_params * sizeof(float)));
     CUDA_OK(mg, cudaMalloc((void **)&mg->grads, mg->num_params * sizeof(float)));
     CUDA_OK(mg, cudaMalloc((void **)&mg->acts, floats * sizeof(float)));
@@ -87,28 +93,28 @@ static int setup(model_gpu *mg, const model *host) {
     CUDA_OK(mg, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     mg->uploaded = ev;
     float *a = mg->acts;
-    mg->inp = a, a += B * IN;
+    mg->inp = a, a += aligned(B * IN);
     if (host->kind == MODEL_MLP) {
-        mg->h1 = a, a += B * H1;
-        mg->h2 = a, a += B * H2;
-        mg->logits = a, a += B * OUT;
-        mg->probs = a, a += B * OUT;
-        mg->dlogits = a, a += B * OUT;
-        mg->dh2 = a, a += B * H2;
+        mg->h1 = a, a += aligned(B * H1);
+        mg->h2 = a, a += aligned(B * H2);
+        mg->logits = a, a += aligned(B * OUT);
+        mg->probs = a, a += aligned(B * OUT);
+        mg->dlogits = a, a += aligned(B * OUT);
+        mg->dh2 = a, a += aligned(B * H2);
         mg->dh1 = a;
     } else {
-        mg->c1 = a, a += B * K1 * S1 * S1;
-        mg->p1 = a, a += B * K1 * S2 * S2;
-        mg->c2 = a, a += B * K2 * S2 * S2;
-        mg->p2 = a, a += B * FLAT;
-        mg->h1 = a, a += B * HID;
-        mg->logits = a, a += B * OUT;
-        mg->probs = a, a += B * OUT;
-        mg->dlogits = a, a += B * OUT;
-        mg->dh1 = a, a += B * HID;
-        mg->dp2 = a, a += B * FLAT;
-        mg->dc2 = a, a += B * K2 * S2 * S2;
-        mg->dp1 = a, a += B * K1 * S2 * S2;
+        mg->c1 = a, a += aligned(B * K1 * S1 * S1);
+        mg->p1 = a, a += aligned(B * K1 * S2 * S2);
+        mg->c2 = a, a += aligned(B * K2 * S2 * S2);
+        mg->p2 = a, a += aligned(B * FLAT);
+        mg->h1 = a, a += aligned(B * HID);
+        mg->logits = a, a += aligned(B * OUT);
+        mg->probs = a, a += aligned(B * OUT);
+        mg->dlogits = a, a += aligned(B * OUT);
+        mg->dh1 = a, a += aligned(B * HID);
+        mg->dp2 = a, a += aligned(B * FLAT);
+        mg->dc2 = a, a += aligned(B * K2 * S2 * S2);
+        mg->dp1 = a, a += aligned(B * K1 * S2 * S2);
         mg->dc1 = a;
         CUDA_OK(mg, cudaMalloc((void **)&mg->argmax1, B * K1 * S2 * S2 * sizeof(int32_t)));
         CUDA_OK(mg, cudaMalloc((void **)&mg->argmax2, B * FLAT * sizeof(int32_t)));

@@ -1,7 +1,8 @@
 /*
- * model_gpu.h - model.h's MLP on a CUDA device (examples/train --device gpu): the same
- * parameter table, layer sequence and grad_ready order, with parameters, gradients and
- * activations in device memory and the layers of layers_gpu.h. Forward and backward only
+ * model_gpu.h - model.h's models (the MLP, and the CNN where cuDNN was found) on a CUDA
+ * device (examples/train --device gpu): the same parameter table, layer sequence and
+ * grad_ready order, with parameters, gradients and activations in device memory and the
+ * layers of layers_gpu.h and conv_gpu.h. Forward and backward only
  * queue work on the model's stream; the loss and accuracy are summed on the device and read
  * back by model_gpu_take_metrics (one stream sync, e.g. per epoch).
  *
@@ -23,7 +24,8 @@
 
 typedef struct model_gpu model_gpu;
 
-/* A device copy of host (an MLP; its parameters are uploaded) on CUDA device `device`, for
+/* A device copy of host (an MLP, or a CNN in a cuDNN build; its parameters are uploaded) on
+ * CUDA device `device`, for
  * batches of up to host->max_batch. Blocks while it allocates and uploads. */
 int model_gpu_create(model_gpu **out, const model *host, int device, char *err, size_t len);
 void model_gpu_free(model_gpu *mg); /* NULL-safe */

@@ -25,8 +25,7 @@
 typedef struct model_gpu model_gpu;
 
 /* A device copy of host (an MLP, or a CNN in a cuDNN build; its parameters are uploaded) on
- * CUDA device `device`, for
- * batches of up to host->max_batch. Blocks while it allocates and uploads. */
+ * CUDA device `device`, for batches of up to host->max_batch. Blocks while it allocates and uploads. */
 int model_gpu_create(model_gpu **out, const model *host, int device, char *err, size_t len);
 void model_gpu_free(model_gpu *mg); /* NULL-safe */
 float *model_gpu_param(model_gpu *mg, int i); /* device pointer of tensor i's values */

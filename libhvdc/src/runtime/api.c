@@ -152,14 +152,23 @@ static hvd_status wait_for(hvd_status submitted, hvd_handle *handle) {
 
 /* ---- reductions: allreduce, reducescatter ---- */
 
+/* What every submission of one named tensor checks first: the name, a handle to fill, the dtype. */
+static hvd_status check_call(const char *fn, const char *name, const hvd_handle *handle,
+                             hvd_dtype dtype) {
+    hvd_status st;
+    CHECK(check_name(fn, name));
+    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
+    CHECK(check_dtype(fn, name, (int)dtype));
+fail:
+    return st;
+}
+
 /* What every reducing submission checks: name, handle, dtype, op, send buffer, options. */
 static hvd_status check_reduction(const char *fn, const char *name, const hvd_handle *handle,
                                   hvd_dtype dtype, hvd_reduce_op op, const void *sendbuf,
                                   size_t count, const hvd_options *o) {
     hvd_status st;
-    CHECK(check_name(fn, name));
-    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
-    CHECK(check_dtype(fn, name, (int)dtype));
+    CHECK(check_call(fn, name, handle, dtype));
     CHECK(check_op(fn, name, (int)op, dtype));
     CHECK(check_buffer(fn, name, "sendbuf", sendbuf, count, dtype));
     CHECK(check_options(fn, name, o, dtype));
@@ -285,9 +294,7 @@ static hvd_status hvd_broadcast_async_entered(const char *name, void *buf, size_
     const hvd_options *o = options ? options : &default_options;
     hvd_status st;
     hvdc_op *req = NULL;
-    CHECK(check_name(fn, name));
-    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
-    CHECK(check_dtype(fn, name, (int)dtype));
+    CHECK(check_call(fn, name, handle, dtype));
     CHECK(check_buffer(fn, name, "buf", buf, count, dtype));
     /* root is a global rank; the set's runtime numbers it by its position in the set */
     int in_set = hvdc__set_position(o->process_set, root);
@@ -325,6 +332,28 @@ static hvd_status check_alloc(const char *fn, const char *name, void **alloc_out
     return HVD_OK;
 }
 
+/* The output of an allgather or alltoall that sends send_count elements: allocated by libhvdc
+ * (recv_capacity SIZE_MAX, the _alloc variants) or the caller's recvbuf, which must hold
+ * recv_capacity elements apart from sendbuf; no scaling; *device is where the tensors live. */
+static hvd_status check_output(const char *fn, const char *name, const void *sendbuf,
+                               size_t send_count, void *recvbuf, size_t recv_capacity,
+                               hvd_dtype dtype, void **alloc_out, const hvd_options *o,
+                               int *device) {
+    hvd_status st;
+    if (recv_capacity == SIZE_MAX) {
+        CHECK(check_alloc(fn, name, alloc_out, sendbuf, o));
+    } else {
+        CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
+        CHECK(hvdc__check_overlap(fn, name, sendbuf, send_count * hvd_dtype_size(dtype), recvbuf,
+                                  recv_capacity * hvd_dtype_size(dtype), 0));
+    }
+    CHECK(check_plain_options(fn, name, o));
+    *device = alloc_out ? HVD_DEVICE_CPU : tensor_device(o, recvbuf);
+    CHECK(check_device_buffers(fn, name, *device, sendbuf, recvbuf));
+fail:
+    return st;
+}
+
 static hvd_status hvd_allgather_async_entered(const char *name, const void *sendbuf, size_t count, void *recvbuf,
                                size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
                                size_t *rank_counts, hvd_handle *handle, void **alloc_out,
@@ -333,20 +362,10 @@ static hvd_status hvd_allgather_async_entered(const char *name, const void *send
     const hvd_options *o = options ? options : &default_options;
     hvd_status st;
     hvdc_op *req = NULL;
-    CHECK(check_name(fn, name));
-    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': handle is NULL", fn, name);
-    CHECK(check_dtype(fn, name, (int)dtype));
+    CHECK(check_call(fn, name, handle, dtype));
     CHECK(check_buffer(fn, name, "sendbuf", sendbuf, count, dtype));
-    if (recv_capacity == SIZE_MAX) {
-        CHECK(check_alloc(fn, name, alloc_out, sendbuf, o));
-    } else {
-        CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
-        CHECK(hvdc__check_overlap(fn, name, sendbuf, count * hvd_dtype_size(dtype), recvbuf,
-                                  recv_capacity * hvd_dtype_size(dtype), 0));
-    }
-    CHECK(check_plain_options(fn, name, o));
-    int device = alloc_out ? HVD_DEVICE_CPU : tensor_device(o, recvbuf);
-    CHECK(check_device_buffers(fn, name, device, sendbuf, recvbuf));
+    int device = HVD_DEVICE_CPU;
+    CHECK(check_output(fn, name, sendbuf, count, recvbuf, recv_capacity, dtype, alloc_out, o, &device));
     CHECK(single_op(fn, HVDC_KIND_ALLGATHER, name, sendbuf, recvbuf, count, dtype, &req));
     req->alloc_out = alloc_out;
     req->desc.capacity = recv_capacity == SIZE_MAX ? UINT64_MAX : recv_capacity;
@@ -415,16 +434,8 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
         total += sendcounts[d];
     }
     CHECK(check_buffer(fn, name, "sendbuf", sendbuf, total, dtype));
-    if (recv_capacity == SIZE_MAX) {
-        CHECK(check_alloc(fn, name, alloc_out, sendbuf, o));
-    } else {
-        CHECK(check_buffer(fn, name, "recvbuf", recvbuf, recv_capacity, dtype));
-        CHECK(hvdc__check_overlap(fn, name, sendbuf, total * hvd_dtype_size(dtype), recvbuf,
-                                  recv_capacity * hvd_dtype_size(dtype), 0));
-    }
-    CHECK(check_plain_options(fn, name, o));
-    int device = alloc_out ? HVD_DEVICE_CPU : tensor_device(o, recvbuf);
-    CHECK(check_device_buffers(fn, name, device, sendbuf, recvbuf));
+    int device = HVD_DEVICE_CPU;
+    CHECK(check_output(fn, name, sendbuf, total, recvbuf, recv_capacity, dtype, alloc_out, o, &device));
     CHECK(single_op(fn, HVDC_KIND_ALLTOALL, name, sendbuf, recvbuf, total, dtype, &req));
     req->alloc_out = alloc_out;
     free(req->desc.counts);

@@ -7,51 +7,17 @@
  */
 #include "train/ckpt_format.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/dtype.h"
 #include "base/status.h"
+#include "train/file_frame.h"
 #include "train/le_bytes.h"
 
-/* CRC-32 (IEEE, reflected, as zlib's), eight bytes per step ("slicing-by-8"): table[k][b] is
- * the CRC of byte b followed by k zero bytes, so eight lookups fold eight bytes at once. The
- * bytes of a commit or checkpoint (megabytes) are checksummed on every save and load; one
- * byte per step (or half a byte, as this once was) made the checksum most of a commit's cost.
- * The tables are built once, by the first call (pthread_once: any thread). */
-static uint32_t crc_table[8][256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_build(void) {
-    for (uint32_t b = 0; b < 256; b++) {
-        uint32_t c = b;
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
-        crc_table[0][b] = c;
-    }
-    for (uint32_t b = 0; b < 256; b++)
-        for (int k = 1; k < 8; k++)
-            crc_table[k][b] = (crc_table[k - 1][b] >> 8) ^ crc_table[0][crc_table[k - 1][b] & 0xffu];
-}
-
-uint32_t hvdc__crc32(uint32_t crc, const void *data, size_t nbytes) {
-    pthread_once(&crc_once, crc_build);
-    uint32_t (*t)[256] = crc_table;
-    const unsigned char *p = data;
-    crc = ~crc;
-    for (; nbytes >= 8; p += 8, nbytes -= 8) {
-        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                             (uint32_t)p[3] << 24);
-        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
-                      (uint32_t)p[7] << 24;
-        crc = t[7][lo & 0xffu] ^ t[6][(lo >> 8) & 0xffu] ^ t[5][(lo >> 16) & 0xffu] ^
-              t[4][lo >> 24] ^ t[3][hi & 0xffu] ^ t[2][(hi >> 8) & 0xffu] ^
-              t[1][(hi >> 16) & 0xffu] ^ t[0][hi >> 24];
-    }
-    while (nbytes-- > 0) crc = t[0][(crc ^ *p++) & 0xffu] ^ (crc >> 8);
-    return ~crc;
-}
+static const hvdc__frame_format FRAME = {HVDC_CKPT_MAGIC, HVDC_CKPT_VERSION, "checkpoint",
+                                         "the file was left as it is and nothing was loaded"};
 
 /* ---- writing --------------------------------------------------------------------------- */
 
@@ -105,18 +71,11 @@ hvd_status hvdc__ckpt_encode(const hvdc__ckpt *c, unsigned char **out, size_t *n
     for (uint32_t i = 0; i < c->num_tensors && c->slots > 0; i++) {
         hvdc__le_put_bytes(&w, c->tensors[i].state, (size_t)c->slots * c->tensors[i].count * sizeof(double));
     }
-    uint32_t body_crc = hvdc__crc32(0, w.buf + HVDC_CKPT_HEADER_NBYTES, body);
-    w.off = 0;
-    hvdc__le_put_bytes(&w, HVDC_CKPT_MAGIC, 8);
-    hvdc__le_put_u32(&w, HVDC_CKPT_VERSION);
-    hvdc__le_put_u32(&w, HVDC_CKPT_HEADER_NBYTES);
-    hvdc__le_put_u64(&w, body);
-    hvdc__le_put_u32(&w, body_crc);
+    w.off = 28; /* this format's header fields; the frame writes the rest */
     hvdc__le_put_u32(&w, c->num_tensors);
     hvdc__le_put_u64(&w, values);
     hvdc__le_put_u64(&w, state);
-    w.off = 60;
-    hvdc__le_put_u32(&w, hvdc__crc32(0, w.buf, 60));
+    hvdc__frame_seal(w.buf, total, &FRAME);
     *out = w.buf;
     *nbytes = total;
     return HVD_OK;
@@ -124,46 +83,14 @@ hvd_status hvdc__ckpt_encode(const hvdc__ckpt *c, unsigned char **out, size_t *n
 
 /* ---- reading --------------------------------------------------------------------------- */
 
-static hvd_status bad(const char *path, const char *what) {
-    return hvdc__fail(HVD_ERR_INVALID_ARG, "checkpoint '%s' %s; the file was left as it is and "
-                      "nothing was loaded", path, what);
-}
-
 hvd_status hvdc__ckpt_decode(const unsigned char *buf, size_t nbytes, const char *path,
                              hvdc__ckpt *c) {
-    char what[512];
     if (!hvdc__little_endian_host())
         return hvdc__fail(HVD_ERR_UNSUPPORTED, "checkpoints are read on little-endian hosts only");
-    if (nbytes < 8 || memcmp(buf, HVDC_CKPT_MAGIC, 8) != 0)
-        return bad(path, "is not a libhvdc checkpoint (its first 8 bytes are not \"HVDCCKPT\")");
-    if (nbytes < HVDC_CKPT_HEADER_NBYTES) {
-        snprintf(what, sizeof what, "is truncated: %zu bytes, less than its %u-byte header",
-                 nbytes, HVDC_CKPT_HEADER_NBYTES);
-        return bad(path, what);
-    }
-    uint64_t version = hvdc__le_u32(buf + 8);
-    if (version != HVDC_CKPT_VERSION) {
-        snprintf(what, sizeof what, "has format version %llu; this libhvdc reads version %u",
-                 (unsigned long long)version, HVDC_CKPT_VERSION);
-        return bad(path, what);
-    }
-    if (hvdc__le_u32(buf + 60) != hvdc__crc32(0, buf, 60) ||
-        hvdc__le_u32(buf + 12) != HVDC_CKPT_HEADER_NBYTES)
-        return bad(path, "is corrupted: its header fails its CRC-32 check");
-    uint64_t body = hvdc__le_u64(buf + 16);
-    if (body != nbytes - HVDC_CKPT_HEADER_NBYTES) {
-        snprintf(what, sizeof what, "is %s: the header announces %llu bytes of data, the file "
-                 "holds %zu", body > nbytes - HVDC_CKPT_HEADER_NBYTES ? "truncated" : "corrupted",
-                 (unsigned long long)body, nbytes - HVDC_CKPT_HEADER_NBYTES);
-        return bad(path, what);
-    }
-    const unsigned char *b = buf + HVDC_CKPT_HEADER_NBYTES;
-    uint32_t crc = hvdc__crc32(0, b, body);
-    if (crc != hvdc__le_u32(buf + 24)) {
-        snprintf(what, sizeof what, "is corrupted: its data has CRC-32 %08x, the header says "
-                 "%08x", crc, (unsigned)hvdc__le_u32(buf + 24));
-        return bad(path, what);
-    }
+    const unsigned char *b = NULL;
+    size_t body = 0;
+    hvd_status st = hvdc__frame_open(buf, nbytes, path, &FRAME, &b, &body);
+    if (st != HVD_OK) return st;
     // The body passed its checksum, so a size inconsistency below means a bug in the writer;
     // still, never read past the end.
     uint64_t n = hvdc__le_u32(buf + 28);
@@ -174,9 +101,9 @@ hvd_status hvdc__ckpt_decode(const unsigned char *buf, size_t nbytes, const char
     size_t off = 0;
     for (uint32_t i = 0; i < c->num_tensors; i++) {
         const hvdc__ckpt_tensor *t = &c->tensors[i];
-        if (off + 4 > body) return bad(path, "is corrupted: its tensor table is cut short");
+        if (off + 4 > body) return hvdc__frame_refuse(&FRAME, path, "is corrupted: its tensor table is cut short");
         size_t len = hvdc__le_u32(b + off);
-        if (off + 4 + len + 12 > body) return bad(path, "is corrupted: its tensor table is cut short");
+        if (off + 4 + len + 12 > body) return hvdc__frame_refuse(&FRAME, path, "is corrupted: its tensor table is cut short");
         const char *name = (const char *)b + off + 4;
         uint64_t dtype = hvdc__le_u32(b + off + 4 + len), count = hvdc__le_u64(b + off + 8 + len);
         off += 4 + len + 12;
@@ -188,7 +115,7 @@ hvd_status hvdc__ckpt_decode(const unsigned char *buf, size_t nbytes, const char
                               name, hvdc__dtype_name((int)dtype), (unsigned long long)count,
                               t->name, hvdc__dtype_name((int)t->dtype), t->count);
     }
-    if (off + 16 > body) return bad(path, "is corrupted: its optimizer section is cut short");
+    if (off + 16 > body) return hvdc__frame_refuse(&FRAME, path, "is corrupted: its optimizer section is cut short");
     const unsigned char *f = b + off;
     uint64_t kind = hvdc__le_u32(f), slots = hvdc__le_u32(f + 4);
     if (kind != c->kind || slots != c->slots)

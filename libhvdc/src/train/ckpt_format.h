@@ -1,9 +1,10 @@
 /*
  * ckpt_format.h - the checkpoint file format (version 1) as pure functions on memory buffers:
- * encoding, validation and decoding, and the CRC-32 that guards it. checkpoint.c does the
- * files and the collectives; tests/unit/test_checkpoint_format.c tests this part alone.
+ * encoding, validation and decoding, inside file_frame.h's frame (header and CRC-32s).
+ * checkpoint.c does the files and the collectives; tests/unit/test_checkpoint_format.c tests
+ * this part alone.
  *
- * defines: hvdc__crc32, hvdc__ckpt_tensor, hvdc__ckpt, hvdc__ckpt_encode, hvdc__ckpt_decode,
+ * defines: hvdc__ckpt_tensor, hvdc__ckpt, hvdc__ckpt_encode, hvdc__ckpt_decode,
  *          HVDC_CKPT_MAGIC, HVDC_CKPT_VERSION, HVDC_CKPT_HEADER_NBYTES
  *
  * Layout; every integer little-endian, values in the host's order (which must be little-endian):
@@ -32,6 +33,7 @@
 #include <stdint.h>
 
 #include "hvdc.h"
+#include "train/file_frame.h" /* hvdc__crc32, for the format's users and tests */
 
 #define HVDC_CKPT_MAGIC "HVDCCKPT"
 #define HVDC_CKPT_VERSION 1u
@@ -60,9 +62,6 @@ typedef struct hvdc__ckpt {
     hvd_checkpoint_info info;
 } hvdc__ckpt;
 
-/* CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320, as zlib's crc32): pass 0 to start,
- * or a previous result to continue. crc32("123456789") == 0xCBF43926. */
-uint32_t hvdc__crc32(uint32_t crc, const void *data, size_t nbytes);
 
 /* Encodes c into a new buffer (*out, *nbytes; the caller frees *out).
  * @return HVD_OK, HVD_ERR_NO_MEMORY, HVD_ERR_UNSUPPORTED on a big-endian host. */

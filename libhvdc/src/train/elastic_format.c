@@ -12,8 +12,12 @@
 
 #include "base/dtype.h"
 #include "base/status.h"
-#include "train/ckpt_format.h"
+#include "train/file_frame.h"
 #include "train/le_bytes.h"
+
+static const hvdc__frame_format FRAME = {HVDC_ELASTIC_MAGIC, HVDC_ELASTIC_VERSION,
+                                         "elastic commit", "it was left as it is and nothing "
+                                         "was restored"};
 
 #define FLAG_OPTIMIZER 1u
 #define FLAG_SAMPLER 2u
@@ -64,87 +68,47 @@ hvd_status hvdc__elastic_encode(const hvdc__elastic_image *img, unsigned char **
         hvdc__le_put_bytes(&w, e->name, len);
         hvdc__le_put_bytes(&w, e->data, entry_nbytes(e));
     }
-    uint32_t body_crc = hvdc__crc32(0, w.buf + HVDC_ELASTIC_HEADER_NBYTES, body);
-    w.off = 0;
-    hvdc__le_put_bytes(&w, HVDC_ELASTIC_MAGIC, 8);
-    hvdc__le_put_u32(&w, HVDC_ELASTIC_VERSION);
-    hvdc__le_put_u32(&w, HVDC_ELASTIC_HEADER_NBYTES);
-    hvdc__le_put_u64(&w, body);
-    hvdc__le_put_u32(&w, body_crc);
+    w.off = 28; /* this format's header fields; the frame writes the rest */
     hvdc__le_put_u32(&w, img->num_entries);
     hvdc__le_put_u64(&w, img->sequence);
     hvdc__le_put_u32(&w, img->size);
     hvdc__le_put_u32(&w, flags);
     hvdc__le_put_u64(&w, img->time_ms);
-    w.off = 60;
-    hvdc__le_put_u32(&w, hvdc__crc32(0, w.buf, 60));
+    hvdc__frame_seal(w.buf, total, &FRAME);
     *out = w.buf;
     *nbytes = total;
     return HVD_OK;
 }
 
-static hvd_status bad(const char *path, const char *what) {
-    return hvdc__fail(HVD_ERR_INVALID_ARG, "elastic commit '%s' %s; it was left as it is and "
-                      "nothing was restored", path, what);
-}
-
 hvd_status hvdc__elastic_parse(const unsigned char *buf, size_t nbytes, const char *path,
                                hvdc__elastic_image *img) {
-    char what[512];
     *img = (hvdc__elastic_image){0};
     if (!hvdc__little_endian_host())
         return hvdc__fail(HVD_ERR_UNSUPPORTED, "elastic commits are read on little-endian hosts "
                           "only");
-    if (nbytes < 8 || memcmp(buf, HVDC_ELASTIC_MAGIC, 8) != 0)
-        return bad(path, "is not a libhvdc elastic commit (its first 8 bytes are not "
-                   "\"HVDCELST\")");
-    if (nbytes < HVDC_ELASTIC_HEADER_NBYTES) {
-        snprintf(what, sizeof what, "is truncated: %zu bytes, less than its %u-byte header",
-                 nbytes, HVDC_ELASTIC_HEADER_NBYTES);
-        return bad(path, what);
-    }
-    uint32_t version = hvdc__le_u32(buf + 8);
-    if (version != HVDC_ELASTIC_VERSION) {
-        snprintf(what, sizeof what, "has format version %u; this libhvdc reads version %u",
-                 version, HVDC_ELASTIC_VERSION);
-        return bad(path, what);
-    }
-    if (hvdc__le_u32(buf + 60) != hvdc__crc32(0, buf, 60) ||
-        hvdc__le_u32(buf + 12) != HVDC_ELASTIC_HEADER_NBYTES)
-        return bad(path, "is corrupted: its header fails its CRC-32 check");
-    uint64_t body = hvdc__le_u64(buf + 16);
-    if (body != nbytes - HVDC_ELASTIC_HEADER_NBYTES) {
-        snprintf(what, sizeof what, "is %s: the header announces %llu bytes of data, the file "
-                 "holds %zu", body > nbytes - HVDC_ELASTIC_HEADER_NBYTES ? "truncated" : "corrupted",
-                 (unsigned long long)body, nbytes - HVDC_ELASTIC_HEADER_NBYTES);
-        return bad(path, what);
-    }
-    const unsigned char *b = buf + HVDC_ELASTIC_HEADER_NBYTES;
-    uint32_t crc = hvdc__crc32(0, b, body);
-    if (crc != hvdc__le_u32(buf + 24)) {
-        snprintf(what, sizeof what, "is corrupted: its data has CRC-32 %08x, the header says "
-                 "%08x", crc, hvdc__le_u32(buf + 24));
-        return bad(path, what);
-    }
+    const unsigned char *b = NULL;
+    size_t body = 0;
+    hvd_status st = hvdc__frame_open(buf, nbytes, path, &FRAME, &b, &body);
+    if (st != HVD_OK) return st;
     // The body passed its checksum: what follows guards against a writer's bug, and never
     // reads past the end.
     uint32_t flags = hvdc__le_u32(buf + 44), n = hvdc__le_u32(buf + 28);
     if ((flags & ~(FLAG_OPTIMIZER | FLAG_SAMPLER)) != 0 || n > body / ENTRY_FIXED_NBYTES)
-        return bad(path, "is corrupted: its header has unknown flags or too many entries");
+        return hvdc__frame_refuse(&FRAME, path, "is corrupted: its header has unknown flags or too many entries");
     img->sequence = hvdc__le_u64(buf + 32);
     img->size = hvdc__le_u32(buf + 40);
     img->time_ms = hvdc__le_u64(buf + 48);
     size_t off = 0;
     if (flags & FLAG_OPTIMIZER) {
         if (body - off < 8 || hvdc__le_u64(b + off) > body - off - 8)
-            return bad(path, "is corrupted: its optimizer section is cut short");
+            return hvdc__frame_refuse(&FRAME, path, "is corrupted: its optimizer section is cut short");
         img->ckpt_nbytes = (size_t)hvdc__le_u64(b + off);
         img->ckpt = b + off + 8;
         off += 8 + img->ckpt_nbytes;
     }
     if (flags & FLAG_SAMPLER) {
         if (body - off < SAMPLER_NBYTES)
-            return bad(path, "is corrupted: its sampler section is cut short");
+            return hvdc__frame_refuse(&FRAME, path, "is corrupted: its sampler section is cut short");
         hvdc__elastic_sampler *s = &img->sampler;
         img->has_sampler = 1;
         s->dataset_size = hvdc__le_u64(b + off);
@@ -193,7 +157,7 @@ hvd_status hvdc__elastic_parse(const unsigned char *buf, size_t nbytes, const ch
     if (why != NULL) {
         free(entries);
         *img = (hvdc__elastic_image){0};
-        return bad(path, why);
+        return hvdc__frame_refuse(&FRAME, path, why);
     }
     img->num_entries = n;
     img->entries = entries;

@@ -5,6 +5,9 @@ Horovod PyTorch script (only the import names hvdc):
     build/hvdcrun -np 2 /usr/bin/python3 examples/pytorch/train_fashion_mnist.py
     ... --checkpoint ck.pt            rank 0 saves after every epoch (atomically)
     ... --checkpoint ck.pt --resume   continues from the epoch the checkpoint ends with
+    ... --elastic                     commits after every epoch (hvd.elastic.TorchState) and
+                                      starts from the last commit: under hvdcrun --elastic a
+                                      run that lost a host restarts from there
     (--stop-after N ends a run after N epochs, as if interrupted)
 
 Every rank holds the whole model and trains on its shard of each epoch (torch's
@@ -127,6 +130,8 @@ def main():
                    help="stop after this many epochs, as if interrupted (the schedule still "
                         "spans --epochs)")
     p.add_argument("--fp16-allreduce", action="store_true", help="Compression.fp16 for gradients")
+    p.add_argument("--elastic", action="store_true",
+                   help="commit every epoch to $HVD_ELASTIC_DIR and start from the last commit")
     p.add_argument("--min-accuracy", type=float, default=0.0)
     args = p.parse_args()
 
@@ -150,7 +155,12 @@ def main():
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
                                          compression=compression)
     start_epoch = 0
-    if args.resume:
+    elastic_state = None
+    if args.elastic:  # the last commit, or every rank gets rank 0's state
+        elastic_state = hvd.elastic.TorchState(model, optimizer, epoch=0)
+        if elastic_state.restore():
+            start_epoch = elastic_state.epoch
+    elif args.resume:
         if not args.checkpoint:
             sys.exit("--resume needs --checkpoint PATH")
         if hvd.rank() == 0:
@@ -194,6 +204,13 @@ def main():
         _, test_acc = evaluate(model, test_loader, epoch)
         if args.checkpoint:
             save_checkpoint(args.checkpoint, model, optimizer, epoch + 1)
+        if elastic_state is not None:
+            elastic_state.epoch = epoch + 1
+            try:
+                elastic_state.commit()
+            except hvd.HostsUpdatedInterrupt:  # hvdcrun --scale-up: it restarts the job bigger
+                hvd.shutdown()
+                return 0
         if hvd.rank() == 0:
             n = totals[2].item()
             print(f"{epoch + 1:>5} {totals[0].item() / n:>10.4f} {totals[1].item() / n:>9.4f} "

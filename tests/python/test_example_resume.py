@@ -1,5 +1,6 @@
-"""examples/pytorch/train_fashion_mnist.py's checkpoints: 3 epochs in one run, and a run stopped
-after 2 epochs (--stop-after 2) then continued with --resume, end with the same model, bit for bit (the sampler's order depends only on the
+"""examples/pytorch/train_fashion_mnist.py's checkpoints and elastic commits: 3 epochs in one
+run, and a run stopped after 2 epochs (--stop-after 2) then continued with --resume (or started
+again with --elastic), end with the same model, bit for bit (the sampler's order depends only on the
 seed and the epoch; rank 0's checkpoint carries the model, the optimizer's momentum and the
 epoch). A 1024-image subset at np = 2 keeps it short. Run without a launcher: it starts the jobs
 with $HVDCRUN (meson sets it to build/hvdcrun), else the hvdcrun on PATH."""
@@ -18,7 +19,7 @@ EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "
                        "pytorch", "train_fashion_mnist.py")
 
 
-def train(checkpoint, *extra):
+def train(checkpoint, *extra, env=None):
     launcher = os.environ.get("HVDCRUN") or shutil.which("hvdcrun")
     if not launcher:
         pytest.skip("no launcher: set HVDCRUN=build/hvdcrun (meson test does)")
@@ -27,7 +28,7 @@ def train(checkpoint, *extra):
     # env: Python's copy of the environment from before hvd.init(); MPI's singleton start-up
     # added variables to the process's own environment that would confuse a nested launch
     run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         timeout=150, env=dict(os.environ))
+                         timeout=150, env=dict(os.environ, **(env or {})))
     assert run.returncode == 0, run.stdout[-3000:]
     return run.stdout
 
@@ -46,3 +47,22 @@ def test_resume_equals_uninterrupted():
         assert a["epoch"] == b["epoch"] == 3
         for k in a["model"]:
             assert torch.equal(a["model"][k], b["model"][k]), f"{k} differs after resuming"
+
+
+def test_elastic_restart_equals_uninterrupted():
+    """--elastic: a run stopped after 2 epochs and started again (as hvdcrun --elastic restarts
+    one) continues from its last commit and ends with the uninterrupted run's model."""
+    assert hvd.size() == 1, "run this file without a launcher: it starts its own jobs"
+    if not os.path.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"):
+        pytest.skip("dataset-fashion-mnist is not installed (scripts/setup.sh installs it)")
+    with tempfile.TemporaryDirectory() as d:
+        whole, part = os.path.join(d, "whole.pt"), os.path.join(d, "part.pt")
+        commits = {"HVD_ELASTIC_DIR": os.path.join(d, "commits")}
+        os.mkdir(commits["HVD_ELASTIC_DIR"])
+        train(whole)
+        assert "stopped after epoch 2" in train(part, "--elastic", "--stop-after", "2", env=commits)
+        out = train(part, "--elastic", env=commits)
+        assert "resuming after epoch 2" in out and "\n    3 " in out and "\n    1 " not in out, out
+        a, b = torch.load(whole), torch.load(part)
+        for k in a["model"]:
+            assert torch.equal(a["model"][k], b["model"][k]), f"{k} differs after the restart"

@@ -14,7 +14,9 @@ class HorovodInternalError(RuntimeError):
 
 
 class HostsUpdatedInterrupt(RuntimeError):
-    """Horovod's elastic-mode signal; libhvdc has no elastic mode, so it is never raised."""
+    """Horovod's elastic-mode signal. In libhvdc, State.commit() raises it on every rank when
+    hvdcrun asked the job to stop at that commit (--scale-up: to restart it on more hosts);
+    hvdc.torch.elastic.run then shuts down and exits 0, and hvdcrun restarts the job."""
 
     def __init__(self, skip_sync=False):
         super().__init__()

@@ -103,6 +103,15 @@ _vp = ctypes.c_void_p
 _handle_p = ctypes.POINTER(ctypes.c_uint64)
 _size_p = ctypes.POINTER(ctypes.c_size_t)
 _int_p = ctypes.POINTER(ctypes.c_int)
+
+
+class ElasticInfo(ctypes.Structure):
+    """hvd_elastic_info: keep in step with hvdc.h."""
+    _fields_ = [("restored", ctypes.c_int),
+                ("sequence", ctypes.c_uint64),
+                ("committed_size", ctypes.c_int),
+                ("age_s", ctypes.c_double)]
+
 _opt_p = ctypes.POINTER(Options)
 
 
@@ -159,6 +168,14 @@ for _h in (lib, fast):
     _declare(_h, "hvd_last_error", ctypes.c_char_p, [])
     _declare(_h, "hvd_gpu_built", ctypes.c_int, [])
     _declare(_h, "hvd_version", ctypes.c_char_p, [])
+    _declare(_h, "hvd_elastic_create", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_vp)])
+    _declare(_h, "hvd_elastic_destroy", ctypes.c_int, [_vp])
+    _declare(_h, "hvd_elastic_set_blob", ctypes.c_int, [_vp, ctypes.c_char_p, _vp, _size_t])
+    _declare(_h, "hvd_elastic_get_blob", ctypes.c_int,
+             [_vp, ctypes.c_char_p, ctypes.POINTER(_vp), _size_p])
+    _declare(_h, "hvd_elastic_commit", ctypes.c_int, [_vp, _int_p])
+    _declare(_h, "hvd_elastic_restore", ctypes.c_int, [_vp, ctypes.POINTER(ElasticInfo)])
+    _declare(_h, "hvd_elastic_sync", ctypes.c_int, [_vp])
 
 
 def last_error(status):

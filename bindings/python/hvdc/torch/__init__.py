@@ -4,7 +4,8 @@
 
 in place of `import horovod.torch as hvd`: the same names, arguments, defaults, return types,
 in-place semantics and error types (HorovodInternalError for failed collectives, ValueError
-for bad arguments). Not implemented: Adasum (a clear NotImplementedError) and elastic mode.
+for bad arguments). Not implemented: Adasum (a clear NotImplementedError). Elastic mode
+(hvd.elastic.run, TorchState) is restart-based: see hvdc.torch.elastic.
 """
 from hvdc.common.basics import (init, shutdown, is_initialized, rank, size, local_rank,
                                 local_size, cross_rank, cross_size, is_homogeneous,
@@ -29,3 +30,4 @@ from hvdc.torch.functions import (broadcast_parameters, broadcast_optimizer_stat
                                   broadcast_object, allgather_object)
 from hvdc.torch.optimizer import DistributedOptimizer
 from hvdc.torch.sync_batch_norm import SyncBatchNorm
+from hvdc.torch import elastic

@@ -357,8 +357,9 @@ HVD_API hvd_status hvd_wait(hvd_handle *handle);
  * HVD_PROCESS_SET_GLOBAL; ids are not reused) in *process_set, on every rank. Collective over
  * every rank, members or not, which must make the same calls in the same order.
  * @return HVD_OK; HVD_ERR_INVALID_ARG for NULL, n < 1, a rank out of range or given twice, or a
- *         set with the same ranks already (the message names its id); HVD_ERR_MISMATCH on every
- *         rank when ranks passed different sets (the message names them); HVD_ERR_MPI.
+ *         set with the same ranks already (the message names its id) — a list refused on one
+ *         rank fails every rank, the others naming it; HVD_ERR_MISMATCH on every rank when
+ *         ranks passed different sets (the message names them); HVD_ERR_MPI.
  *         Blocks until every rank has called it. */
 HVD_API hvd_status hvd_add_process_set(const int *ranks, int n, int *process_set);
 
@@ -367,7 +368,8 @@ HVD_API hvd_status hvd_add_process_set(const int *ranks, int n, int *process_set
  * an operation of the set in flight (submitted and not yet completed): wait for them first.
  * Handles of the set's operations that completed but were never waited for are released.
  * @return HVD_OK; HVD_ERR_INVALID_ARG for the global set, an unknown id, or work in flight
- *         (the message names the ranks that have it). Blocks until every rank has called it. */
+ *         (the message names the ranks that have it); HVD_ERR_MISMATCH on every rank when
+ *         ranks passed different ids. Blocks until every rank has called it. */
 HVD_API hvd_status hvd_remove_process_set(int process_set);
 
 /* This rank's position in the set (-1 if it is not a member) and the set's number of ranks.

@@ -176,6 +176,12 @@ static void test_refusals(mt_ctx *t, int even, int odd) {
     MT_CHECK(t, strstr(hvd_last_error(), "has these ranks already"), "message: %s", hvd_last_error());
     MT_EXPECT(t, hvd_remove_process_set(HVD_PROCESS_SET_GLOBAL), HVD_ERR_INVALID_ARG);
     MT_EXPECT(t, hvd_remove_process_set(12345), HVD_ERR_INVALID_ARG);
+    /* a list only rank 1 gets wrong fails every rank instead of leaving them waiting */
+    int fine[2] = {0, 1}, *lst = t->rank == 1 ? bad : fine;
+    MT_EXPECT(t, hvd_add_process_set(lst, 2, &id), HVD_ERR_INVALID_ARG);
+    if (t->rank != 1) MT_CHECK(t, strstr(hvd_last_error(), "rank(s) 1 passed an invalid"), "message: %s", hvd_last_error());
+    /* different ids to remove: a mismatch on every rank, nothing removed */
+    MT_EXPECT(t, hvd_remove_process_set(t->rank == 0 ? even : odd), HVD_ERR_MISMATCH);
     /* ranks disagree: rank 0 names {0}, the others {0, 1} */
     int first[2] = {0, 1};
     MT_EXPECT(t, hvd_add_process_set(first, t->rank == 0 ? 1 : 2, &id), HVD_ERR_MISMATCH);
@@ -232,6 +238,24 @@ static void test_overlapping(mt_ctx *t) {
     if (t->rank >= 1) MT_EXPECT(t, hvd_allreduce_async("ov", &vb, &vb, 1, HVD_INT32, HVD_SUM, &ob, &hb), HVD_OK);
     if (t->rank <= 2 && MT_EXPECT(t, hvd_wait(&ha), HVD_OK)) MT_CHECK(t, va == 6, "{0,1,2} sum %d", va);
     if (t->rank >= 1 && MT_EXPECT(t, hvd_wait(&hb), HVD_OK)) MT_CHECK(t, vb == 9, "{1,2,3} sum %d", vb);
+    /* float numerics in a set of three: non-integer values whose sum depends on the order; every
+     * member must hold the rank-order sum ((x0 + x1) + x2) of the set's members, bit for bit */
+    enum { N = 4099 };
+    float *x = malloc(N * sizeof *x), *want = malloc(N * sizeof *want);
+    for (int i = 0; i < N; i++) {
+        want[i] = 0.0f;
+        for (int m = 1; m <= 3; m++) { /* members 1, 2, 3 of b, in set order */
+            float v = 0.1f * (float)m + 1e-3f * (float)i + 1e7f * (float)((i + m) % 3 == 0);
+            want[i] = m == 1 ? v : want[i] + v;
+            if (m == t->rank) x[i] = v;
+        }
+    }
+    if (t->rank >= 1 && MT_EXPECT(t, wait_status(hvd_allreduce_async("ov.float", x, x, N, HVD_FLOAT32, HVD_SUM, &ob, &hb), &hb), HVD_OK)) {
+        int bad = 0;
+        for (int i = 0; i < N; i++) bad += memcmp(&x[i], &want[i], sizeof x[i]) != 0;
+        MT_CHECK(t, bad == 0, "{1,2,3} float sum: %d of %d elements differ from the rank-order sum", bad, N);
+    }
+    free(x), free(want);
     MT_EXPECT(t, hvd_remove_process_set(a), HVD_OK);
     /* b stays: hvd_shutdown stops it */
     mt_end(t);

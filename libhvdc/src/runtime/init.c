@@ -428,8 +428,9 @@ void hvdc__runtime_stop_child(hvdc_runtime *rt) {
     pthread_cond_signal(&rt->queue_cond);
     pthread_mutex_unlock(&rt->queue_mutex);
     pthread_join(rt->thread, NULL); /* its last round completes every op it still had */
-    runtime_free(rt);
 }
+
+void hvdc__runtime_free_child(hvdc_runtime *rt) { runtime_free(rt); }
 
 hvd_status hvd_init_comm(MPI_Comm comm) { return init_on(comm, 1); }
 

@@ -52,6 +52,14 @@ static int find(int id) {
     return -1;
 }
 
+/* Appends rank r to the list "0, 2, 5" in buf (*count entries so far; buf is set on the first). */
+static void list_rank(char *buf, size_t len, int *count, int r) {
+    if (*count == 0) buf[0] = '\0';
+    size_t at = strlen(buf);
+    if (at + 16 < len) snprintf(buf + at, len - at, "%s%d", *count ? ", " : "", r);
+    (*count)++;
+}
+
 /* "0, 2, 5" into buf. */
 static const char *list_ranks(char *buf, size_t len, const int *ranks, int n) {
     size_t at = 0;
@@ -94,6 +102,8 @@ hvd_status hvdc__set_acquire_slot(int slot, hvdc_runtime **rt) {
     }
     hvd_status st = HVD_ERR_INVALID_ARG;
     pthread_mutex_lock(&table_lock);
+    /* also while closing: the stopped runtime is freed only after its users left, so a wait
+     * still finds its op, failed, and returns that status */
     if (slot > 0 && slot < MAX_SLOTS && slots[slot].id != 0 && slots[slot].rt) {
         slots[slot].users++;
         *rt = slots[slot].rt;
@@ -141,17 +151,16 @@ int hvdc__set_position(int id, int global_rank) {
     return pos;
 }
 
-/* Stops slot i's runtime once no call uses it, and frees the slot. Members of the set call
- * this together (the runtime's last round is collective over them). */
+/* Stops slot i's runtime, frees it once no call uses it, and frees the slot. Members of the
+ * set call this together (the runtime's last round is collective over them). */
 static void drop(int i) {
     pthread_mutex_lock(&table_lock);
-    slots[i].closing = 1;
+    slots[i].closing = 1; /* no new users */
     pthread_mutex_unlock(&table_lock);
-    if (slots[i].rt) {
-        hvdc__runtime_stop_child(slots[i].rt); /* fails what is left: waiters wake and leave */
-    }
+    hvdc__runtime_stop_child(slots[i].rt); /* fails what is left: waiters wake and leave */
     pthread_mutex_lock(&table_lock);
     while (slots[i].users > 0) pthread_cond_wait(&table_idle, &table_lock);
+    hvdc__runtime_free_child(slots[i].rt); /* the woken waiters have left it */
     free(slots[i].ranks);
     memset(&slots[i], 0, sizeof slots[i]);
     pthread_mutex_unlock(&table_lock);
@@ -171,36 +180,48 @@ static int compare_int(const void *a, const void *b) {
 }
 
 /* The ranks every rank passed must be the same: compares (n, hash) over all ranks. */
-static hvd_status agree_on_ranks(const int *sorted, int n, int id) {
+/* Every rank learns whether every rank passed the same valid set: a rank whose own list was
+ * refused (local != HVD_OK, its message set) sends n = -1 instead of its ranks, so the others
+ * fail too rather than wait for it. Collective over every rank. */
+static hvd_status agree_on_ranks(const int *sorted, int n, int id, hvd_status local) {
+    char own[HVDC_ERROR_MAX];
+    snprintf(own, sizeof own, "%s", hvd_last_error());
     uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < n; i++) h = (h ^ (uint64_t)(uint32_t)sorted[i]) * 1099511628211ull;
+    for (int i = 0; local == HVD_OK && i < n; i++) h = (h ^ (uint64_t)(uint32_t)sorted[i]) * 1099511628211ull;
     int size = hvdc__runtime->topo.size;
-    int64_t mine[2] = {n, (int64_t)h}, *all = malloc((size_t)size * sizeof mine);
+    int64_t mine[2] = {local == HVD_OK ? n : -1, (int64_t)h}, *all = malloc((size_t)size * sizeof mine);
     if (!all) return hvdc__fail(HVD_ERR_NO_MEMORY, "hvd_add_process_set: out of memory");
     char name[64];
     snprintf(name, sizeof name, "hvd.process_set.add.%d", id);
     hvd_status st = hvd_allgather(name, mine, 2, all, 2 * (size_t)size, HVD_INT64, NULL, NULL);
     if (st == HVD_OK) {
-        char list[256] = "";
-        size_t at = 0;
-        int differ = 0;
-        for (int r = 1; r < size; r++)
-            if (all[2 * r] != all[0] || all[2 * r + 1] != all[1]) {
-                differ++;
-                if (at + 16 < sizeof list) at += (size_t)snprintf(list + at, sizeof list - at, "%s%d", at ? ", " : "", r);
-            }
-        if (differ)
+        char invalid[256], differ[256];
+        int n_invalid = 0, n_differ = 0;
+        for (int r = 0; r < size; r++) {
+            if (all[2 * r] < 0) list_rank(invalid, sizeof invalid, &n_invalid, r);
+            else if (r > 0 && (all[2 * r] != all[0] || all[2 * r + 1] != all[1]))
+                list_rank(differ, sizeof differ, &n_differ, r);
+        }
+        if (local != HVD_OK)
+            st = hvdc__fail(local, "%s", own);
+        else if (n_invalid)
+            st = hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_add_process_set: rank(s) %s passed an invalid "
+                            "set of ranks (their message says why); no set was added", invalid);
+        else if (n_differ)
             st = hvdc__fail(HVD_ERR_MISMATCH, "hvd_add_process_set: rank(s) %s passed other ranks "
-                            "than rank 0 did; every rank must pass the same set", list);
+                            "than rank 0 did; every rank must pass the same set", differ);
+    } else if (local != HVD_OK) {
+        st = hvdc__fail(local, "%s", own);
     }
     free(all);
     return st;
 }
 
-static hvd_status add_entered(const int *ranks, int n, int *out) {
-    hvd_status st = HVD_OK;
-    int size = hvdc__runtime->topo.size, me = hvdc__runtime->topo.rank;
-    if (!ranks || !out || n < 1)
+/* This rank's list, checked and sorted into *out (NULL when refused: the message says why). */
+static hvd_status check_ranks(const int *ranks, int n, int **out) {
+    *out = NULL;
+    int size = hvdc__runtime->topo.size;
+    if (!ranks || n < 1)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_add_process_set: expected ranks, n >= 1 (got %d) and process_set not NULL", n);
     int *sorted = malloc((size_t)n * sizeof *sorted);
     if (!sorted) return hvdc__fail(HVD_ERR_NO_MEMORY, "hvd_add_process_set: out of memory");
@@ -217,9 +238,19 @@ static hvd_status add_entered(const int *ranks, int n, int *out) {
             return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_add_process_set: rank %d is given twice", r);
         }
     }
+    *out = sorted;
+    return HVD_OK;
+}
+
+static hvd_status add_entered(const int *ranks, int n, int *out) {
+    hvd_status st = HVD_OK;
+    int me = hvdc__runtime->topo.rank;
+    int *sorted = NULL;
+    hvd_status local = out ? check_ranks(ranks, n, &sorted)
+                           : hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_add_process_set: process_set (where the id goes) is NULL");
     pthread_mutex_lock(&change_lock);
     int id = next_id, free_slot = -1, same = 0;
-    CHECK(agree_on_ranks(sorted, n, id));
+    CHECK(agree_on_ranks(sorted, n, id, local));
     /* every rank has the same table and the same ranks now: these checks agree everywhere */
     pthread_mutex_lock(&table_lock);
     for (int i = MAX_SLOTS - 1; i >= 1; i--) {
@@ -260,7 +291,8 @@ static hvd_status add_entered(const int *ranks, int n, int *out) {
                                : hvdc__fail(HVD_ERR_MPI, "hvd_add_process_set: process set %d could not start on its members", id);
     }
     if (st != HVD_OK) {
-        hvdc__runtime_stop_child(child);
+        hvdc__runtime_stop_child(child); /* never published: nobody else uses it */
+        hvdc__runtime_free_child(child);
         goto fail;
     }
     pthread_mutex_lock(&table_lock);
@@ -281,45 +313,54 @@ hvd_status hvd_add_process_set(const int *ranks, int n, int *process_set) {
 
 static hvd_status remove_entered(int id) {
     hvd_status st = HVD_OK;
-    if (id == HVD_PROCESS_SET_GLOBAL)
-        return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_remove_process_set: the global process set cannot be removed");
     pthread_mutex_lock(&change_lock);
     pthread_mutex_lock(&table_lock);
-    int i = find(id);
+    int i = id == HVD_PROCESS_SET_GLOBAL ? -1 : find(id);
     hvdc_runtime *rt = i >= 0 ? slots[i].rt : NULL;
     pthread_mutex_unlock(&table_lock);
     int size = hvdc__runtime->topo.size;
-    int32_t busy = 0, *all = NULL;
-    if (i < 0) {
-        st = hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_remove_process_set: process set %d does not exist (never added, or removed)", id);
-        goto fail;
-    }
-    if (rt) {
+    int32_t mine[2] = {id, 0}, *all = NULL; /* the id; 0 ok, 1 busy, 2 unknown, 3 global */
+    if (id == HVD_PROCESS_SET_GLOBAL) {
+        mine[1] = 3;
+    } else if (i < 0) {
+        mine[1] = 2;
+    } else if (rt) {
         pthread_mutex_lock(&rt->queue_mutex);
-        busy = rt->in_flight.count > 0 || rt->queue_head != NULL;
+        mine[1] = rt->in_flight.count > 0 || rt->queue_head != NULL;
         pthread_mutex_unlock(&rt->queue_mutex);
     }
-    /* removing while any member still waits for the others would strand that work: refuse on
-     * every rank alike */
-    all = malloc((size_t)size * sizeof *all);
+    /* every rank decides from every rank's answer, so they refuse or remove together (a rank
+     * that passed another id, or one its table lacks, fails the others instead of leaving
+     * them waiting); removing while any member still waits for the others would strand that
+     * work */
+    all = malloc((size_t)size * sizeof mine);
     if (!all) {
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "hvd_remove_process_set: out of memory");
         goto fail;
     }
-    char name[64];
-    snprintf(name, sizeof name, "hvd.process_set.remove.%d", id);
-    CHECK(hvd_allgather(name, &busy, 1, all, (size_t)size, HVD_INT32, NULL, NULL));
-    char list[256] = "";
-    size_t at = 0;
-    for (int r = 0; r < size; r++)
-        if (all[r] && at + 16 < sizeof list) at += (size_t)snprintf(list + at, sizeof list - at, "%s%d", at ? ", " : "", r);
-    if (at > 0) {
+    CHECK(hvd_allgather("hvd.process_set.remove", mine, 2, all, 2 * (size_t)size, HVD_INT32, NULL, NULL));
+    char other[256], busy[256];
+    int n_other = 0, n_unknown = 0, n_busy = 0, n_global = 0;
+    for (int r = 0; r < size; r++) {
+        if (all[2 * r] != id) list_rank(other, sizeof other, &n_other, r);
+        else if (all[2 * r + 1] == 3) n_global++;
+        else if (all[2 * r + 1] == 2) n_unknown++;
+        else if (all[2 * r + 1] == 1) list_rank(busy, sizeof busy, &n_busy, r);
+    }
+    if (n_other) {
+        st = hvdc__fail(HVD_ERR_MISMATCH, "hvd_remove_process_set: rank(s) %s passed another "
+                        "process set than %d; every rank must remove the same set", other, id);
+    } else if (n_global) {
+        st = hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_remove_process_set: the global process set cannot be removed");
+    } else if (n_unknown) {
+        st = hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_remove_process_set: process set %d does not exist (never added, or removed)", id);
+    } else if (n_busy) {
         st = hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_remove_process_set: process set %d has operations in "
                         "flight on rank(s) %s; wait for them (every member must submit them) "
-                        "before removing the set", id, list);
-        goto fail;
+                        "before removing the set", id, busy);
+    } else {
+        drop(i);
     }
-    drop(i);
 fail:
     pthread_mutex_unlock(&change_lock);
     free(all);

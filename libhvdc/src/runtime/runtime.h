@@ -6,6 +6,7 @@
  *
  * defines: hvdc_runtime, hvdc__runtime (the live instance), hvdc__enter, hvdc__leave, HVDC_GATED,
  *          hvdc__background_main, hvdc__submit, hvdc__runtime_start_child, hvdc__runtime_stop_child,
+ *          hvdc__runtime_free_child,
  *          hvdc__set_acquire[_slot], hvdc__set_release, hvdc__set_shape, hvdc__set_position,
  *          hvdc__process_sets_stop_all,
  *          hvdc__topology_detect
@@ -97,8 +98,11 @@ hvd_status hvdc__negotiation_stats(uint64_t *rounds, uint64_t *bytes_sent, uint6
 /* A process set's runtime on comm, its members' communicator (init.c). Collective over comm. */
 hvd_status hvdc__runtime_start_child(const hvdc_runtime *parent, MPI_Comm comm,
                                      hvdc_runtime **out);
-/* Stops it (its members together, like hvd_shutdown) and frees it. NULL-safe. */
+/* Stops it (its members together, like hvd_shutdown): its thread fails what is left and ends;
+ * threads woken in hvd_wait may still be leaving it. NULL-safe. */
 void hvdc__runtime_stop_child(hvdc_runtime *child);
+/* Frees a stopped child, once no call uses it any more (process_sets.c counts them). */
+void hvdc__runtime_free_child(hvdc_runtime *child);
 
 /* Gives a checked op a handle and queues it on process_set's runtime; on failure frees op and
  * returns the error (unknown set, not a member, stopped runtime, duplicate name). submit.c */

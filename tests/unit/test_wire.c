@@ -98,10 +98,15 @@ int main(void) {
     CHECK_TRUE(back.flags == HVDC_FLAG_TUNE && back.cycle_time_ms == 2.5 && back.n == 1,
                "cycle time round trip");
     hvdc__response_list_free(&back);
-    tl.cycle_time_ms = 0;
+    tl.cycle_time_ms = 0; /* HVD_CYCLE_TIME=0 is a setting the tuner may settle on */
     CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &tl) == 0, "encode tune 0");
+    CHECK_TRUE(hvdc__wire_decode_responses(bytes.data, bytes.len, &back, &why) == 0 &&
+               back.flags == HVDC_FLAG_TUNE && back.cycle_time_ms == 0, "a cycle time of 0 travels");
+    hvdc__response_list_free(&back);
+    tl.cycle_time_ms = -1;
+    CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &tl) == 0, "encode tune -1");
     CHECK_TRUE(hvdc__wire_decode_responses(bytes.data, bytes.len, &back, &why) != 0 && why &&
-               strstr(why, "cycle time"), "a cycle time of 0 is refused");
+               strstr(why, "cycle time"), "a negative cycle time is refused");
     tl.flags = 0;
     CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &tl) == 0, "encode untuned");
     CHECK_TRUE(hvdc__wire_decode_responses(bytes.data, bytes.len, &back, &why) == 0 &&

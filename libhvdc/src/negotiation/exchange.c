@@ -164,10 +164,10 @@ static hvd_status coordinate(hvdc_exchange *x) {
     CHECK(gathered);
     CHECK(hvdc__negotiator_respond(x->negotiator, x->fusion_threshold,
                                    x->gpu_fusion_threshold, &responses));
-    if (x->tune_cycle_ms > 0) {
+    if (x->tune_cycle_ms >= 0) {
         responses.flags |= HVDC_FLAG_TUNE;
         responses.cycle_time_ms = x->tune_cycle_ms;
-        x->tune_cycle_ms = 0;
+        x->tune_cycle_ms = -1;
     }
     if (hvdc__wire_encode_responses(&x->answer, &responses) != 0) {
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory encoding %u responses", responses.n);

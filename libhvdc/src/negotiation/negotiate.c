@@ -523,8 +523,10 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
             refused = find_disagreement(e, n->size, &m);
         } else { /* cached: identical on every announcing rank; only a join can refuse it */
             const hvdc_wire_request *q = entry_request(n, e, 0);
-            say(&m, "%s '%s': ", hvdc__kind_name(q->kind), q->name);
-            refused = joined_device(e, q, n->size, &m);
+            if (e->n_announced < n->size) { /* the message is built only when it is needed */
+                say(&m, "%s '%s': ", hvdc__kind_name(q->kind), q->name);
+                refused = joined_device(e, q, n->size, &m);
+            }
         }
         if (refused) errors[idx] = strdup(m.text);
     }

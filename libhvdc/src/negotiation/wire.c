@@ -319,7 +319,7 @@ static int get_response_tail(reader *r, uint32_t flags, void *ctx) {
     if (get_text(r, (flags & HVDC_FLAG_ABORT) != 0, &out->reason)) return -1;
     if (!(flags & HVDC_FLAG_TUNE)) return 0;
     if (get_f64(r, &out->cycle_time_ms)) return -1;
-    if (!(out->cycle_time_ms > 0 && out->cycle_time_ms <= 10000))
+    if (!(out->cycle_time_ms >= 0 && out->cycle_time_ms <= 10000))
         return fail_read(r, "cycle time out of range");
     return 0;
 }

@@ -285,10 +285,11 @@ static void autotune_observe(round_state *s, const hvdc_wire_response *r, hvdc_o
         fclose(log);
         s->rt->autotune_log = NULL;
     }
-    if (settled)
-        HVDC_LOG(HVDC_LOG_INFO, "autotune settled after %d trials: fusion threshold %zu bytes, "
-                 "cycle time %g ms (%.3g GB/s)", t->n_results, t->threshold, t->cycle_ms,
-                 t->chosen.score * 1e-9);
+    if (!settled) return;
+    s->tuning = 0; /* nothing more to observe: every later all-reduce skips this function */
+    HVDC_LOG(HVDC_LOG_INFO, "autotune settled after %d trials: fusion threshold %zu bytes, "
+             "cycle time %g ms (%.3g GB/s)", t->n_results, t->threshold, t->cycle_ms,
+             t->chosen.score * 1e-9);
 }
 
 /* Executes one response and completes its ops. */
@@ -410,7 +411,7 @@ void *hvdc__background_main(void *arg) {
         .fusion_threshold = rt->config.fusion_threshold_bytes,
         .gpu_fusion_threshold = rt->config.gpu_fusion_threshold_bytes,
         .liveness = rt->executor.liveness, .cache = s.cache, .between_steps = between_steps,
-        .ctx = &s,
+        .ctx = &s, .tune_cycle_ms = -1,
     };
     if ((st = hvdc__exchange_init(&s.exchange)) != HVD_OK) goto stop;
     s.cycle_ms = rt->config.cycle_time_ms;

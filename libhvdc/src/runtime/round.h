@@ -26,7 +26,7 @@ typedef struct round_state {
     size_t n_on_device;          /* of those, the ops queued on the device (need no rounds) */
     double device_polled;        /* when device work was last looked at (hvdc__now_seconds) */
     double cycle_ms;             /* HVD_CYCLE_TIME, or what rank 0's autotuning sent last */
-    int tuning;                  /* rank 0 with HVD_AUTOTUNE=1: tune is in use */
+    int tuning;                  /* rank 0 with HVD_AUTOTUNE=1, until the tuner settles */
     hvdc_autotune tune;
 } round_state;
 

@@ -71,7 +71,7 @@ hvd_status hvdc__ckpt_encode(const hvdc__ckpt *c, unsigned char **out, size_t *n
     for (uint32_t i = 0; i < c->num_tensors && c->slots > 0; i++) {
         hvdc__le_put_bytes(&w, c->tensors[i].state, (size_t)c->slots * c->tensors[i].count * sizeof(double));
     }
-    w.off = 28; /* this format's header fields; the frame writes the rest */
+    w.off = HVDC_FRAME_FIELDS_OFFSET; /* this format's header fields; the frame writes the rest */
     hvdc__le_put_u32(&w, c->num_tensors);
     hvdc__le_put_u64(&w, values);
     hvdc__le_put_u64(&w, state);

@@ -37,7 +37,7 @@
 
 #define HVDC_CKPT_MAGIC "HVDCCKPT"
 #define HVDC_CKPT_VERSION 1u
-#define HVDC_CKPT_HEADER_NBYTES 64u
+#define HVDC_CKPT_HEADER_NBYTES HVDC_FRAME_HEADER_NBYTES
 
 typedef struct hvdc__ckpt_tensor {
     const char *name;

@@ -68,7 +68,7 @@ hvd_status hvdc__elastic_encode(const hvdc__elastic_image *img, unsigned char **
         hvdc__le_put_bytes(&w, e->name, len);
         hvdc__le_put_bytes(&w, e->data, entry_nbytes(e));
     }
-    w.off = 28; /* this format's header fields; the frame writes the rest */
+    w.off = HVDC_FRAME_FIELDS_OFFSET; /* this format's header fields; the frame writes the rest */
     hvdc__le_put_u32(&w, img->num_entries);
     hvdc__le_put_u64(&w, img->sequence);
     hvdc__le_put_u32(&w, img->size);

@@ -37,10 +37,11 @@
 #include <stdint.h>
 
 #include "hvdc.h"
+#include "train/file_frame.h"
 
 #define HVDC_ELASTIC_MAGIC "HVDCELST"
 #define HVDC_ELASTIC_VERSION 1u
-#define HVDC_ELASTIC_HEADER_NBYTES 64u
+#define HVDC_ELASTIC_HEADER_NBYTES HVDC_FRAME_HEADER_NBYTES
 #define HVDC_ELASTIC_NAME_MAX 200 /* bytes of an entry name: "hvd.elastic.x.<name>" fits an op name */
 
 #define HVDC_ELASTIC_TENSOR 0u /* registered by pointer: restored in place, size fixed */

@@ -11,7 +11,8 @@
  *  16  u64 body_nbytes
  *  24  u32 body_crc32
  *
- * defines: hvdc__crc32, hvdc__frame_format, HVDC_FRAME_HEADER_NBYTES, hvdc__frame_seal,
+ * defines: hvdc__crc32, hvdc__frame_format, HVDC_FRAME_HEADER_NBYTES, HVDC_FRAME_FIELDS_OFFSET,
+ *          hvdc__frame_seal,
  *          hvdc__frame_open, hvdc__frame_refuse
  * Pure functions (the CRC's tables are built once, on first use); any thread.
  */
@@ -24,6 +25,7 @@
 #include "hvdc.h"
 
 #define HVDC_FRAME_HEADER_NBYTES 64u
+#define HVDC_FRAME_FIELDS_OFFSET 28u /* where a format's own header fields start */
 
 /* CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320, as zlib's crc32): pass 0 to start,
  * or a previous result to continue. crc32("123456789") == 0xCBF43926. */

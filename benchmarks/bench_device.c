@@ -78,11 +78,13 @@ static ncclDataType_t nccl_type(hvd_dtype d) {
     case HVD_FLOAT16: return ncclFloat16;
     case HVD_BFLOAT16: return ncclBfloat16;
     case HVD_FLOAT64: return ncclFloat64;
-    default: return ncclFloat32;
+    case HVD_BOOL: return ncclUint8; /* 0/1 bytes: or is max, and is min (nccl_op) */
+    default: return ncclFloat32;     /* HVD_FLOAT32 (16-bit integers are refused below) */
     }
 }
 
-static ncclRedOp_t nccl_op(hvd_reduce_op op) {
+static ncclRedOp_t nccl_op(hvd_reduce_op op, hvd_dtype dtype) {
+    if (dtype == HVD_BOOL) return op == HVD_MIN || op == HVD_PRODUCT ? ncclMin : ncclMax;
     switch (op) {
     case HVD_MIN: return ncclMin;
     case HVD_MAX: return ncclMax;
@@ -93,7 +95,11 @@ static ncclRedOp_t nccl_op(hvd_reduce_op op) {
 
 int bench_nccl_allreduce(const void *send, void *recv, size_t count, hvd_dtype dtype,
                          hvd_reduce_op op) {
-    if (ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), comm_nccl, stream) !=
+    if (dtype == HVD_INT16 || dtype == HVD_UINT16) {
+        fprintf(stderr, "allreduce_bench: NCCL has no 16-bit integer type for the baseline\n");
+        return -1;
+    }
+    if (ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op, dtype), comm_nccl, stream) !=
         ncclSuccess)
         return -1;
     return cudaStreamSynchronize(stream) == cudaSuccess ? 0 : -1;

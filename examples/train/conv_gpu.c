@@ -71,7 +71,7 @@ static int set_batch(gpu_conv *c, int B) {
     if (B == c->batch) return 0;
     DNN_OK(c, cudnnSetTensor4dDescriptor(c->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, B, c->C, c->H, c->W));
     DNN_OK(c, cudnnSetTensor4dDescriptor(c->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, B, c->OC, c->H, c->W));
-    c->batch = B;
+    c->batch = 0; /* described, but usable only once the workspace fits (below) */
     size_t need = 0, bytes = 0;
     DNN_OK(c, cudnnGetConvolutionForwardWorkspaceSize(c->handle, c->x, c->w, c->conv, c->y, c->fwd, &bytes));
     need = bytes > need ? bytes : need;
@@ -87,6 +87,7 @@ static int set_batch(gpu_conv *c, int B) {
         CUDA_OK(c, cudaMalloc(&c->workspace, need));
         c->workspace_bytes = need;
     }
+    c->batch = B;
     return 0;
 }
 

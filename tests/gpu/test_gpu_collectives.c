@@ -154,7 +154,11 @@ static void test_ready_events(void) {
     }
     mt_end(&T);
 
+    /* each section sends values of its own and clears its output first, so a collective that
+     * read stale data or wrote nothing cannot pass on what the section before left behind */
     mt_begin(&T, "gpu.ready.allgather");
+    for (size_t i = 0; i < n; i++) h[i] = (int32_t)(100000 + T.rank * 1000 + i % 977);
+    cudaMemsetAsync(d2, 0xff, n * (size_t)T.size * es, s);
     cudaMemcpyAsync(d, h, n * es, cudaMemcpyHostToDevice, s);
     cudaEventRecord(ev, s);
     size_t total = 0;
@@ -164,7 +168,7 @@ static void test_ready_events(void) {
         size_t bad = 0;
         for (int r = 0; r < T.size; r++) {
             to_host(got, (char *)d2 + (size_t)r * n * es, n * es);
-            for (size_t i = 0; i < n; i++) bad += got[i] != (int32_t)(r * 1000 + i % 977);
+            for (size_t i = 0; i < n; i++) bad += got[i] != (int32_t)(100000 + r * 1000 + i % 977);
         }
         MT_CHECK(&T, bad == 0 && total == n * (size_t)T.size, "allgather after a ready event: %zu wrong", bad);
     }
@@ -173,6 +177,8 @@ static void test_ready_events(void) {
     mt_begin(&T, "gpu.ready.alltoall");
     size_t block = n / (size_t)T.size;
     for (int r = 0; r < T.size; r++) counts[r] = block;
+    for (size_t i = 0; i < n; i++) h[i] = (int32_t)(200000 + T.rank * 1000 + i % 977);
+    cudaMemsetAsync(d2, 0xff, n * (size_t)T.size * es, s);
     cudaMemcpyAsync(d, h, n * es, cudaMemcpyHostToDevice, s);
     cudaEventRecord(ev, s);
     if (MT_EXPECT(&T, hvd_alltoall_async("gpu.ready.a2a", d, counts, d2, n * (size_t)T.size,
@@ -183,7 +189,7 @@ static void test_ready_events(void) {
         for (int r = 0; r < T.size; r++) /* rank r's block for me: its elements [me*block, ...) */
             for (size_t i = 0; i < block; i++)
                 bad += got[(size_t)r * block + i] !=
-                       (int32_t)(r * 1000 + ((size_t)T.rank * block + i) % 977);
+                       (int32_t)(200000 + r * 1000 + ((size_t)T.rank * block + i) % 977);
         MT_CHECK(&T, bad == 0, "alltoall after a ready event: %zu wrong", bad);
     }
     mt_end(&T);

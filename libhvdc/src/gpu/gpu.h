@@ -93,11 +93,15 @@ void hvdc__gpu_versions(char *buf, size_t len);
 
 /* Collective over config->comm (every rank calls it at the same point: when the first device
  * response is executed). Each step is agreed by every rank before the next starts, so a rank
- * that fails one fails every rank together instead of leaving the others waiting in NCCL:
+ * that fails one fails every rank together instead of leaving the others waiting in NCCL.
+ * Not covered: a rank that fails or hangs inside ncclCommInitRank itself (steps 3 and 4),
+ * which NCCL's blocking init leaves the others waiting for; its death still ends the job
+ * through the liveness checks of the next collective. The steps:
  *   1. choose the device (hvdc__gpu_choose_device; the visible count may be faked for tests)
  *   2. make it current, create the stream and events
  *   3. NCCL communicator of all ranks (rank 0's unique id over MPI)
- *   4. hierarchical only: node and cross-node communicators
+ *   4. hierarchical with several ranks per node and several nodes: node and cross-node
+ *      communicators
  *   5. the fusion buffer and the waker
  * @return HVD_OK and *out. On failure *out = NULL on every rank, and every rank returns the
  *         first failing rank's status with "GPU setup (<step>) failed on rank R: <why>":

@@ -154,7 +154,9 @@ hvd_status hvdc__gpu_create(const hvdc_gpu_config *cfg, hvdc_gpu **out) {
     CHECK(hvdc__gpu_agree(cfg, mine, "choosing the CUDA device"));
     AGREED_STEP("CUDA device, stream and events", setup_device(gpu));
     AGREED_STEP("NCCL communicator", comm_init(cfg, cfg->comm, &gpu->comm));
-    if (cfg->hierarchical)
+    /* only where two levels exist (gpu_plan.c uses them under the same condition): with every
+     * rank on one node, or one rank per node, one of the two would duplicate gpu->comm */
+    if (cfg->hierarchical && cfg->local_size > 1 && cfg->local_size < cfg->size)
         AGREED_STEP("hierarchical NCCL communicators", setup_hierarchical(gpu, cfg));
     AGREED_STEP("fusion buffer", setup_buffers(gpu, cfg));
     *out = gpu;

@@ -41,7 +41,7 @@ def flat(model):
 def test_restore_without_commit_gives_rank_0s_state():
     model, opt = make(100 + hvd.rank())  # different on every rank
     state = hvd.elastic.TorchState(model, opt, epoch=hvd.rank(), batch=0)
-    assert state.restore() in (True, False)
+    assert state.restore() is False  # the directory is new: nothing committed yet
     want = hvd.broadcast(flat(model), root_rank=0, name="elastic.want0")
     assert torch.equal(flat(model), want) and state.epoch == 0
 
@@ -95,20 +95,24 @@ def test_sync_gives_rank_0s_values():
     assert torch.equal(flat(model), hvd.broadcast(flat(model), 0, name="elastic.want1"))
 
 
-def test_reset_callbacks_only_after_another_size():
+def test_reset_callbacks_only_after_another_size(monkeypatch):
     calls = []
     model, opt = make(4)
     state = hvd.elastic.TorchState(model, opt, epoch=0, batch=0)
     state.register_reset_callbacks([lambda: calls.append(1)])
-    state.restore()  # the last commit was written by this many ranks
+    assert state.restore() is True  # the last commit was written by this many ranks
     assert calls == []
+    # as if the job had restarted on one rank more than wrote the commit
+    monkeypatch.setattr(hvd.elastic, "size", lambda: hvd.size() + 1)
+    assert state.restore() is True
+    assert calls == [1]
 
 
 def test_a_commit_of_another_model_is_refused():
     other = torch.nn.Linear(5, 4)
     before = flat(other).clone()
     state = hvd.elastic.TorchState(other, None)
-    with pytest.raises(RuntimeError):  # load_state_dict: sizes differ
+    with pytest.raises(RuntimeError, match="size mismatch"):  # load_state_dict refuses it
         state.restore()
     # the C state gave every rank the blob, but torch refused it before changing anything
     assert torch.equal(flat(other), before)

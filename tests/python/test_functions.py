@@ -4,7 +4,9 @@ broadcast_object and allgather_object, and the timeline started and stopped at r
 import json
 import os
 import tempfile
+import threading
 
+import pytest
 import torch
 
 import hvdc.torch as hvd
@@ -90,3 +92,14 @@ def test_timeline_start_stop(rank, size):
         assert "timeline.tensor" in names, names
         os.unlink(path)
     hvd.barrier()
+
+
+def test_an_object_that_cannot_be_pickled_fails_every_rank(rank):
+    """The rank that cannot pickle raises its own error; the others raise too instead of
+    waiting for bytes that never come; the next collective works."""
+    unpicklable = threading.Lock()
+    with pytest.raises((TypeError, ValueError)):
+        hvd.broadcast_object(unpicklable if rank == 0 else None, root_rank=0, name="obj.bad.bcast")
+    with pytest.raises((TypeError, ValueError)):
+        hvd.allgather_object(unpicklable if rank == 1 else rank, name="obj.bad.gather")
+    assert hvd.broadcast_object(rank, root_rank=0, name="obj.after.bad") == 0

@@ -16,8 +16,6 @@ from hvdc.common.process_sets import ProcessSet, global_process_set, _registry
 # Reduction ops, with Horovod's values so that code comparing or storing them keeps working.
 Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
 _C_OPS = {Average: L.AVERAGE, Sum: L.SUM, Min: L.MIN, Max: L.MAX, Product: L.PRODUCT}
-_OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max",
-             Product: "Product"}
 
 _homogeneous = None
 _atexit_registered = False
@@ -42,10 +40,6 @@ def c_op(op):
                 "Adasum's scale-invariant combination is on libhvdc's roadmap, not in this build.")
         raise ValueError(f"unknown reduction op {op!r}; expected one of hvd.Average, hvd.Sum, "
                          "hvd.Min, hvd.Max, hvd.Product") from None
-
-
-def op_name(op):
-    return _OP_NAMES.get(op, repr(op))
 
 
 # ---- start-up --------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ import tempfile
 import torch
 
 import hvdc.common.library as L
-from hvdc.common.basics import shutdown, size
+from hvdc.common.basics import rank, shutdown, size
 from hvdc.common.exceptions import HostsUpdatedInterrupt
 
 _BLOB = b"hvdc.torch.state"
@@ -117,6 +117,8 @@ class State:
     # ---- the blob ----
 
     def _put(self):
+        if rank() != 0:  # only rank 0's blob is committed or given to the others (hvdc.h)
+            return
         buf = io.BytesIO()
         torch.save(self._save(), buf)
         data = buf.getvalue()

@@ -55,19 +55,33 @@ def _object_name(kind):
     return f"{kind}.{next(_object_calls)}"
 
 
-def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
-    """Returns root_rank's obj (any picklable object) on every rank: its size, then its bytes."""
-    if name is None:
-        name = _object_name("broadcast_object")
-    if B.rank() == root_rank:
+def _pickled(obj):
+    """obj's bytes as a uint8 tensor, or (None, the exception) when it cannot be pickled."""
+    try:
         buf = io.BytesIO()
         _pickler.dump(obj, buf)
-        payload = torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
-        size = torch.tensor([payload.numel()], dtype=torch.int64)
-        M.broadcast_(size, root_rank, name + ".sz", process_set)
+    except Exception as e:  # noqa: BLE001 - raised again on this rank once the others know
+        return None, e
+    return torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8), None
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """Returns root_rank's obj (any picklable object) on every rank: its size, then its bytes.
+    If the root cannot pickle it, every rank raises (the root its own error), none waits."""
+    if name is None:
+        name = _object_name("broadcast_object")
+    failure = None
+    if B.rank() == root_rank:
+        payload, failure = _pickled(obj)
+        size = torch.tensor([payload.numel() if failure is None else -1], dtype=torch.int64)
     else:
         size = torch.zeros(1, dtype=torch.int64)
-        M.broadcast_(size, root_rank, name + ".sz", process_set)
+    M.broadcast_(size, root_rank, name + ".sz", process_set)
+    if failure is not None:
+        raise failure
+    if size.item() < 0:
+        raise ValueError(f"broadcast_object: rank {root_rank} (the root) could not pickle the object")
+    if B.rank() != root_rank:
         payload = torch.empty(int(size.item()), dtype=torch.uint8)
     M.broadcast_(payload, root_rank, name + ".t", process_set)
     if B.rank() == root_rank:
@@ -77,13 +91,19 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Returns the list of every rank's obj, in rank order (one allgather: libhvdc reports each
-    rank's size with the data)."""
+    rank's size with the data). A rank that cannot pickle its obj sends nothing (a pickle is
+    never empty), and every rank raises, naming it."""
     if name is None:
         name = _object_name("allgather_object")
-    buf = io.BytesIO()
-    _pickler.dump(obj, buf)
-    payload = torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
+    payload, failure = _pickled(obj)
+    if failure is not None:
+        payload = torch.empty(0, dtype=torch.uint8)
     gathered, sizes = M.synchronize(M._allgather_async(payload, name + ".t", process_set))
+    if failure is not None:
+        raise failure
+    failed = [r for r, n in enumerate(sizes) if n == 0]
+    if failed:
+        raise ValueError(f"allgather_object: rank(s) {failed} could not pickle their object")
     data, out, at = gathered.numpy().tobytes(), [], 0
     for s in sizes:
         out.append(pickle.loads(data[at:at + s]))

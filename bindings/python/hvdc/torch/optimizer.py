@@ -233,15 +233,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 for gp, output, gctx in zip(p, outputs, ctx):
                     self._allreduce_delay[gp] = self.backward_passes_per_step
                     gp.grad.set_(self._compression.decompress(output, gctx))
-                if self._groups is not None and self._group_counts[p] != 0:
+                if self._groups is not None:
                     self._group_counts[p] = 0
             else:
-                output = M.synchronize(handle) if not callable(handle) else handle()
+                output = M.synchronize(handle)  # a sparse allreduce's callable too
                 self._allreduce_delay[p] = self.backward_passes_per_step
                 if self._groups is not None:
-                    group = self._p_to_group[p]
-                    if self._group_counts[group] != 0:
-                        self._group_counts[group] = 0
+                    self._group_counts[self._p_to_group[p]] = 0
                 if p.grad.is_sparse:
                     aggregated = self._compression.decompress(output, ctx)
                     if not aggregated.is_sparse:

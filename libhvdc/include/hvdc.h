@@ -8,7 +8,7 @@
  *          hvd_alltoall[_async], hvd_alltoall_alloc_async, hvd_free, hvd_barrier[_async],
  *          hvd_join, hvd_add_process_set, hvd_remove_process_set, hvd_process_set_rank,
  *          hvd_process_set_size, hvd_start_timeline, hvd_stop_timeline,
- *          hvd_poll, hvd_wait, hvd_status_string, hvd_last_error, hvd_dtype_size, hvd_gpu_built,
+ *          hvd_poll, hvd_wait, hvd_wait_on_stream, hvd_status_string, hvd_last_error, hvd_dtype_size, hvd_gpu_built,
  *          hvd_version, hvd_build_info
  *
  * How it works. Any user thread submits named tensors. A background thread, the only one that
@@ -342,6 +342,19 @@ HVD_API hvd_status hvd_poll(hvd_handle handle, int *done);
  * @return the operation's status (with hvd_last_error() set on this thread on failure), or
  *         HVD_ERR_INVALID_ARG for a handle that is not live (released already, or never valid). */
 HVD_API hvd_status hvd_wait(hvd_handle *handle);
+
+/* For an operation on device memory: instead of the host waiting for the device, makes stream
+ * (a cudaStream_t; NULL: the legacy default stream) wait on the device for the operation's
+ * results, then releases the handle and sets *handle to HVD_HANDLE_NULL. Blocks only until
+ * the operation has been negotiated and queued on the device; work queued on stream afterwards
+ * sees the results (as Horovod's async completion and PyTorch's work.wait() on NCCL do). A
+ * failure on the device after that point (an NCCL error, a rank lost mid-collective) cannot be
+ * returned here: it fails every later device operation, with its reason. For host memory it
+ * is hvd_wait.
+ * @return HVD_OK once the stream waits (or the operation's status, if it failed before it was
+ *         queued); HVD_ERR_CUDA when the stream cannot wait (not a valid stream: the handle
+ *         stays live, for hvd_wait); HVD_ERR_INVALID_ARG for a handle that is not live. */
+HVD_API hvd_status hvd_wait_on_stream(hvd_handle *handle, void *stream);
 
 /* ---- Process sets ----------------------------------------------------------------------------
  * A process set is a subset of the ranks whose collectives run among themselves: an operation

@@ -4,7 +4,9 @@
  * are not multiples of 2, 4, 8 or 16: issue 17 found NCCL's out-of-place ncclAvg wrong in the
  * last elements; grouped = fused on the device, pre/postscaled), then broadcast, allgather with
  * differing counts, reducescatter with uneven blocks, alltoall; and broadcast, allgather and
- * alltoall whose inputs are written on a non-blocking stream, ordered by their ready event.
+ * alltoall whose inputs are written on a non-blocking stream, ordered by their ready event; and
+ * how device ops complete (test_completion): hvd_wait, hvd_poll and hvd_wait_on_stream return
+ * only once the results can be read by work the device orders after them alone.
  * One rank per GPU; options.device = local rank. Inputs are mt_value's integer data, copied to
  * the device; results are copied back and compared with mt_reduce_ref computed on the host.
  *
@@ -13,6 +15,7 @@
  */
 #include <cuda_runtime_api.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,6 +277,107 @@ alltoall:
     cudaFree(d), cudaFree(d2), free(h), free(ref);
 }
 
+/* Copies recv on a stream of its own, which waits for nothing: it sees the results only if
+ * they were written when the wait returned (or, with after, once that stream waited). */
+static int32_t read_back(const int32_t *recv, size_t i, cudaStream_t stream) {
+    int32_t v = -1;
+    cudaMemcpyAsync(&v, recv + i, sizeof v, cudaMemcpyDeviceToHost, stream);
+    cudaStreamSynchronize(stream);
+    return v;
+}
+
+typedef struct waiter_arg {
+    hvd_handle handle;
+    hvd_status status;
+} waiter_arg;
+
+static void *wait_in_thread(void *arg) {
+    waiter_arg *w = arg;
+    hvd_handle h = w->handle;
+    w->status = hvd_wait(&h);
+    return NULL;
+}
+
+/* Device ops complete on the waiting thread from their done event (runtime/complete.h): the
+ * same name resubmitted at once (its name must be free when hvd_wait returns), polling, two
+ * threads waiting on one handle, and hvd_wait_on_stream. Inputs change every iteration, and
+ * are read back on a stream that waits for nothing, so a wait that returned early fails. */
+static void test_completion(void) {
+    const size_t count = (size_t)1 << 20; /* long enough that an early return shows */
+    int32_t *send = dev_alloc(count * 4), *recv = dev_alloc(count * 4);
+    int32_t *host = malloc(count * 4);
+    cudaStream_t side;
+    cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+    hvd_options o = HVD_OPTIONS_DEFAULT;
+    o.device = local_rank;
+    for (int mode = 0; mode < 3; mode++) { /* blocking, polled, waited on a stream */
+        static const char *const modes[3] = {"wait", "poll", "on_stream"};
+        mt_begin(&T, "gpu.completion.%s", modes[mode]);
+        for (int it = 0; it < 200 && mt_start(&T); it++) {
+            size_t n = it % 2 ? count : 1;
+            for (size_t i = 0; i < n; i++) host[i] = (int32_t)(it + 1) * (T.rank + 1) + (int32_t)i;
+            to_dev(send, host, n * 4);
+            hvd_handle h;
+            if (!MT_EXPECT(&T, hvd_allreduce_async("gpu.completion", send, recv, n, HVD_INT32,
+                                                   HVD_SUM, &o, &h), HVD_OK))
+                break;
+            if (mode == 1) {
+                int done = 0;
+                while (!done && MT_EXPECT(&T, hvd_poll(h, &done), HVD_OK)) {}
+            }
+            hvd_status st = mode == 2 ? hvd_wait_on_stream(&h, side) : hvd_wait(&h);
+            if (!MT_EXPECT(&T, st, HVD_OK)) break;
+            if (h != HVD_HANDLE_NULL) mt_fail(&T, __FILE__, __LINE__, "the wait left the handle live");
+            int64_t ranks = (int64_t)T.size * (T.size + 1) / 2;
+            size_t i = n - 1;
+            int64_t want = (int64_t)(it + 1) * ranks + (int64_t)T.size * (int64_t)i;
+            int32_t got = read_back(recv, i, side);
+            if (got != (int32_t)want) {
+                mt_fail(&T, __FILE__, __LINE__, "iteration %d: element %zu is %d, want %lld "
+                        "(the wait returned before the result was written)", it, i, got,
+                        (long long)want);
+                break;
+            }
+        }
+        mt_end(&T);
+    }
+    mt_begin(&T, "gpu.completion.two_waiters");
+    {
+        hvd_handle h;
+        to_dev(send, host, count * 4);
+        if (MT_EXPECT(&T, hvd_allreduce_async("gpu.completion.two", send, recv, count, HVD_INT32,
+                                              HVD_SUM, &o, &h), HVD_OK)) {
+            waiter_arg a = {h, HVD_OK}, b = {h, HVD_OK};
+            pthread_t ta, tb;
+            pthread_create(&ta, NULL, wait_in_thread, &a);
+            pthread_create(&tb, NULL, wait_in_thread, &b);
+            pthread_join(ta, NULL);
+            pthread_join(tb, NULL);
+            /* one releases the handle; the other finds it released */
+            int ok = (a.status == HVD_OK) + (b.status == HVD_OK);
+            int gone = (a.status == HVD_ERR_INVALID_ARG) + (b.status == HVD_ERR_INVALID_ARG);
+            if (ok != 1 || gone != 1)
+                mt_fail(&T, __FILE__, __LINE__, "two waiters on one handle: %s and %s, want one "
+                        "OK and one INVALID_ARG", hvd_status_string(a.status),
+                        hvd_status_string(b.status));
+        }
+    }
+    mt_end(&T);
+    mt_begin(&T, "gpu.completion.on_stream_host");
+    { /* a host op: hvd_wait_on_stream is hvd_wait */
+        int32_t x = T.rank + 1, y = 0;
+        hvd_handle h;
+        if (MT_EXPECT(&T, hvd_allreduce_async("gpu.completion.host", &x, &y, 1, HVD_INT32,
+                                              HVD_SUM, NULL, &h), HVD_OK) &&
+            MT_EXPECT(&T, hvd_wait_on_stream(&h, side), HVD_OK) &&
+            y != T.size * (T.size + 1) / 2)
+            mt_fail(&T, __FILE__, __LINE__, "host op through hvd_wait_on_stream: %d", y);
+    }
+    mt_end(&T);
+    cudaStreamDestroy(side);
+    cudaFree(send), cudaFree(recv), free(host);
+}
+
 int main(int argc, char **argv) {
     int provided = 0, rank = 0, size = 1, devices = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -330,6 +434,7 @@ int main(int argc, char **argv) {
     }
     test_grouped(HVD_FLOAT32, 300); /* 3 pack launches */
     test_ready_events();
+    test_completion();
     mt_combine(&T);
     int code = mt_exit_code(&T);
     hvd_shutdown();

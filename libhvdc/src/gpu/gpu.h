@@ -32,14 +32,17 @@
  *          hvdc__gpu_device,
  *          hvdc__gpu_abort, hvdc__gpu_destroy, hvdc__gpu_allreduce, hvdc__gpu_stream_wait,
  *          hvdc__gpu_broadcast, hvdc__gpu_allgather, hvdc__gpu_reducescatter,
- *          hvdc__gpu_alltoall, hvdc__gpu_pending_poll, hvdc__gpu_pending_free
+ *          hvdc__gpu_alltoall, hvdc__gpu_pending_poll, hvdc__gpu_pending_free,
+ *          hvdc__gpu_pending_event, hvdc__gpu_event_finished, hvdc__gpu_stream_wait_on
  * Background thread only (it is the only NCCL/MPI caller), except hvdc__gpu_probe,
- * hvdc__gpu_device_count, hvdc__gpu_pointer_device and hvdc__gpu_versions (any thread).
+ * hvdc__gpu_device_count, hvdc__gpu_pointer_device, hvdc__gpu_versions and
+ * hvdc__gpu_event_finished, hvdc__gpu_stream_wait_on (any thread).
  */
 #ifndef HVDC_GPU_H
 #define HVDC_GPU_H
 
 #include <mpi.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "base/liveness.h"
@@ -66,6 +69,8 @@ typedef struct hvdc_gpu_config {
     void (*wake)(void *ctx);    /* called on a CUDA thread when queued work finishes (may be
                                    NULL); short, no CUDA calls */
     void *wake_ctx;
+    atomic_int *aborted;        /* set to 1 before the communicators are aborted, for waiters
+                                   on other threads (hvdc__gpu_event_finished); may be NULL */
 } hvdc_gpu_config;
 
 /* Is a CUDA device visible to this process? Cheap; never creates NCCL state.
@@ -181,6 +186,23 @@ hvd_status hvdc__gpu_alltoall(hvdc_gpu *gpu, const void *send, const size_t *sen
  * aborted, and every later call fails with HVD_ERR_NCCL). *done is 1 whenever an error is
  * returned. */
 hvd_status hvdc__gpu_pending_poll(hvdc_gpu_pending *pending, int *done);
+
+/* The pending record's completion event (a cudaEvent_t), for a thread that waits on the device
+ * itself (hvdc__gpu_event_finished). Valid until the record is freed; the backend pools its
+ * events, so after that it may mark later work. */
+void *hvdc__gpu_pending_event(const hvdc_gpu_pending *pending);
+
+/* Whether the work before event has finished with valid results, asked from any thread: block
+ * waits with cudaEventSynchronize (the device's scheduling flags decide spinning or sleeping,
+ * as for cudaStreamSynchronize), else it only looks (cudaEventQuery). @return 1 when the event
+ * has fired and *aborted (NULL: never) is still 0; 0 when it has not (block 0), on a CUDA error,
+ * or once the communicators were aborted (aborted kernels exit early; the background thread's
+ * poll fails that work with why). Never fails the calling thread's hvd_last_error. */
+int hvdc__gpu_event_finished(void *event, const atomic_int *aborted, int block);
+
+/* Makes stream (a cudaStream_t; NULL: the legacy default stream) wait on the device for event,
+ * from any thread; the host does not wait. @return HVD_OK; HVD_ERR_CUDA with CUDA's reason. */
+hvd_status hvdc__gpu_stream_wait_on(void *stream, void *event);
 
 /* Releases a pending record; its event goes back to the backend's pool. NULL-safe. Legal
  * before completion: the device work still runs; only the record is dropped. */

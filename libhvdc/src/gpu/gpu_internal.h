@@ -12,6 +12,7 @@
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <stdatomic.h>
 
 #include "base/log.h"
 #include "base/status.h"
@@ -37,6 +38,7 @@ struct hvdc_gpu {
     cudaEvent_t *spare;      /* completion events ready for reuse: (n_spare), capacity cap_spare */
     size_t n_spare, cap_spare;
     int broken;              /* the communicators were aborted (asynchronous error, fatal stop) */
+    atomic_int *aborted;     /* the runtime's copy of broken, for waiters on other threads */
     char broken_msg[256];
 };
 

@@ -145,6 +145,7 @@ hvd_status hvdc__gpu_create(const hvdc_gpu_config *cfg, hvdc_gpu **out) {
     } else {
         gpu->rank = cfg->rank;
         gpu->size = cfg->size;
+        gpu->aborted = cfg->aborted;
         gpu->local_rank = cfg->local_rank;
         gpu->local_size = cfg->local_size;
         gpu->device = -1;

@@ -114,3 +114,18 @@ hvd_status hvdc__gpu_pending_poll(hvdc_gpu_pending *pending, int *done) {
 }
 
 void hvdc__gpu_pending_free(hvdc_gpu_pending *pending) { (void)pending; }
+
+void *hvdc__gpu_pending_event(const hvdc_gpu_pending *pending) {
+    (void)pending;
+    return NULL;
+}
+
+int hvdc__gpu_event_finished(void *event, const atomic_int *aborted, int block) {
+    (void)event, (void)aborted, (void)block;
+    return 0;
+}
+
+hvd_status hvdc__gpu_stream_wait_on(void *stream, void *event) {
+    (void)stream, (void)event;
+    return unsupported();
+}

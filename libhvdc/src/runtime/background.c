@@ -15,7 +15,8 @@
  * Device work needs no rounds once queued: the GPU backend wakes this thread when it finishes
  * (device_done, called on a CUDA thread), and the thread completes its handles at once,
  * whether it was asleep or in the middle of a round; it also looks for asynchronous NCCL errors
- * every DEVICE_POLL_S. On a fatal stop the NCCL communicators are aborted before anything
+ * every DEVICE_POLL_S. A caller blocked in hvd_wait does not wait for that: it waits on the
+ * work's done event itself and completes its op first (complete.h). On a fatal stop the NCCL communicators are aborted before anything
  * waits, so device work in flight cannot hang the stop.
  */
 #include <errno.h>
@@ -30,6 +31,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "collectives/reduce.h"
+#include "runtime/complete.h"
 #include "runtime/round.h"
 
 /* Records phase on the timeline row of every tensor of op. */
@@ -37,24 +39,6 @@ static void op_span(hvdc_timeline *tl, const hvdc_op *op, const char *phase, int
                     int64_t end, int64_t group) {
     for (size_t k = 0; k < op->n_tensors; k++)
         hvdc__timeline_span(tl, op->tensors[k].name, phase, start, end, group);
-}
-
-/* Marks ops done with status and message, wakes waiters. */
-static void complete_ops(hvdc_runtime *rt, hvdc_op **ops, size_t n, hvd_status status,
-                         const char *message) {
-    pthread_mutex_lock(&rt->queue_mutex);
-    for (size_t i = 0; i < n; i++)
-        for (size_t k = 0; k < ops[i]->n_tensors; k++)
-            hvdc__name_table_remove(&rt->in_flight, ops[i]->tensors[k].name);
-    pthread_mutex_unlock(&rt->queue_mutex);
-    pthread_mutex_lock(&rt->completion_mutex);
-    for (size_t i = 0; i < n; i++) {
-        ops[i]->status = status;
-        if (status != HVD_OK) ops[i]->error = strdup(message ? message : hvd_status_string(status));
-        ops[i]->done = 1;
-    }
-    pthread_cond_broadcast(&rt->completion_cond);
-    pthread_mutex_unlock(&rt->completion_mutex);
 }
 
 static void serve_dump(round_state *s, const char *doing) {
@@ -94,6 +78,7 @@ static hvd_status keep_gpu_work(round_state *s, hvdc_gpu_pending *pending, hvdc_
     }
     s->gpu_work[s->n_gpu_work++] = (gpu_work){pending, ops, n};
     s->n_on_device += n;
+    hvdc__publish_on_device(s->rt, ops, n, hvdc__gpu_pending_event(pending));
     return HVD_OK;
 }
 
@@ -111,7 +96,8 @@ static void finish_gpu_work(round_state *s) {
             i++;
             continue;
         }
-        complete_ops(s->rt, w->ops, w->n, st, hvd_last_error());
+        hvdc__complete_ops(s->rt, w->ops, w->n, st, hvd_last_error());
+        hvdc__drop_device_hold(s->rt, w->ops, w->n); /* before the event goes back to the pool */
         s->n_in_flight -= w->n;
         s->n_on_device -= w->n;
         hvdc__gpu_pending_free(w->pending);
@@ -334,7 +320,7 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
         op_span(tl, ops[i], "NEGOTIATE", from, answered, group);
     }
     if (r->type == HVDC_RESPONSE_ERROR) {
-        complete_ops(rt, ops, n, HVD_ERR_MISMATCH, r->error);
+        hvdc__complete_ops(rt, ops, n, HVD_ERR_MISMATCH, r->error);
     } else {
         hvdc__clear_error();
         hvdc_gpu_pending *pending = NULL;
@@ -349,7 +335,7 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
         }
         if (tl && r->kind != HVDC_KIND_ALLREDUCE)
             op_span(tl, ops[0], hvdc__kind_name(r->kind), answered, hvdc__timeline_now_us(tl), group);
-        complete_ops(rt, ops, n, st, hvd_last_error());
+        hvdc__complete_ops(rt, ops, n, st, hvd_last_error());
     }
     s->n_in_flight -= n;
     free(ops);
@@ -376,7 +362,7 @@ static void fail_everything(hvdc_runtime *rt, hvd_status status, const char *mes
     }
     pthread_mutex_unlock(&rt->queue_mutex);
     (void)queued; /* queued ops are in in_flight too */
-    if (ops) complete_ops(rt, ops, n, status, message);
+    if (ops) hvdc__complete_ops(rt, ops, n, status, message);
     free(ops);
 }
 
@@ -395,6 +381,7 @@ void *hvdc__background_main(void *arg) {
     if (!wait_for_start(rt)) return NULL;
     rt->executor.gpu_wake = device_done; /* before any device response creates the backend */
     rt->executor.gpu_wake_ctx = rt;
+    rt->executor.gpu_aborted = &rt->device_aborted;
     hvd_status st = HVD_OK;
     const hvdc_wire_request **fresh_descs = NULL;
     uint32_t *fresh_slots = NULL;

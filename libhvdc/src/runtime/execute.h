@@ -46,6 +46,7 @@ typedef struct hvdc_executor {
     void (*gpu_wake)(void *ctx); /* the backend calls it (on a CUDA thread) when device work
                                     finishes: wakes the background thread (background.c) */
     void *gpu_wake_ctx;
+    atomic_int *gpu_aborted;   /* the runtime's flag the backend sets before it aborts */
     int local_rank, local_size, cross_rank, cross_size;
     size_t gpu_fusion_bytes;
     int64_t group;             /* the response being executed, for the timeline */

@@ -231,6 +231,10 @@ static void runtime_free(hvdc_runtime *rt) {
     if (rt->executor.comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.comm);
     hvdc__timeline_close(rt->executor.timeline);
     if (rt->autotune_log) fclose(rt->autotune_log);
+    /* a thread that read a done event before its op completed may still be waiting on it */
+    pthread_mutex_lock(&rt->completion_mutex);
+    while (rt->device_waiters > 0) pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
+    pthread_mutex_unlock(&rt->completion_mutex);
     hvdc__gpu_destroy(rt->executor.gpu);
     hvdc__liveness_destroy(rt->executor.liveness);
     hvdc__shm_destroy(rt->executor.shm);

@@ -3,7 +3,8 @@
  * buffers, and its completion state; and the handle table that lets user threads refer to it.
  *
  * Lifetime: created by a user thread at submission; owned by the queue, then by the background
- * thread until it completes; freed by the one hvd_wait that releases its handle (or by shutdown).
+ * thread until it completes; freed by the one hvd_wait that releases its handle (or by shutdown),
+ * or, for a device op still held after that, by its last holder (complete.h).
  *
  * defines: hvdc_op, hvdc_tensor, hvdc_handles, hvdc__op_create, hvdc__op_free,
  *          hvdc__handles_{init,free,add,find,remove}
@@ -45,6 +46,12 @@ typedef struct hvdc_op {
     int64_t announced_us;       /* timeline clock when the background thread announced it */
     int announced;              /* 1 once sent to rank 0 (background thread, under queue_mutex) */
     void *ready_event;          /* device tensors: cudaEvent_t the inputs are ready on, or NULL */
+    /* device ops once queued on the device, and who holds the op (complete.h); under
+     * completion_mutex */
+    void *device_done;          /* cudaEvent_t its results are written by, or NULL */
+    int on_device;              /* the background thread's device work holds it */
+    int device_waiting;         /* a waiter is inside a wait on device_done */
+    int released;               /* hvd_wait released its handle: the last holder frees it */
     struct hvdc_op *next;       /* queue link */
 } hvdc_op;
 

@@ -59,6 +59,10 @@ typedef struct hvdc_runtime {
     pthread_mutex_t completion_mutex;
     pthread_cond_t completion_cond;
     hvdc_handles handles;
+    int device_waiters;       /* threads inside a wait on a device op's done event (complete.h):
+                                 the GPU backend, which owns the events, outlives them */
+    atomic_int device_aborted; /* the GPU backend aborted its communicators (set before it
+                                  does): a done event that fires afterwards marks no result */
 
     /* the background thread waits here until every rank's hvd_init has succeeded (1) or one
      * has failed (-1: it exits touching nothing); under queue_mutex, signalled on queue_cond */

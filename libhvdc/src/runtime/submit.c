@@ -1,13 +1,16 @@
 /*
  * submit.c - queueing a checked op for its process set's background thread (hvdc__submit), and
- * the handles: hvd_poll and hvd_wait. A handle carries its set's slot in its top byte, so a wait
- * finds the runtime whose table holds it (process_sets.c keeps that runtime alive meanwhile).
+ * the handles: hvd_poll, hvd_wait and hvd_wait_on_stream. A handle carries its set's slot in
+ * its top byte, so a wait finds the runtime whose table holds it (process_sets.c keeps that
+ * runtime alive meanwhile).
  * Any user thread. Touches only the queue (queue_mutex) and the handles (completion_mutex).
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "base/status.h"
+#include "gpu/gpu.h"
+#include "runtime/complete.h"
 #include "runtime/runtime.h"
 
 static hvd_status queue_op(const char *fn, hvdc_runtime *rt, hvdc_op *op, hvd_handle *handle);
@@ -98,8 +101,12 @@ static hvd_status hvd_poll_entered(hvd_handle handle, int *done) {
     hvdc_runtime *rt = handle_runtime(handle, &slot);
     hvdc_op *op = NULL;
     if (rt) {
+        hvd_handle local = HANDLE_IN_SET(handle);
         pthread_mutex_lock(&rt->completion_mutex);
-        op = hvdc__handles_find(&rt->handles, HANDLE_IN_SET(handle));
+        op = hvdc__handles_find(&rt->handles, local);
+        /* a device op: look at its done event, without waiting */
+        if (op && !op->done && hvdc__complete_on_device(rt, op, 0))
+            op = hvdc__handles_find(&rt->handles, local);
         if (op) *done = op->done;
         pthread_mutex_unlock(&rt->completion_mutex);
         hvdc__set_release(slot);
@@ -110,28 +117,79 @@ static hvd_status hvd_poll_entered(hvd_handle handle, int *done) {
 }
 
 static hvd_status hvd_wait_entered(hvd_handle *handle) {
-    hvd_status st;
     if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_wait: handle pointer is NULL");
     int slot;
     hvdc_runtime *rt = handle_runtime(*handle, &slot);
     hvdc_op *op = NULL;
+    hvd_status st = HVD_OK;
+    char *error = NULL;
     if (rt) {
         hvd_handle local = HANDLE_IN_SET(*handle);
         pthread_mutex_lock(&rt->completion_mutex);
-        /* look the handle up again after every wake-up: another thread may have released it */
+        /* look the handle up again after every wake-up: another thread may have released it.
+         * A device op queued on the device is waited for on its done event, here. */
         while ((op = hvdc__handles_find(&rt->handles, local)) != NULL && !op->done)
-            pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
-        if (op) hvdc__handles_remove(&rt->handles, local);
+            if (!hvdc__complete_on_device(rt, op, 1))
+                pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
+        if (op) {
+            hvdc__handles_remove(&rt->handles, local);
+            st = op->status;
+            error = op->error; /* taken: the op may outlive this call (complete.h) */
+            op->error = NULL;
+            hvdc__release_op(op);
+        }
         pthread_mutex_unlock(&rt->completion_mutex);
         hvdc__set_release(slot);
     }
     if (!op)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_wait: handle %#llx is not live (released by hvd_wait already, or never returned by libhvdc)", (unsigned long long)*handle);
-    st = op->status;
-    if (st != HVD_OK) hvdc__fail(st, "%s", op->error ? op->error : hvd_status_string(st));
-    hvdc__op_free(op);
+    if (st != HVD_OK) hvdc__fail(st, "%s", error ? error : hvd_status_string(st));
+    free(error);
     *handle = HVD_HANDLE_NULL;
     return st;
+}
+
+static hvd_status hvd_wait_on_stream_entered(hvd_handle *handle, void *stream) {
+    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_wait_on_stream: handle pointer is NULL");
+    int slot;
+    hvdc_runtime *rt = handle_runtime(*handle, &slot);
+    hvdc_op *op = NULL;
+    hvd_status st = HVD_OK, waited = HVD_OK;
+    char *error = NULL;
+    if (rt) {
+        hvd_handle local = HANDLE_IN_SET(*handle);
+        pthread_mutex_lock(&rt->completion_mutex);
+        /* until it completes (a host op, a failure) or is queued on the device */
+        while ((op = hvdc__handles_find(&rt->handles, local)) != NULL && !op->done &&
+               !op->device_done)
+            pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
+        /* with the mutex held the background thread cannot return the event to its pool */
+        if (op && !op->done) waited = hvdc__gpu_stream_wait_on(stream, op->device_done);
+        if (op && waited == HVD_OK) {
+            hvdc__handles_remove(&rt->handles, local);
+            if (op->done) {
+                st = op->status;
+                error = op->error;
+                op->error = NULL;
+            }
+            hvdc__release_op(op);
+        }
+        pthread_mutex_unlock(&rt->completion_mutex);
+        hvdc__set_release(slot);
+    }
+    if (!op)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_wait_on_stream: handle %#llx is not live (released by hvd_wait already, or never returned by libhvdc)", (unsigned long long)*handle);
+    if (waited != HVD_OK) /* the handle stays live */
+        return hvdc__fail(waited, "hvd_wait_on_stream: the stream cannot wait for the operation (is "
+                          "it a cudaStream_t of the operation's device?): %s", hvd_last_error());
+    if (st != HVD_OK) hvdc__fail(st, "%s", error ? error : hvd_status_string(st));
+    free(error);
+    *handle = HVD_HANDLE_NULL;
+    return st;
+}
+
+hvd_status hvd_wait_on_stream(hvd_handle *handle, void *stream) {
+    HVDC_GATED("hvd_wait_on_stream", hvd_wait_on_stream_entered(handle, stream));
 }
 
 hvd_status hvd_poll(hvd_handle handle, int *done) {

@@ -6,8 +6,9 @@
  *   backward (last layer first):
  *      grad_ready(i) ---> hvd_allreduce_async("<prefix>.grad.<name_i>", AVERAGE)   in flight
  *      grad_ready(j) ---> ...                                                      in flight
- *   step:    submit what was not announced, hvd_wait every handle, apply the inner rule
- *            (update.c) identically on every rank
+ *   step:    submit what was not announced, wait for every handle (device parameters: on
+ *            cfg.stream, not on the host), apply the inner rule (update.c) identically on
+ *            every rank
  *
  * With backward_passes_per_step = k, passes 1 .. k-1 only add each gradient into a local
  * accumulator; on pass k the gradient becomes (accumulator + gradient) / k and is reduced.
@@ -150,13 +151,17 @@ static hvd_status agree_across_ranks(const hvd_optimizer *opt) {
     return st;
 }
 
-/* Waits for every handle in flight; returns the first failure (its message kept). */
-static hvd_status wait_all(hvd_optimizer *opt) {
+/* Waits for every handle in flight; returns the first failure (its message kept). on_stream:
+ * a device parameter's collective is waited for by cfg.stream, on the device (what is queued
+ * there next, the update, sees its result), not by the host. */
+static hvd_status wait_all(hvd_optimizer *opt, int on_stream) {
     hvd_status first = HVD_OK;
     char msg[HVDC_ERROR_MAX] = "";
     for (int i = 0; i < opt->n; i++) {
         if (opt->params[i].handle == HVD_HANDLE_NULL) continue;
-        hvd_status st = hvd_wait(&opt->params[i].handle);
+        hvd_status st = on_stream && opt->params[i].p.device >= 0
+                            ? hvd_wait_on_stream(&opt->params[i].handle, opt->cfg.stream)
+                            : hvd_wait(&opt->params[i].handle);
         opt->params[i].handle = HVD_HANDLE_NULL;
         if (st != HVD_OK && first == HVD_OK) {
             first = st;
@@ -168,7 +173,7 @@ static hvd_status wait_all(hvd_optimizer *opt) {
 
 hvd_status hvd_optimizer_destroy(hvd_optimizer *opt) {
     if (opt == NULL) return HVD_OK;
-    hvd_status st = opt->params ? wait_all(opt) : HVD_OK;
+    hvd_status st = opt->params ? wait_all(opt, 0) : HVD_OK; /* before freeing device state */
     for (int i = 0; opt->params && i < opt->n; i++) {
         hvdc__opt_param *q = &opt->params[i];
         free(q->name);
@@ -251,7 +256,7 @@ static hvd_status broadcast_params(hvd_optimizer *opt, int root) {
             st = hvd_broadcast_async(name, p->data, p->count, p->dtype, root, &o,
                                      &opt->params[i].handle);
     }
-    hvd_status waited = wait_all(opt);
+    hvd_status waited = wait_all(opt, 1);
     return st != HVD_OK ? st : waited;
 }
 
@@ -449,7 +454,7 @@ hvd_status hvd_optimizer_step(hvd_optimizer *opt, int *applied) {
         return st;
     }
     opt->pass = 0;
-    hvd_status waited = wait_all(opt);
+    hvd_status waited = wait_all(opt, 1);
     if (st != HVD_OK) return st;
     if (waited != HVD_OK) return waited;
     if (opt->cfg.compression != HVD_COMPRESS_NONE) {
@@ -490,7 +495,7 @@ hvd_status hvd_broadcast_optimizer_state(hvd_optimizer *opt, int root) {
                           "the backward passes of one step (%d of %d done); call it after "
                           "hvd_optimizer_step applied an update", opt->pass,
                           opt->cfg.backward_passes_per_step);
-    CHECK(wait_all(opt));
+    CHECK(wait_all(opt, 1));
     for (int i = 0; i < opt->n && st == HVD_OK && opt->slots > 0; i++) {
         char name[HVD_MAX_NAME_LEN + 1];
         hvdc__opt_param *q = &opt->params[i];
@@ -501,7 +506,7 @@ hvd_status hvd_broadcast_optimizer_state(hvd_optimizer *opt, int root) {
             st = hvd_broadcast_async(name, q->state, q->p.count * (size_t)opt->slots,
                                      HVD_FLOAT64, root, &o, &q->handle);
     }
-    hvd_status waited = wait_all(opt);
+    hvd_status waited = wait_all(opt, 1);
     CHECK(st);
     CHECK(waited);
     char name[HVD_MAX_NAME_LEN + 1];

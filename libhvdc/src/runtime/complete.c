@@ -1,0 +1,93 @@
+/*
+ * complete.c - completing ops, from the background thread or from a device op's done event,
+ * and freeing them after their last holder (see complete.h).
+ * Any thread.
+ */
+#include "runtime/complete.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/gpu.h"
+
+/* Whether the op's name still maps to op (a completed op's name may already be in use again). */
+static void forget_names(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
+    pthread_mutex_lock(&rt->queue_mutex);
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < ops[i]->n_tensors; k++) {
+            const char *name = ops[i]->tensors[k].name;
+            if (hvdc__name_table_get(&rt->in_flight, name) == ops[i])
+                hvdc__name_table_remove(&rt->in_flight, name);
+        }
+    pthread_mutex_unlock(&rt->queue_mutex);
+}
+
+void hvdc__complete_ops(hvdc_runtime *rt, hvdc_op **ops, size_t n, hvd_status status,
+                        const char *message) {
+    forget_names(rt, ops, n);
+    pthread_mutex_lock(&rt->completion_mutex);
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i]->done) continue; /* a waiter completed it from its done event */
+        ops[i]->status = status;
+        if (status != HVD_OK) ops[i]->error = strdup(message ? message : hvd_status_string(status));
+        ops[i]->done = 1;
+    }
+    pthread_cond_broadcast(&rt->completion_cond);
+    pthread_mutex_unlock(&rt->completion_mutex);
+}
+
+void hvdc__publish_on_device(hvdc_runtime *rt, hvdc_op **ops, size_t n, void *done_event) {
+    pthread_mutex_lock(&rt->completion_mutex);
+    for (size_t i = 0; i < n; i++) {
+        ops[i]->on_device = 1;
+        ops[i]->device_done = done_event;
+    }
+    pthread_cond_broadcast(&rt->completion_cond); /* waiters can wait on the device now */
+    pthread_mutex_unlock(&rt->completion_mutex);
+}
+
+static int held(const hvdc_op *op) { return op->on_device || op->device_waiting; }
+
+void hvdc__drop_device_hold(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
+    pthread_mutex_lock(&rt->completion_mutex);
+    for (size_t i = 0; i < n; i++) {
+        ops[i]->on_device = 0;
+        ops[i]->device_done = NULL; /* its event goes back to the pool */
+        if (ops[i]->released && !held(ops[i])) hvdc__op_free(ops[i]);
+    }
+    pthread_mutex_unlock(&rt->completion_mutex);
+}
+
+int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block) {
+    if (!op->device_done || op->device_waiting) return 0;
+    void *event = op->device_done;
+    op->device_waiting = 1;
+    rt->device_waiters++;
+    pthread_mutex_unlock(&rt->completion_mutex);
+    /* the event may be pooled and re-recorded meanwhile: then it fires for later work on the
+     * same stream, which also means op's work finished (a later wake-up, never a wrong one) */
+    int finished = hvdc__gpu_event_finished(event, &rt->device_aborted, block);
+    if (finished) {
+        forget_names(rt, &op, 1);
+        pthread_mutex_lock(&rt->completion_mutex);
+        if (!op->done) {
+            op->status = HVD_OK;
+            op->done = 1;
+        }
+    } else {
+        pthread_mutex_lock(&rt->completion_mutex);
+    }
+    op->device_waiting = 0;
+    rt->device_waiters--;
+    pthread_cond_broadcast(&rt->completion_cond); /* op done, or runtime_free may go on */
+    /* not finished: the background thread completes it (with the error, if one); a wait
+     * that failed does not wait on this event again */
+    if (!finished && block) op->device_done = NULL;
+    if (op->released && !held(op)) hvdc__op_free(op);
+    return 1;
+}
+
+void hvdc__release_op(hvdc_op *op) {
+    op->released = 1;
+    if (!held(op)) hvdc__op_free(op);
+}

@@ -1,0 +1,48 @@
+/*
+ * complete.h - how an op completes, and who frees it.
+ *
+ * The background thread completes every op (hvdc__complete_ops). A device op is queued on the
+ * device before it completes; from then on a thread waiting for it may complete it itself
+ * from the op's done event (hvdc__complete_on_device), skipping the wake-ups through the
+ * background thread. Whoever comes first completes it; the other's completion is a no-op.
+ *
+ * An op is then held by up to three parties, and the last to let go frees it (under
+ * completion_mutex): its handle (until hvd_wait releases it: op->released), the background
+ * thread's device work (op->on_device), and waiters inside a device wait (op->device_waiting).
+ *
+ *   background: queued on device ─ hvdc__publish_on_device ─> waiters use op->device_done
+ *   background: work finished ──── hvdc__complete_ops, hvdc__drop_device_hold
+ *   hvd_wait:   device_done set ── hvdc__complete_on_device ─> done (or falls back to waiting)
+ *
+ * defines: hvdc__complete_ops, hvdc__publish_on_device, hvdc__drop_device_hold,
+ *          hvdc__complete_on_device, hvdc__release_op
+ * Any thread; each function takes the runtime's locks it needs (never both at once).
+ */
+#ifndef HVDC_COMPLETE_H
+#define HVDC_COMPLETE_H
+
+#include "runtime/runtime.h"
+
+/* Completes ops with status and message (unless completed already) and wakes waiters. */
+void hvdc__complete_ops(hvdc_runtime *rt, hvdc_op **ops, size_t n, hvd_status status,
+                        const char *message);
+
+/* Background thread, once ops are queued on the device: done_event (cudaEvent_t) fires when
+ * their results are written. The ops stay held by the background thread until
+ * hvdc__drop_device_hold. */
+void hvdc__publish_on_device(hvdc_runtime *rt, hvdc_op **ops, size_t n, void *done_event);
+
+/* Background thread, after completing device work: lets go of ops; frees those released. */
+void hvdc__drop_device_hold(hvdc_runtime *rt, hvdc_op **ops, size_t n);
+
+/* With completion_mutex held, op not done: if op is queued on the device and no other thread
+ * is waiting on its event, waits on it (block) or looks (not block) with the mutex released,
+ * and completes op when its work has finished. @return 1 when it looked at the device (op may
+ * now be done; look it up again), 0 when the caller must wait for the background thread. */
+int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block);
+
+/* With completion_mutex held, op done and its handle removed: frees op, or leaves that to the
+ * last holder. */
+void hvdc__release_op(hvdc_op *op);
+
+#endif

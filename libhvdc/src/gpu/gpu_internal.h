@@ -25,7 +25,7 @@
 
 struct hvdc_gpu {
     int device, rank, size, local_rank, local_size;
-    int max_blocks;          /* copy kernel grid limit: 4 blocks per SM */
+    int max_blocks;          /* copy kernel: most blocks per segment, 4 per SM */
     int pools;               /* cudaMallocAsync is available */
     cudaStream_t stream;     /* non-blocking: never implicitly ordered with the app's streams */
     cudaEvent_t legacy_mark; /* recorded on the legacy default stream when no ready event */

@@ -52,8 +52,9 @@ extern "C" {
  * can move it in 16-byte words. */
 #define HVDC_GPU_ALIGN_BYTES 16
 
-/* Segments per copy-kernel launch. The batch travels as the kernel's by-value argument, which
- * must stay under 4 KiB (the limit on every CUDA version): 16 + 128 * 24 = 3088 bytes. */
+/* Segments per copy-kernel launch. The batch travels as a by-value kernel argument, with the
+ * block map (gpu_block_map.h) beside it; together they must stay under 4 KiB (the limit on
+ * every CUDA version): 16 + 128 * 24 = 3088 bytes of batch + 129 * 4 = 516 of map = 3604. */
 #define HVDC_GPU_BATCH_MAX 128
 
 /* dst[0..count) = src[0..count) * factor, elements of the batch's dtype. */

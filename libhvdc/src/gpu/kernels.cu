@@ -2,11 +2,15 @@
  * kernels.cu - the batched copy-and-scale kernel behind device fusion (see kernels.h).
  *
  * One launch handles up to HVDC_GPU_BATCH_MAX segments passed by value (no table to upload,
- * nothing to free). The grid is blocks x segments: row y of blocks strides over segment y,
+ * nothing to free), with a block map beside them (gpu/gpu_block_map.h): each segment gets
+ * blocks for its own length, and the 1-D grid is all of them one after another. Block b finds
+ * its segment s by binary search (first[s] <= b < first[s + 1]) and strides over it with that
+ * segment's blocks alone,
  *
- *   segment 0: |b0 b1 b2 .. bk|b0 b1 ..|      grid-stride over 16-byte words (or narrower
- *   segment 1: |b0 b1 ..|                     words when a pointer is less aligned), then the
- *   ...                                        tail bytes
+ *   grid:      |b0 b1 b2 .. bk|b0|b0|b0 b1|..     first = {0, k+1, k+2, k+3, k+5, ..}
+ *               segment 0      1  2  3
+ *   segment s: grid-stride over 16-byte words (or narrower words when a pointer is less
+ *              aligned), then the tail bytes; or element by element when scaling
  *
  * Sizes and indices are 64-bit throughout. Background thread (launches); device (runs).
  */
@@ -15,11 +19,17 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "gpu/gpu_block_map.h"
 #include "gpu/kernels.h"
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = HVDC_GPU_COPY_THREADS;
+
+/* Both arguments travel by value in the kernel's parameter space, which holds 4 KiB on every
+ * CUDA version: 3088 bytes of batch + 516 of block map = 3604. */
+static_assert(sizeof(hvdc_gpu_batch) + sizeof(hvdc_gpu_block_map) <= 4096,
+              "the copy kernel's by-value arguments pass CUDA's 4 KiB parameter limit");
 
 /* Four words in flight per thread (loads first, then stores): with one word per iteration
  * the H100 copied 64 MiB at about a third of cudaMemcpyAsync's rate. */
@@ -92,13 +102,32 @@ __device__ uint64_t elem_size(int32_t dtype) {
     }
 }
 
-/* blockIdx.y picks the segment, and gridDim.x blocks stride over it: every segment has blocks
- * of its own, so a batch of many small tensors runs them side by side. (Walking all segments in
- * every thread cost O(segments) per thread: 128 tensors of 4 KiB took 57 us on the H100.) */
-__global__ void __launch_bounds__(kThreads) copy_scale_kernel(const hvdc_gpu_batch batch) {
-    const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
-    const uint64_t tid = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    const hvdc_gpu_segment seg = batch.seg[blockIdx.y];
+/* The segment block b runs: the last s with first[s] <= b (every segment has a block, so
+ * first[0..n] rises strictly). At most 7 steps for 128 segments, on parameters that every
+ * thread of the block reads alike. */
+__device__ uint32_t segment_of(const hvdc_gpu_block_map &map, uint32_t n, uint32_t b) {
+    uint32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        const uint32_t mid = (lo + hi + 1) / 2;
+        if (map.first[mid] <= b)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Each block strides over its own segment with that segment's blocks (map, see the top of
+ * this file), so a large tensor gets many blocks and a small one few, side by side in one
+ * launch. (Walking all segments in every thread cost O(segments) per thread: 128 tensors of
+ * 4 KiB took 57 us on the H100.) */
+__global__ void __launch_bounds__(kThreads) copy_scale_kernel(const hvdc_gpu_batch batch,
+                                                               const hvdc_gpu_block_map map) {
+    const uint32_t s = segment_of(map, batch.n, blockIdx.x);
+    const uint32_t first = map.first[s], blocks = map.first[s + 1] - first;
+    const uint64_t stride = static_cast<uint64_t>(blocks) * blockDim.x;
+    const uint64_t tid = static_cast<uint64_t>(blockIdx.x - first) * blockDim.x + threadIdx.x;
+    const hvdc_gpu_segment seg = batch.seg[s];
     const double f = batch.factor;
     if (f == 1.0) {
         if (seg.src != seg.dst) copy_bytes(seg.src, seg.dst, seg.count * elem_size(batch.dtype), tid, stride);
@@ -118,22 +147,19 @@ extern "C" int hvdc__gpu_launch_copy_scale(const hvdc_gpu_batch *batch, int max_
                                            void *stream) {
     const int d = batch->dtype;
     if (batch->n == 0) return static_cast<int>(cudaSuccess);
-    if (d < 0 || d >= HVD_DTYPE_COUNT || max_blocks < 1 || batch->n > HVDC_GPU_BATCH_MAX)
-        return static_cast<int>(cudaErrorInvalidValue);
+    if (d < 0 || d >= HVD_DTYPE_COUNT) return static_cast<int>(cudaErrorInvalidValue);
     const bool is_float = d == HVD_FLOAT16 || d == HVD_BFLOAT16 || d == HVD_FLOAT32 ||
                           d == HVD_FLOAT64;
     if (batch->factor != 1.0 && !is_float) return static_cast<int>(cudaErrorInvalidValue);
-    /* blocks per segment: enough for the largest at ~8 elements a thread, at most max_blocks,
-     * and at most 8 * max_blocks in all (a small segment's extra blocks exit at once) */
-    uint64_t largest = 0;
-    for (uint32_t s = 0; s < batch->n; s++)
-        if (batch->seg[s].count > largest) largest = batch->seg[s].count;
-    uint64_t want = (largest + kThreads * 8 - 1) / (kThreads * 8);
-    uint64_t cap = 8 * static_cast<uint64_t>(max_blocks) / batch->n;
-    if (cap > static_cast<uint64_t>(max_blocks)) cap = static_cast<uint64_t>(max_blocks);
-    if (want > cap) want = cap;
-    if (want < 1) want = 1;
-    const dim3 grid(static_cast<unsigned>(want), batch->n);
-    copy_scale_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(*batch);
+    /* Blocks per segment from its own length (gpu_block_map.h; it also refuses n and
+     * max_blocks out of range). The grid used to give every segment the same number, capped
+     * at 8 * max_blocks / n: on the H100 one 32 MiB tensor among 127 of 4 KiB got 33 blocks
+     * (of the 528 one segment may have) and packed at 0.55x of one cudaMemcpyAsync of the
+     * total bytes (0.08x when scaled), while the small ones held blocks they could not use. */
+    hvdc_gpu_block_map map;
+    if (hvdc__gpu_split_blocks(batch, max_blocks, &map) != HVD_OK)
+        return static_cast<int>(cudaErrorInvalidValue);
+    copy_scale_kernel<<<map.first[batch->n], kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        *batch, map);
     return static_cast<int>(cudaGetLastError());
 }

@@ -14,8 +14,9 @@
  *
  * Fused collectives per step cannot be seen through the public API. Instead, min_fused is how
  * many fused all-reduces the threshold allows when every tensor is ready in one negotiation
- * round (the coordinator's first-fit rule in negotiate.c, replayed here): a lower bound on the
- * responses actually executed, which also depends on how submissions fall into rounds.
+ * round (the coordinator's first-fit rule in negotiate.c, replayed in fusion_steps.c): a lower
+ * bound on the responses actually executed, which also depends on how submissions fall into
+ * rounds.
  *
  * --autotune: after each model's sweep, one more setting with HVD_AUTOTUNE=1: hvd steps alone
  * (no MPI steps between them: the tuner scores the live workload) until the tuner's log says it
@@ -36,11 +37,10 @@
 #include <unistd.h>
 
 #include "bench_common.h"
-#include "tensor_sets.h"
+#include "fusion_steps.h"
 
 #define MAX_SETTINGS 32
 #define MAX_MODELS 3
-#define ALIGN_FLOATS 16 /* each tensor starts on a 64-byte boundary */
 
 /* ---- options -------------------------------------------------------------------------------- */
 
@@ -158,106 +158,6 @@ static int parse_options(int argc, char **argv, void *out, int rank) {
         tensor_set_free(&probe);
     }
     return 0;
-}
-
-/* ---- one model's buffers and reference -------------------------------------------------------- */
-
-typedef struct model_data {
-    tensor_set set;
-    size_t *offsets; /* (n) element offset of each tensor in the buffers */
-    float *send[2];  /* parity 0 and 1 inputs */
-    float *recv;
-} model_data;
-
-static float input_value(int rank, size_t t, size_t i, int parity) {
-    return (float)(1 + (i + 7 * t + 3 * (size_t)rank + (size_t)parity) % 1009);
-}
-
-static int model_data_make(model_data *m, const char *model, int rank) {
-    memset(m, 0, sizeof *m);
-    if (tensor_set_make(&m->set, model) != 0) return -1;
-    m->offsets = malloc(m->set.n * sizeof *m->offsets);
-    size_t total = 0;
-    for (size_t t = 0; m->offsets && t < m->set.n; t++) {
-        m->offsets[t] = total;
-        total += (m->set.counts[t] + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
-    }
-    for (int p = 0; p < 2; p++) m->send[p] = aligned_alloc(64, total * sizeof(float));
-    m->recv = aligned_alloc(64, total * sizeof(float));
-    if (!m->offsets || !m->send[0] || !m->send[1] || !m->recv) return -1;
-    for (int p = 0; p < 2; p++)
-        for (size_t t = 0; t < m->set.n; t++) {
-            float *x = m->send[p] + m->offsets[t];
-            for (size_t i = 0; i < m->set.counts[t]; i++) x[i] = input_value(rank, t, i, p);
-        }
-    memset(m->recv, 0, total * sizeof(float));
-    return 0;
-}
-
-static void model_data_free(model_data *m) {
-    tensor_set_free(&m->set);
-    free(m->offsets);
-    free(m->send[0]);
-    free(m->send[1]);
-    free(m->recv);
-    memset(m, 0, sizeof *m);
-}
-
-/* Mismatches among three elements per tensor of the step's results. */
-static long check_step(const model_data *m, int size, int parity, int step) {
-    long wrong = 0;
-    for (size_t t = 0; t < m->set.n; t++) {
-        size_t n = m->set.counts[t];
-        size_t probe[3] = {0, n - 1, ((size_t)step * 7919u + t * 31u) % n};
-        for (int k = 0; k < 3; k++) {
-            double want = 0.0;
-            for (int r = 0; r < size; r++) want += input_value(r, t, probe[k], parity);
-            wrong += m->recv[m->offsets[t] + probe[k]] != (float)want;
-        }
-    }
-    return wrong;
-}
-
-static double hvd_step(const model_data *m, int parity, hvd_handle *handles) {
-    BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    double t0 = bench_now_us();
-    for (size_t k = m->set.n; k-- > 0;)
-        BENCH_CHECK_HVD(hvd_allreduce_async(m->set.names[k], m->send[parity] + m->offsets[k],
-                                            m->recv + m->offsets[k], m->set.counts[k],
-                                            HVD_FLOAT32, HVD_SUM, NULL, &handles[k]));
-    for (size_t k = m->set.n; k-- > 0;) BENCH_CHECK_HVD(hvd_wait(&handles[k]));
-    return bench_now_us() - t0;
-}
-
-static double mpi_step(const model_data *m, int parity) {
-    BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    double t0 = bench_now_us();
-    for (size_t k = m->set.n; k-- > 0;)
-        BENCH_CHECK_MPI(MPI_Allreduce(m->send[parity] + m->offsets[k], m->recv + m->offsets[k],
-                                      (int)m->set.counts[k], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
-    return bench_now_us() - t0;
-}
-
-/* The coordinator's fusion rule (first fit in ready order, negotiate.c) with everything ready. */
-static long min_fused(const tensor_set *s, long threshold) {
-    size_t n = s->n;
-    unsigned char *taken = calloc(n, 1);
-    if (!taken) return -1;
-    long responses = 0;
-    for (size_t a = n; a-- > 0;) { /* backward order is the submission order */
-        if (taken[a]) continue;
-        taken[a] = 1;
-        responses++;
-        uint64_t bytes = s->counts[a] * sizeof(float);
-        for (size_t b = a; b-- > 0 && bytes < (uint64_t)threshold;) {
-            uint64_t more = s->counts[b] * sizeof(float);
-            if (taken[b] || bytes + more > (uint64_t)threshold) continue;
-            taken[b] = 1;
-            bytes += more;
-        }
-    }
-    free(taken);
-    return responses;
 }
 
 /* ---- results ---------------------------------------------------------------------------------- */
@@ -383,15 +283,15 @@ static void set_env_bytes(const char *name, long value) {
  * send[0] and MPI steps send[1], so each result differs from the one the step before left in
  * recv. Leaves each step's slowest-rank time in t_hvd and t_mpi. @return wrong elements, all
  * ranks. */
-static long timed_steps(const model_data *m, const options *o, int size, hvd_handle *handles,
+static long timed_steps(const fusion_model *m, const options *o, int size, hvd_handle *handles,
                         double *t_hvd, double *t_mpi) {
     long wrong = 0;
     for (int s = 0; s < o->warmup + o->steps; s++) {
         int timed = s - o->warmup;
-        double th = hvd_step(m, 0, handles);
-        wrong += check_step(m, size, 0, s);
-        double tm = mpi_step(m, 1);
-        wrong += check_step(m, size, 1, s);
+        double th = fusion_step_hvd(m, 0, handles);
+        wrong += fusion_model_check(m, size, 0, s);
+        double tm = fusion_step_mpi(m, 1);
+        wrong += fusion_model_check(m, size, 1, s);
         if (timed >= 0) {
             t_hvd[timed] = th;
             t_mpi[timed] = tm;
@@ -403,12 +303,12 @@ static long timed_steps(const model_data *m, const options *o, int size, hvd_han
     return wrong;
 }
 
-static result finish_result(const model_data *m, long threshold, double cycle, long lib_threshold,
+static result finish_result(const fusion_model *m, long threshold, double cycle, long lib_threshold,
                             long wrong, const options *o, double *t_hvd, double *t_mpi) {
     return (result){m->set.model, threshold, cycle,
                     bench_median(t_hvd, (size_t)o->steps) * 1e-3,
                     bench_median(t_mpi, (size_t)o->steps) * 1e-3,
-                    min_fused(&m->set, lib_threshold), wrong,
+                    fusion_min_fused(&m->set, lib_threshold), wrong,
                     m->set.n, m->set.total * sizeof(float)};
 }
 
@@ -431,7 +331,7 @@ static void read_chosen(const char *path, long chosen[2]) {
     fclose(f);
 }
 
-static result run_setting(const model_data *m, long threshold, double cycle, const options *o,
+static result run_setting(const fusion_model *m, long threshold, double cycle, const options *o,
                           int size, hvd_handle *handles, double *t_hvd, double *t_mpi) {
     set_env_bytes("HVD_FUSION_THRESHOLD", threshold);
     if (cycle > 0) {
@@ -452,7 +352,7 @@ static result run_setting(const model_data *m, long threshold, double cycle, con
  * as its start; hvd steps alone until rank 0 finds the chosen row in the tuner's log (at most
  * max_tune steps), then timed like run_setting. *tune_steps: the steps it took (-1: it never
  * settled); the result's threshold and cycle are the chosen ones. */
-static result run_autotuned(const model_data *m, const options *o, int rank, int size,
+static result run_autotuned(const fusion_model *m, const options *o, int rank, int size,
                             hvd_handle *handles, double *t_hvd, double *t_mpi, int *tune_steps) {
     const int max_tune = 400;
     char log_path[256];
@@ -467,8 +367,8 @@ static result run_autotuned(const model_data *m, const options *o, int rank, int
     long chosen[2] = {-1, 0}; /* threshold bytes, cycle time in microseconds */
     *tune_steps = -1;
     for (int s = 0; s < max_tune && *tune_steps < 0; s++) {
-        hvd_step(m, 0, handles);
-        wrong += check_step(m, size, 0, s);
+        fusion_step_hvd(m, 0, handles);
+        wrong += fusion_model_check(m, size, 0, s);
         if (rank == 0) read_chosen(log_path, chosen);
         BENCH_CHECK_MPI(MPI_Bcast(chosen, 2, MPI_LONG, 0, MPI_COMM_WORLD));
         if (chosen[0] >= 0) *tune_steps = s + 1;
@@ -486,7 +386,7 @@ static result run_autotuned(const model_data *m, const options *o, int rank, int
 /* --autotune for one model: the autotuned row, then its ratios to the best swept setting and
  * to the library's default (threshold 'default' or 16M at the default cycle time), if swept.
  * @return the autotuned run's wrong elements. */
-static long compare_autotuned(const model_data *m, const options *o, int rank, int size,
+static long compare_autotuned(const fusion_model *m, const options *o, int rank, int size,
                               hvd_handle *handles, double *t_hvd, double *t_mpi,
                               const result *swept, int n_swept, FILE *csv) {
     int tune_steps = -1;
@@ -543,9 +443,9 @@ int main(int argc, char **argv) {
     long total_wrong = 0;
     int k = 0;
     for (int mi = 0; mi < o.n_models; mi++) {
-        model_data m;
+        fusion_model m;
         hvd_handle *handles = NULL;
-        if (model_data_make(&m, o.models[mi], rank) != 0 ||
+        if (fusion_model_make(&m, o.models[mi], rank) != 0 ||
             !(handles = calloc(m.set.n, sizeof *handles))) {
             fprintf(stderr, "fusion_bench: out of memory for model %s\n", o.models[mi]);
             MPI_Abort(MPI_COMM_WORLD, 2);
@@ -574,7 +474,7 @@ int main(int argc, char **argv) {
                                                          res + k - o.n_cycles * o.n_thresholds,
                                                          o.n_cycles * o.n_thresholds, csv);
         free(handles);
-        model_data_free(&m);
+        fusion_model_free(&m);
     }
     if (rank == 0) {
         printf("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");

@@ -421,14 +421,8 @@ int main(int argc, char **argv) {
     fill_input(b.send[1], max_count, &o, &p, rank, 1);
     b.check = b.recv;
     if (o.gpu) { /* the same inputs, on the device */
-        MPI_Comm node;
-        int local_rank = 0;
         char why[256];
-        BENCH_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
-                                            MPI_INFO_NULL, &node));
-        MPI_Comm_rank(node, &local_rank);
-        MPI_Comm_free(&node);
-        device = bench_device_open(MPI_COMM_WORLD, local_rank, why, sizeof why);
+        device = bench_device_open(MPI_COMM_WORLD, why, sizeof why);
         if (device < 0) {
             if (rank == 0) fprintf(stderr, "allreduce_bench: %s\n", why);
             MPI_Finalize();

@@ -12,9 +12,15 @@
 static ncclComm_t comm_nccl;
 static cudaStream_t stream;
 
-int bench_device_open(MPI_Comm comm, int local_rank, char *why, size_t len) {
-    int n = 0, ok = 1, all_ok = 0, rank = 0, size = 1;
+int bench_device_open(MPI_Comm comm, char *why, size_t len) {
+    int n = 0, ok = 1, all_ok = 0, rank = 0, size = 1, local_rank = 0;
+    MPI_Comm node;
     why[0] = '\0';
+    MPI_Comm_rank(comm, &rank);
+    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_rank(node, &local_rank);
+        MPI_Comm_free(&node);
+    }
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess || n == 0)
         snprintf(why, len, "--device gpu: no CUDA device visible (%s)",
@@ -32,7 +38,6 @@ int bench_device_open(MPI_Comm comm, int local_rank, char *why, size_t len) {
         return -1;
     }
     ncclUniqueId id;
-    MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     if (rank == 0) ncclGetUniqueId(&id);
     MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, comm);
@@ -61,12 +66,21 @@ void *bench_device_alloc(size_t nbytes) {
 
 void bench_device_free(void *p) { cudaFree(p); }
 
+/* A copy from pageable memory may return before its DMA ends, and cudaMemset is asynchronous:
+ * the device synchronization makes them visible to the NCCL stream (non-blocking, so not
+ * ordered after the legacy default stream) too. */
 int bench_device_upload(void *dst, const void *src, size_t nbytes) {
-    return cudaMemcpy(dst, src, nbytes, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
+    return cudaMemcpy(dst, src, nbytes, cudaMemcpyHostToDevice) == cudaSuccess &&
+                   cudaDeviceSynchronize() == cudaSuccess ? 0 : -1;
 }
 
 int bench_device_download(void *dst, const void *src, size_t nbytes) {
     return cudaMemcpy(dst, src, nbytes, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
+}
+
+int bench_device_memset(void *dst, int byte, size_t nbytes) {
+    return cudaMemset(dst, byte, nbytes) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess
+               ? 0 : -1;
 }
 
 static ncclDataType_t nccl_type(hvd_dtype d) {
@@ -93,14 +107,34 @@ static ncclRedOp_t nccl_op(hvd_reduce_op op, hvd_dtype dtype) {
     }
 }
 
+static int nccl_has_type(hvd_dtype dtype) {
+    if (dtype != HVD_INT16 && dtype != HVD_UINT16) return 1;
+    fprintf(stderr, "bench_device: NCCL has no 16-bit integer type for the baseline\n");
+    return 0;
+}
+
 int bench_nccl_allreduce(const void *send, void *recv, size_t count, hvd_dtype dtype,
                          hvd_reduce_op op) {
-    if (dtype == HVD_INT16 || dtype == HVD_UINT16) {
-        fprintf(stderr, "allreduce_bench: NCCL has no 16-bit integer type for the baseline\n");
-        return -1;
-    }
+    if (!nccl_has_type(dtype)) return -1;
     if (ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op, dtype), comm_nccl, stream) !=
         ncclSuccess)
         return -1;
+    return cudaStreamSynchronize(stream) == cudaSuccess ? 0 : -1;
+}
+
+int bench_nccl_allreduce_group(const void *send, void *recv, const size_t *offsets,
+                               const size_t *counts, size_t n, hvd_dtype dtype,
+                               hvd_reduce_op op) {
+    if (!nccl_has_type(dtype)) return -1;
+    size_t elem = hvd_dtype_size(dtype);
+    ncclDataType_t type = nccl_type(dtype);
+    ncclRedOp_t nop = nccl_op(op, dtype);
+    if (ncclGroupStart() != ncclSuccess) return -1;
+    ncclResult_t res = ncclSuccess;
+    for (size_t k = 0; k < n && res == ncclSuccess; k++)
+        res = ncclAllReduce((const char *)send + offsets[k] * elem, (char *)recv + offsets[k] * elem,
+                            counts[k], type, nop, comm_nccl, stream);
+    ncclResult_t end = ncclGroupEnd(); /* also after a failed call: the group must be closed */
+    if (res != ncclSuccess || end != ncclSuccess) return -1;
     return cudaStreamSynchronize(stream) == cudaSuccess ? 0 : -1;
 }

@@ -6,8 +6,8 @@
 
 #include <stdio.h>
 
-int bench_device_open(MPI_Comm comm, int local_rank, char *why, size_t len) {
-    (void)comm, (void)local_rank;
+int bench_device_open(MPI_Comm comm, char *why, size_t len) {
+    (void)comm;
     snprintf(why, len, "--device gpu: this build has no GPU backend (configure with "
              "-Dcuda=enabled where CUDA and NCCL are installed)");
     return -1;
@@ -17,7 +17,13 @@ void *bench_device_alloc(size_t nbytes) { (void)nbytes; return NULL; }
 void bench_device_free(void *p) { (void)p; }
 int bench_device_upload(void *dst, const void *src, size_t nbytes) { (void)dst, (void)src, (void)nbytes; return -1; }
 int bench_device_download(void *dst, const void *src, size_t nbytes) { (void)dst, (void)src, (void)nbytes; return -1; }
+int bench_device_memset(void *dst, int byte, size_t nbytes) { (void)dst, (void)byte, (void)nbytes; return -1; }
 int bench_nccl_allreduce(const void *send, void *recv, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
     (void)send, (void)recv, (void)count, (void)dtype, (void)op;
+    return -1;
+}
+int bench_nccl_allreduce_group(const void *send, void *recv, const size_t *offsets,
+                               const size_t *counts, size_t n, hvd_dtype dtype, hvd_reduce_op op) {
+    (void)send, (void)recv, (void)offsets, (void)counts, (void)n, (void)dtype, (void)op;
     return -1;
 }

@@ -14,8 +14,9 @@
  *
  * Fused collectives per step cannot be seen through the public API. Instead, min_fused is how
  * many fused all-reduces the threshold allows when every tensor is ready in one negotiation
- * round (the coordinator's first-fit rule in negotiate.c, replayed here): a lower bound on the
- * responses actually executed, which also depends on how submissions fall into rounds.
+ * round (the coordinator's first-fit rule in negotiate.c, replayed in fusion_steps.c): a lower
+ * bound on the responses actually executed, which also depends on how submissions fall into
+ * rounds.
  *
  * --autotune: after each model's sweep, one more setting with HVD_AUTOTUNE=1: hvd steps alone
  * (no MPI steps between them: the tuner scores the live workload) until the tuner's log says it
@@ -26,6 +27,19 @@
  * hvd steps send parity 0 and MPI steps parity 1 into the same recv buffers, so a stale result
  * shows. After every step, hvd and MPI alike, three elements of every tensor (first, last, and
  * one that moves with the step) are compared with the exact sum; any mismatch: exit status 1.
+ *
+ * --device gpu: the model's buffers are on this rank's CUDA device (its local rank), hvd steps
+ * pass options.device (a handle completes once its device work is done), and the baseline is
+ * raw NCCL on a communicator of the same ranks: a "nccl" step (one ncclAllReduce per tensor in
+ * one ncclGroupStart/End, then a stream synchronize: a framework that does not fuse) takes the
+ * MPI step's place in vs_mpi and mpi_step, and a "nccl-fused" step (one ncclAllReduce over the
+ * whole model's buffer: fusion with no copies, the lower bound) follows it. The two have rows
+ * of their own after each model's sweep: medians over the steps of all its settings, each row
+ * with its own #wrong (a setting's #wrong is then its hvd steps' alone). The library's default
+ * threshold is 128M for device tensors. Results are copied back and checked in the warm-up
+ * steps only (at least one), after clearing them to NaN; timed steps copy nothing between host
+ * and device, and autotuning steps are not checked. Without a usable GPU (or the GPU backend)
+ * it stops with exit status 2, saying why.
  * Main thread (libhvdc's background thread does the hvd work).
  */
 #include <math.h>
@@ -36,11 +50,11 @@
 #include <unistd.h>
 
 #include "bench_common.h"
-#include "tensor_sets.h"
+#include "bench_device.h"
+#include "fusion_steps.h"
 
 #define MAX_SETTINGS 32
 #define MAX_MODELS 3
-#define ALIGN_FLOATS 16 /* each tensor starts on a 64-byte boundary */
 
 /* ---- options -------------------------------------------------------------------------------- */
 
@@ -54,7 +68,13 @@ typedef struct options {
     int steps, warmup;
     int autotune;          /* --autotune: also the autotuned step, against the sweep */
     const char *csv, *plot;
+    int gpu;               /* --device gpu */
 } options;
+
+static int device = -1; /* --device gpu: this rank's CUDA device once opened, else -1 */
+
+/* HVD_FUSION_THRESHOLD unset (config.c's defaults) */
+static long default_threshold(void) { return device >= 0 ? 128L << 20 : 16L << 20; }
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -70,10 +90,17 @@ static void usage(FILE *out) {
             "  --autotune         also run HVD_AUTOTUNE=1 (tuning steps until it settles, then\n"
             "                     timed like the others) and compare it with the best and the\n"
             "                     default threshold of the sweep\n"
+            "  --device cpu|gpu   gpu: the tensors in device memory, hvd steps with\n"
+            "                     options.device, the baseline raw NCCL (one call per tensor in\n"
+            "                     one group), plus rows nccl and nccl-fused (one call over the\n"
+            "                     whole model: the lower bound); results checked in the\n"
+            "                     warm-up steps (at least one)\n"
             "  -h, --help         this text\n"
             "Per setting: median step time (ms), tensors/s, GB/s (gradient bytes per second),\n"
-            "min_fused (fused all-reduces if all tensors were ready at once), vs_off (speed-up over threshold 0), vs_mpi (speed-up over the\n"
-            "blocking MPI_Allreduce loop measured alternately in the same setting), #wrong.\n",
+            "min_fused (fused all-reduces if all tensors were ready at once), vs_off (speed-up\n"
+            "over threshold 0), vs_mpi (speed-up over the blocking MPI_Allreduce loop, or the\n"
+            "NCCL group with --device gpu, measured alternately in the same setting), #wrong.\n"
+            "Exit status 1 if any result was wrong, 2 on an error or without a usable GPU.\n",
             TENSOR_SET_NAMES);
 }
 
@@ -128,6 +155,9 @@ static int parse_option(void *out, const char *flag, const char *value) {
         o->plot = value;
         size_t len = strlen(value);
         ok = len > 4 && strcmp(value + len - 4, ".svg") == 0;
+    } else if (strcmp(flag, "--device") == 0) {
+        ok = strcmp(value, "cpu") == 0 || strcmp(value, "gpu") == 0;
+        o->gpu = strcmp(value, "gpu") == 0;
     } else {
         ok = 0;
     }
@@ -149,6 +179,7 @@ static int parse_options(int argc, char **argv, void *out, int rank) {
     }
     int parsed = bench_parse_options(n_rest, rest, rank, "fusion_bench", usage, parse_option, o);
     if (parsed != 0) return parsed;
+    if (o->gpu && o->warmup < 1) o->warmup = 1; /* on the device only warm-up steps are checked */
     for (int k = 0; k < o->n_models; k++) {
         tensor_set probe;
         if (tensor_set_make(&probe, o->models[k]) != 0) {
@@ -160,116 +191,25 @@ static int parse_options(int argc, char **argv, void *out, int rank) {
     return 0;
 }
 
-/* ---- one model's buffers and reference -------------------------------------------------------- */
-
-typedef struct model_data {
-    tensor_set set;
-    size_t *offsets; /* (n) element offset of each tensor in the buffers */
-    float *send[2];  /* parity 0 and 1 inputs */
-    float *recv;
-} model_data;
-
-static float input_value(int rank, size_t t, size_t i, int parity) {
-    return (float)(1 + (i + 7 * t + 3 * (size_t)rank + (size_t)parity) % 1009);
-}
-
-static int model_data_make(model_data *m, const char *model, int rank) {
-    memset(m, 0, sizeof *m);
-    if (tensor_set_make(&m->set, model) != 0) return -1;
-    m->offsets = malloc(m->set.n * sizeof *m->offsets);
-    size_t total = 0;
-    for (size_t t = 0; m->offsets && t < m->set.n; t++) {
-        m->offsets[t] = total;
-        total += (m->set.counts[t] + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
-    }
-    for (int p = 0; p < 2; p++) m->send[p] = aligned_alloc(64, total * sizeof(float));
-    m->recv = aligned_alloc(64, total * sizeof(float));
-    if (!m->offsets || !m->send[0] || !m->send[1] || !m->recv) return -1;
-    for (int p = 0; p < 2; p++)
-        for (size_t t = 0; t < m->set.n; t++) {
-            float *x = m->send[p] + m->offsets[t];
-            for (size_t i = 0; i < m->set.counts[t]; i++) x[i] = input_value(rank, t, i, p);
-        }
-    memset(m->recv, 0, total * sizeof(float));
-    return 0;
-}
-
-static void model_data_free(model_data *m) {
-    tensor_set_free(&m->set);
-    free(m->offsets);
-    free(m->send[0]);
-    free(m->send[1]);
-    free(m->recv);
-    memset(m, 0, sizeof *m);
-}
-
-/* Mismatches among three elements per tensor of the step's results. */
-static long check_step(const model_data *m, int size, int parity, int step) {
-    long wrong = 0;
-    for (size_t t = 0; t < m->set.n; t++) {
-        size_t n = m->set.counts[t];
-        size_t probe[3] = {0, n - 1, ((size_t)step * 7919u + t * 31u) % n};
-        for (int k = 0; k < 3; k++) {
-            double want = 0.0;
-            for (int r = 0; r < size; r++) want += input_value(r, t, probe[k], parity);
-            wrong += m->recv[m->offsets[t] + probe[k]] != (float)want;
-        }
-    }
-    return wrong;
-}
-
-static double hvd_step(const model_data *m, int parity, hvd_handle *handles) {
-    BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    double t0 = bench_now_us();
-    for (size_t k = m->set.n; k-- > 0;)
-        BENCH_CHECK_HVD(hvd_allreduce_async(m->set.names[k], m->send[parity] + m->offsets[k],
-                                            m->recv + m->offsets[k], m->set.counts[k],
-                                            HVD_FLOAT32, HVD_SUM, NULL, &handles[k]));
-    for (size_t k = m->set.n; k-- > 0;) BENCH_CHECK_HVD(hvd_wait(&handles[k]));
-    return bench_now_us() - t0;
-}
-
-static double mpi_step(const model_data *m, int parity) {
-    BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-    double t0 = bench_now_us();
-    for (size_t k = m->set.n; k-- > 0;)
-        BENCH_CHECK_MPI(MPI_Allreduce(m->send[parity] + m->offsets[k], m->recv + m->offsets[k],
-                                      (int)m->set.counts[k], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
-    return bench_now_us() - t0;
-}
-
-/* The coordinator's fusion rule (first fit in ready order, negotiate.c) with everything ready. */
-static long min_fused(const tensor_set *s, long threshold) {
-    size_t n = s->n;
-    unsigned char *taken = calloc(n, 1);
-    if (!taken) return -1;
-    long responses = 0;
-    for (size_t a = n; a-- > 0;) { /* backward order is the submission order */
-        if (taken[a]) continue;
-        taken[a] = 1;
-        responses++;
-        uint64_t bytes = s->counts[a] * sizeof(float);
-        for (size_t b = a; b-- > 0 && bytes < (uint64_t)threshold;) {
-            uint64_t more = s->counts[b] * sizeof(float);
-            if (taken[b] || bytes + more > (uint64_t)threshold) continue;
-            taken[b] = 1;
-            bytes += more;
-        }
-    }
-    free(taken);
-    return responses;
-}
-
 /* ---- results ---------------------------------------------------------------------------------- */
 
 typedef struct result {
     const char *model;
     long threshold; /* -1: library default */
     double cycle;   /* 0: library default */
-    double step_ms, mpi_ms;
-    long min_fused, wrong;
+    double step_ms, mpi_ms; /* mpi_ms: the baseline's (the NCCL group with --device gpu) */
+    long min_fused;
+    long wrong;          /* hvd steps, and the MPI steps on the host */
+    long nccl_wrong[2];  /* --device gpu: the nccl and nccl-fused steps (their own rows) */
     size_t n_tensors, bytes;
 } result;
+
+/* One setting's step times (us, the slowest rank's), one per timed step. */
+typedef struct step_times {
+    double *hvd, *base; /* (steps) hvd steps; the baseline's (MPI, or the NCCL group) */
+    double *fused;      /* (steps) --device gpu: the nccl-fused steps */
+    long wrong[3];      /* wrong elements over all ranks: hvd, baseline, nccl-fused steps */
+} step_times;
 
 static const char *threshold_text(long threshold, char *buf, size_t n) {
     if (threshold < 0) return snprintf(buf, n, "default"), buf;
@@ -291,13 +231,46 @@ static void print_result(const result *r, const result *off, FILE *csv, int size
     if (off) snprintf(vs_off, sizeof vs_off, "%.2f", off->step_ms / r->step_ms);
     double tps = (double)r->n_tensors / (r->step_ms * 1e-3);
     double gbs = (double)r->bytes / (r->step_ms * 1e6);
-    printf("  %9s %10s %6s %10.2f %10.0f %8.3f %9ld %7s %7.2f %10.2f %7ld\n", r->model, thr, cyc,
+    printf("  %9s %10s %6s %10.3f %10.0f %8.3f %9ld %7s %7.2f %10.3f %7ld\n", r->model, thr, cyc,
            r->step_ms, tps, gbs, r->min_fused, vs_off, r->mpi_ms / r->step_ms, r->mpi_ms, r->wrong);
     fflush(stdout);
     if (csv)
         fprintf(csv, "%s,%d,%ld,%g,%.4f,%.1f,%.4f,%ld,%s,%.4f,%.4f,%ld\n", r->model, size,
                 r->threshold, r->cycle, r->step_ms, tps, gbs, r->min_fused,
                 off ? vs_off : "", r->mpi_ms / r->step_ms, r->mpi_ms, r->wrong);
+}
+
+/* --device gpu: the baselines' rows for one model, medians over the steps (us) of all its swept
+ * settings; min_fused shows their all-reduces per step, vs_mpi and mpi_step compare
+ * nccl-fused with nccl. */
+static void print_baselines(const fusion_model *m, double *t_nccl, double *t_fused, size_t n,
+                            const long wrong[2], FILE *csv, int size) {
+    static const char *const names[2] = {"nccl", "nccl-fused"};
+    double ms[2] = {bench_median(t_nccl, n) * 1e-3, bench_median(t_fused, n) * 1e-3};
+    long calls[2] = {(long)m->set.n, 1};
+    if (csv) fprintf(csv, "# baselines (--device gpu), over all settings:\n");
+    for (int i = 0; i < 2; i++) {
+        double tps = (double)m->set.n / (ms[i] * 1e-3);
+        double gbs = (double)(m->set.total * sizeof(float)) / (ms[i] * 1e6);
+        char vs[16] = "-", base[16] = "-";
+        if (i == 1) snprintf(vs, sizeof vs, "%.2f", ms[0] / ms[1]), snprintf(base, sizeof base, "%.3f", ms[0]);
+        printf("  %9s %10s %6s %10.3f %10.0f %8.3f %9ld %7s %7s %10s %7ld\n", m->set.model, names[i],
+               "-", ms[i], tps, gbs, calls[i], "-", vs, base, wrong[i]);
+        if (csv)
+            fprintf(csv, "%s,%d,%s,,%.4f,%.1f,%.4f,%ld,,%s,%s,%ld\n", m->set.model, size, names[i],
+                    ms[i], tps, gbs, calls[i], i ? vs : "", i ? base : "", wrong[i]);
+    }
+    fflush(stdout);
+}
+
+/* The swept setting that is the library's default (threshold unset or equal to the default, at
+ * the default cycle time), NULL if none. */
+static const result *find_default(const result *swept, int n) {
+    const result *dflt = NULL;
+    for (int i = 0; i < n; i++)
+        if ((swept[i].threshold < 0 || swept[i].threshold == default_threshold()) && swept[i].cycle == 0)
+            dflt = &swept[i];
+    return dflt;
 }
 
 typedef struct frame {
@@ -326,7 +299,8 @@ static int write_svg(const char *path, const result *res, int n, const options *
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
                "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H);
     fprintf(f, "<text x=\"%g\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">libhvdc fusion_bench: "
-               "step time vs HVD_FUSION_THRESHOLD (dashed: MPI_Allreduce loop)</text>\n", W / 2);
+               "step time vs HVD_FUSION_THRESHOLD (dashed: %s)</text>\n", W / 2,
+            device >= 0 ? "raw NCCL, a call per tensor" : "MPI_Allreduce loop");
     double pw = W - L - R, ph = H - T - B;
     const frame fr = {L, T, pw, ph, top, nx};
     for (double v = 0; v <= top + 1e-9; v += step) {
@@ -379,36 +353,47 @@ static void set_env_bytes(const char *name, long value) {
     setenv(name, text, 1);
 }
 
-/* The timed part of a setting: warm-up, then hvd and MPI steps alternating. hvd steps read
- * send[0] and MPI steps send[1], so each result differs from the one the step before left in
- * recv. Leaves each step's slowest-rank time in t_hvd and t_mpi. @return wrong elements, all
- * ranks. */
-static long timed_steps(const model_data *m, const options *o, int size, hvd_handle *handles,
-                        double *t_hvd, double *t_mpi) {
-    long wrong = 0;
+/* The timed part of a setting: warm-up, then hvd and baseline steps alternating (with
+ * --device gpu, nccl-fused steps too). hvd steps (and nccl-fused) read send[0] and baseline
+ * steps send[1], so each result differs from the one the step before left in recv; on the
+ * device, results are cleared before each checked step as well. Fills t. */
+static void timed_steps(const fusion_model *m, const options *o, int size, hvd_handle *handles,
+                        step_times *t) {
+    int gpu = m->device >= 0;
+    memset(t->wrong, 0, sizeof t->wrong);
     for (int s = 0; s < o->warmup + o->steps; s++) {
-        int timed = s - o->warmup;
-        double th = hvd_step(m, 0, handles);
-        wrong += check_step(m, size, 0, s);
-        double tm = mpi_step(m, 1);
-        wrong += check_step(m, size, 1, s);
+        int timed = s - o->warmup, checked = !gpu || timed < 0;
+        double dt[3] = {0, 0, 0};
+        for (int kind = 0; kind < (gpu ? 3 : 2); kind++) {
+            int parity = kind == 1;
+            if (gpu && checked) fusion_model_clear(m);
+            dt[kind] = kind == 0 ? fusion_step_hvd(m, parity, handles)
+                       : kind == 2 ? fusion_step_nccl_fused(m, parity)
+                       : gpu ? fusion_step_nccl(m, parity) : fusion_step_mpi(m, parity);
+            if (checked) t->wrong[kind] += fusion_model_check(m, size, parity, s);
+        }
         if (timed >= 0) {
-            t_hvd[timed] = th;
-            t_mpi[timed] = tm;
+            t->hvd[timed] = dt[0];
+            t->base[timed] = dt[1];
+            if (gpu) t->fused[timed] = dt[2];
         }
     }
-    BENCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
-    bench_max_over_ranks(t_hvd, (size_t)o->steps, MPI_COMM_WORLD);
-    bench_max_over_ranks(t_mpi, (size_t)o->steps, MPI_COMM_WORLD);
-    return wrong;
+    BENCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, t->wrong, 3, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
+    bench_max_over_ranks(t->hvd, (size_t)o->steps, MPI_COMM_WORLD);
+    bench_max_over_ranks(t->base, (size_t)o->steps, MPI_COMM_WORLD);
+    if (gpu) bench_max_over_ranks(t->fused, (size_t)o->steps, MPI_COMM_WORLD);
 }
 
-static result finish_result(const model_data *m, long threshold, double cycle, long lib_threshold,
-                            long wrong, const options *o, double *t_hvd, double *t_mpi) {
+/* lib_threshold: the threshold the library ran with (for min_fused). Reorders t's times. */
+static result finish_result(const fusion_model *m, long threshold, double cycle, long lib_threshold,
+                            const options *o, step_times *t) {
+    int gpu = m->device >= 0;
     return (result){m->set.model, threshold, cycle,
-                    bench_median(t_hvd, (size_t)o->steps) * 1e-3,
-                    bench_median(t_mpi, (size_t)o->steps) * 1e-3,
-                    min_fused(&m->set, lib_threshold), wrong,
+                    bench_median(t->hvd, (size_t)o->steps) * 1e-3,
+                    bench_median(t->base, (size_t)o->steps) * 1e-3,
+                    fusion_min_fused(&m->set, lib_threshold),
+                    gpu ? t->wrong[0] : t->wrong[0] + t->wrong[1],
+                    {gpu ? t->wrong[1] : 0, t->wrong[2]},
                     m->set.n, m->set.total * sizeof(float)};
 }
 
@@ -431,8 +416,8 @@ static void read_chosen(const char *path, long chosen[2]) {
     fclose(f);
 }
 
-static result run_setting(const model_data *m, long threshold, double cycle, const options *o,
-                          int size, hvd_handle *handles, double *t_hvd, double *t_mpi) {
+static result run_setting(const fusion_model *m, long threshold, double cycle, const options *o,
+                          int size, hvd_handle *handles, step_times *t) {
     set_env_bytes("HVD_FUSION_THRESHOLD", threshold);
     if (cycle > 0) {
         char text[32];
@@ -442,18 +427,18 @@ static result run_setting(const model_data *m, long threshold, double cycle, con
         unsetenv("HVD_CYCLE_TIME");
     }
     BENCH_CHECK_HVD(hvd_init());
-    long wrong = timed_steps(m, o, size, handles, t_hvd, t_mpi);
+    timed_steps(m, o, size, handles, t);
     BENCH_CHECK_HVD(hvd_shutdown());
-    long lib_threshold = threshold < 0 ? 16L << 20 : threshold; /* config.c's default */
-    return finish_result(m, threshold, cycle, lib_threshold, wrong, o, t_hvd, t_mpi);
+    return finish_result(m, threshold, cycle, threshold < 0 ? default_threshold() : threshold, o, t);
 }
 
 /* The autotuned setting: HVD_AUTOTUNE=1 with the library's default threshold and cycle time
  * as its start; hvd steps alone until rank 0 finds the chosen row in the tuner's log (at most
  * max_tune steps), then timed like run_setting. *tune_steps: the steps it took (-1: it never
- * settled); the result's threshold and cycle are the chosen ones. */
-static result run_autotuned(const model_data *m, const options *o, int rank, int size,
-                            hvd_handle *handles, double *t_hvd, double *t_mpi, int *tune_steps) {
+ * settled); the result's threshold and cycle are the chosen ones. Tuning steps on the device
+ * are not checked (a copy back between steps would be part of what the tuner scores). */
+static result run_autotuned(const fusion_model *m, const options *o, int rank, int size,
+                            hvd_handle *handles, step_times *t, int *tune_steps) {
     const int max_tune = 400;
     char log_path[256];
     snprintf(log_path, sizeof log_path, "/tmp/fusion_bench_autotune_%d_%s.csv", (int)getpid(),
@@ -467,36 +452,37 @@ static result run_autotuned(const model_data *m, const options *o, int rank, int
     long chosen[2] = {-1, 0}; /* threshold bytes, cycle time in microseconds */
     *tune_steps = -1;
     for (int s = 0; s < max_tune && *tune_steps < 0; s++) {
-        hvd_step(m, 0, handles);
-        wrong += check_step(m, size, 0, s);
+        fusion_step_hvd(m, 0, handles);
+        if (m->device < 0) wrong += fusion_model_check(m, size, 0, s);
         if (rank == 0) read_chosen(log_path, chosen);
         BENCH_CHECK_MPI(MPI_Bcast(chosen, 2, MPI_LONG, 0, MPI_COMM_WORLD));
         if (chosen[0] >= 0) *tune_steps = s + 1;
     }
-    wrong += timed_steps(m, o, size, handles, t_hvd, t_mpi);
+    BENCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
+    timed_steps(m, o, size, handles, t);
+    t->wrong[0] += wrong;
     BENCH_CHECK_HVD(hvd_shutdown());
     unsetenv("HVD_AUTOTUNE");
     unsetenv("HVD_AUTOTUNE_LOG");
     if (rank == 0) remove(log_path);
     long threshold = chosen[0] >= 0 ? chosen[0] : -1;
-    return finish_result(m, threshold, chosen[1] * 1e-3, threshold < 0 ? 16L << 20 : threshold,
-                         wrong, o, t_hvd, t_mpi);
+    return finish_result(m, threshold, chosen[1] * 1e-3,
+                         threshold < 0 ? default_threshold() : threshold, o, t);
 }
 
 /* --autotune for one model: the autotuned row, then its ratios to the best swept setting and
- * to the library's default (threshold 'default' or 16M at the default cycle time), if swept.
- * @return the autotuned run's wrong elements. */
-static long compare_autotuned(const model_data *m, const options *o, int rank, int size,
-                              hvd_handle *handles, double *t_hvd, double *t_mpi,
-                              const result *swept, int n_swept, FILE *csv) {
+ * to the library's default (find_default), if swept.
+ * @return the autotuned run's wrong elements (its baselines' included). */
+static long compare_autotuned(const fusion_model *m, const options *o, int rank, int size,
+                              hvd_handle *handles, step_times *t, const result *swept,
+                              int n_swept, FILE *csv) {
     int tune_steps = -1;
-    result a = run_autotuned(m, o, rank, size, handles, t_hvd, t_mpi, &tune_steps);
-    if (rank != 0) return a.wrong;
-    const result *best = NULL, *dflt = NULL;
-    for (int i = 0; i < n_swept; i++) {
+    result a = run_autotuned(m, o, rank, size, handles, t, &tune_steps);
+    long wrong = a.wrong + a.nccl_wrong[0] + a.nccl_wrong[1];
+    if (rank != 0) return wrong;
+    const result *best = NULL, *dflt = find_default(swept, n_swept);
+    for (int i = 0; i < n_swept; i++)
         if (!best || swept[i].step_ms < best->step_ms) best = &swept[i];
-        if ((swept[i].threshold < 0 || swept[i].threshold == 16L << 20) && swept[i].cycle == 0) dflt = &swept[i];
-    }
     char thr[32], best_thr[32], dflt_text[96] = "default not swept";
     printf("# autotune (HVD_AUTOTUNE=1, from the default setting): %s after %d tuning steps\n",
            tune_steps > 0 ? "settled" : "NOT settled", tune_steps > 0 ? tune_steps : 400);
@@ -504,13 +490,13 @@ static long compare_autotuned(const model_data *m, const options *o, int rank, i
     print_result(&a, NULL, csv, size);
     threshold_text(a.threshold, thr, sizeof thr);
     threshold_text(best->threshold, best_thr, sizeof best_thr);
-    if (dflt) snprintf(dflt_text, sizeof dflt_text, "%.3fx the default's %.2f ms", a.step_ms / dflt->step_ms, dflt->step_ms);
-    printf("# autotune vs sweep for %s: chose threshold %s, cycle %g ms; %.2f ms/step = %.3fx the "
-           "best swept (threshold %s, %.2f ms), %s (targets: <= 1.10 and <= 1.00)\n",
+    if (dflt) snprintf(dflt_text, sizeof dflt_text, "%.3fx the default's %.3f ms", a.step_ms / dflt->step_ms, dflt->step_ms);
+    printf("# autotune vs sweep for %s: chose threshold %s, cycle %g ms; %.3f ms/step = %.3fx the "
+           "best swept (threshold %s, %.3f ms), %s (targets: <= 1.10 and <= 1.00)\n",
            m->set.model, thr, a.cycle, a.step_ms, a.step_ms / best->step_ms, best_thr,
            best->step_ms, dflt_text);
     fflush(stdout);
-    return a.wrong;
+    return wrong;
 }
 
 int main(int argc, char **argv) {
@@ -518,63 +504,99 @@ int main(int argc, char **argv) {
     options o;
     int started = bench_start(&argc, &argv, "fusion_bench", parse_options, &o, &rank, &size);
     if (started != 0) return bench_exit_status(started);
+    if (o.gpu) {
+        char why[256];
+        device = bench_device_open(MPI_COMM_WORLD, why, sizeof why);
+        if (device < 0) {
+            if (rank == 0) fprintf(stderr, "fusion_bench: %s\n", why);
+            MPI_Finalize();
+            return 2;
+        }
+    }
     FILE *csv = NULL;
     if (rank == 0 && o.csv) {
         if (!(csv = fopen(o.csv, "w"))) fprintf(stderr, "fusion_bench: cannot write %s; continuing without CSV\n", o.csv);
         else fprintf(csv, "model,ranks,threshold_bytes,cycle_ms,step_ms,tensors_per_s,gb_per_s,min_fused,vs_off,vs_mpi,mpi_step_ms,wrong\n");
     }
+    const char *base = o.gpu ? "the NCCL group" : "the MPI loop";
     if (rank == 0) {
         bench_print_settings(stdout, "fusion_bench", size);
         printf("# steps %d (+%d warm-up) per setting; hvd step = async submit of every tensor in "
-               "backward order, then wait all; mpi_step = blocking MPI_Allreduce per tensor, "
-               "alternating with hvd steps; times: median of the slowest rank; threshold "
-               "'default' = unset (library default)\n", o.steps, o.warmup);
+               "backward order, then wait all; mpi_step = %s, alternating with hvd steps; times: "
+               "median of the slowest rank; threshold 'default' = unset (library default)\n",
+               o.steps, o.warmup, o.gpu ? "raw NCCL, one ncclAllReduce per tensor in one "
+               "ncclGroupStart/End, then a stream synchronize" : "blocking MPI_Allreduce per tensor");
+        if (o.gpu)
+            printf("# --device gpu: CUDA device %d, device buffers, hvd steps with options.device; "
+                   "vs_mpi and mpi_step are against raw NCCL; rows nccl and nccl-fused (one "
+                   "ncclAllReduce over the whole model) are medians over all settings' steps; "
+                   "results checked in the warm-up steps\n", device);
         printf("# min_fused: fused all-reduces if every tensor were ready in one round (a lower "
                "bound; the number run is not visible through the API)\n#\n");
         print_header();
     }
-    int n_results = o.n_models * o.n_cycles * o.n_thresholds;
+    int n_swept = o.n_cycles * o.n_thresholds, n_results = o.n_models * n_swept;
+    size_t steps = (size_t)o.steps;
     result *res = calloc((size_t)n_results, sizeof *res);
-    double *t_hvd = calloc((size_t)o.steps, sizeof *t_hvd), *t_mpi = calloc((size_t)o.steps, sizeof *t_mpi);
-    if (!res || !t_hvd || !t_mpi) {
+    step_times t = {calloc(steps, sizeof(double)), calloc(steps, sizeof(double)),
+                    calloc(steps, sizeof(double)), {0, 0, 0}};
+    /* --device gpu: every swept setting's nccl and nccl-fused steps of one model, for their rows */
+    double *all_nccl = calloc((size_t)n_swept * steps, sizeof(double));
+    double *all_fused = calloc((size_t)n_swept * steps, sizeof(double));
+    if (!res || !t.hvd || !t.base || !t.fused || !all_nccl || !all_fused) {
         fprintf(stderr, "fusion_bench: out of memory\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     long total_wrong = 0;
     int k = 0;
     for (int mi = 0; mi < o.n_models; mi++) {
-        model_data m;
+        fusion_model m;
         hvd_handle *handles = NULL;
-        if (model_data_make(&m, o.models[mi], rank) != 0 ||
+        if (fusion_model_make(&m, o.models[mi], rank, device) != 0 ||
             !(handles = calloc(m.set.n, sizeof *handles))) {
-            fprintf(stderr, "fusion_bench: out of memory for model %s\n", o.models[mi]);
+            fprintf(stderr, "fusion_bench: out of %s memory for model %s\n", o.gpu ? "device" : "host",
+                    o.models[mi]);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
         if (rank == 0)
             printf("# %s: %zu tensors, %zu floats (%.1f MB) per step\n", m.set.model, m.set.n,
                    m.set.total, (double)m.set.total * 4e-6);
+        size_t n_all = 0;
+        long nccl_wrong[2] = {0, 0};
         for (int ci = 0; ci < o.n_cycles; ci++) {
             const result *off = NULL;
             int first = k, best = -1;
             for (int ti = 0; ti < o.n_thresholds; ti++, k++) {
-                res[k] = run_setting(&m, o.thresholds[ti], o.cycles[ci], &o, size, handles, t_hvd, t_mpi);
-                total_wrong += res[k].wrong;
+                res[k] = run_setting(&m, o.thresholds[ti], o.cycles[ci], &o, size, handles, &t);
+                total_wrong += res[k].wrong + res[k].nccl_wrong[0] + res[k].nccl_wrong[1];
+                if (o.gpu) {
+                    memcpy(all_nccl + n_all, t.base, steps * sizeof(double));
+                    memcpy(all_fused + n_all, t.fused, steps * sizeof(double));
+                    n_all += steps;
+                    nccl_wrong[0] += res[k].nccl_wrong[0];
+                    nccl_wrong[1] += res[k].nccl_wrong[1];
+                }
                 if (o.thresholds[ti] == 0) off = &res[k];
                 if (best < 0 || res[k].step_ms < res[best].step_ms) best = k;
             }
             if (rank != 0) continue;
             for (int i = first; i < k; i++) print_result(&res[i], off, csv, size);
             char thr[32];
-            printf("# best for %s: threshold %s, %.2f ms/step (%.2fx the MPI loop%s)\n", m.set.model,
+            printf("# best for %s: threshold %s, %.3f ms/step (%.2fx %s%s)\n", m.set.model,
                    threshold_text(res[best].threshold, thr, sizeof thr), res[best].step_ms,
-                   res[best].mpi_ms / res[best].step_ms, off ? "" : "; 0 not in the sweep");
+                   res[best].mpi_ms / res[best].step_ms, base, off ? "" : "; 0 not in the sweep");
             if (off) printf("#   %.2fx faster than fusion off\n", off->step_ms / res[best].step_ms);
+            const result *dflt = find_default(res + first, k - first);
+            if (dflt)
+                printf("#   the default threshold (%s): %.3f ms/step, %.3fx the best\n",
+                       bench_format_bytes((size_t)default_threshold(), thr, sizeof thr),
+                       dflt->step_ms, dflt->step_ms / res[best].step_ms);
         }
-        if (o.autotune) total_wrong += compare_autotuned(&m, &o, rank, size, handles, t_hvd, t_mpi,
-                                                         res + k - o.n_cycles * o.n_thresholds,
-                                                         o.n_cycles * o.n_thresholds, csv);
+        if (o.gpu && rank == 0) print_baselines(&m, all_nccl, all_fused, n_all, nccl_wrong, csv, size);
+        if (o.autotune) total_wrong += compare_autotuned(&m, &o, rank, size, handles, &t,
+                                                         res + k - n_swept, n_swept, csv);
         free(handles);
-        model_data_free(&m);
+        fusion_model_free(&m);
     }
     if (rank == 0) {
         printf("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
@@ -583,9 +605,13 @@ int main(int argc, char **argv) {
     }
     if (csv) fclose(csv);
     free(res);
-    free(t_hvd);
-    free(t_mpi);
+    free(t.hvd);
+    free(t.base);
+    free(t.fused);
+    free(all_nccl);
+    free(all_fused);
     BENCH_CHECK_MPI(MPI_Bcast(&total_wrong, 1, MPI_LONG, 0, MPI_COMM_WORLD));
+    if (device >= 0) bench_device_close();
     MPI_Finalize();
     return total_wrong ? 1 : 0;
 }

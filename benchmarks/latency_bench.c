@@ -13,6 +13,21 @@
  * Inputs are rank- and iteration-dependent int32 values, x_r = (r + 1) * (1 + (it + k) mod 97)
  * for the k-th tensor of a batch, and every result is checked against the exact sum; any
  * mismatch makes the exit status 1.
+ *
+ * --device gpu: each all-reduce has its own 4-byte buffer on this rank's CUDA device (its local
+ * rank; buffers 256 bytes apart, as cudaMalloc aligns), the hvd calls run libhvdc's device path
+ * (options.device; hvd_wait returns once the device work is done) and the baseline is raw NCCL
+ * on a communicator of the same ranks:
+ *   single  hvd-gpu (4-byte hvd_allreduce_async + hvd_wait) vs nccl (one ncclAllReduce +
+ *           cudaStreamSynchronize)
+ *   batch   hvd-gpu-async (--batch concurrent calls, then wait all) vs nccl-loop (as many
+ *           blocking ncclAllReduce calls) and vs nccl-group (all of them inside one
+ *           ncclGroupStart/End, then one synchronize)
+ * Inputs are copied to the device and results back in the warm-up iterations only (at least
+ * one), where every result is checked as above, the results cleared to -1 first; timed
+ * iterations copy nothing between host and device (allreduce_bench saw such a copy slow the
+ * next call 2-4x). Without a usable GPU (or the GPU backend) it stops with exit status 2,
+ * saying why.
  * Main thread (libhvdc's background thread does the hvd work).
  */
 #include <stdint.h>
@@ -21,10 +36,14 @@
 #include <string.h>
 
 #include "bench_common.h"
+#include "bench_device.h"
+
+#define SLOT 64 /* --device gpu: int32s from one tensor's device buffer to the next (256 B) */
 
 typedef struct options {
     int iters, warmup, batch;
     const char *csv;
+    int gpu; /* --device gpu */
 } options;
 
 static void usage(FILE *out) {
@@ -34,10 +53,13 @@ static void usage(FILE *out) {
             "  -w N        warm-up iterations (default 100)\n"
             "  --batch N   concurrent all-reduces per batch (default 100)\n"
             "  --csv FILE  also write the table as CSV\n"
+            "  --device cpu|gpu  gpu: device buffers, libhvdc's NCCL path against raw NCCL\n"
+            "              (single: one ncclAllReduce; batch: a loop of them, and all in one\n"
+            "              NCCL group); results checked in the warm-up iterations\n"
             "  -h, --help  this text\n"
             "Rows: test, impl, time per call or batch (us: median, p90, p99), per all-reduce (us),\n"
-            "hvd's median over MPI's (the cost multiple), #wrong. Exit status 1 if any result\n"
-            "was wrong.\n");
+            "hvd's median over MPI's (over NCCL's with --device gpu: the cost multiple). Exit\n"
+            "status 1 if any result was wrong, 2 on an error or without a usable GPU.\n");
 }
 
 /* One option (bench_parse_options walks argv). */
@@ -48,7 +70,10 @@ static int parse_option(void *out, const char *flag, const char *value) {
     else if (strcmp(flag, "-w") == 0) ok = (o->warmup = atoi(value)) >= 0;
     else if (strcmp(flag, "--batch") == 0) ok = (o->batch = atoi(value)) >= 1;
     else if (strcmp(flag, "--csv") == 0) o->csv = value;
-    else ok = 0;
+    else if (strcmp(flag, "--device") == 0) {
+        ok = strcmp(value, "cpu") == 0 || strcmp(value, "gpu") == 0;
+        o->gpu = strcmp(value, "gpu") == 0;
+    } else ok = 0;
     return ok;
 }
 
@@ -61,16 +86,24 @@ static int parse_options(int argc, char **argv, void *out, int rank) {
 
 typedef struct bench {
     int rank, size, batch;
-    int32_t *send, *recv;          /* (batch) */
+    int32_t *send, *recv;          /* (batch) on the host: inputs, and results to check */
+    int device;                    /* --device gpu: the CUDA device, else -1 */
+    int32_t *dev_send, *dev_recv;  /* --device gpu: (batch * SLOT) on the device, tensor k at
+                                      k * SLOT; else NULL */
+    int32_t *stage;                /* --device gpu: (batch * SLOT) host copy of a device buffer */
+    size_t *offsets, *counts;      /* --device gpu: (batch) k * SLOT and 1, for the NCCL group */
     hvd_handle *handles;           /* (batch) */
     MPI_Request *requests;         /* (batch) */
     char (*names)[32];             /* (batch) */
     long wrong;
 } bench;
 
+/* The MPI_ kinds are the baselines: raw NCCL with --device gpu (gpu_kind_impl). */
 enum { HVD_SINGLE, MPI_SINGLE, HVD_BATCH, MPI_BATCH_LOOP, MPI_BATCH_IALLREDUCE, N_KINDS };
 static const char *const kind_test[N_KINDS] = {"single", "single", "batch", "batch", "batch"};
 static const char *const kind_impl[N_KINDS] = {"hvd", "mpi", "hvd-async", "mpi-loop", "mpi-iallreduce"};
+static const char *const gpu_kind_impl[N_KINDS] = {"hvd-gpu", "nccl", "hvd-gpu-async", "nccl-loop",
+                                                   "nccl-group"};
 
 static void fill(bench *b, int n, int it) {
     for (int k = 0; k < n; k++) {
@@ -86,30 +119,79 @@ static void check(bench *b, int n, int it) {
     }
 }
 
-/* One timed iteration of kind; returns this rank's microseconds. */
-static double run_once(bench *b, int kind, int it) {
+static void device_failed(const char *what) {
+    fprintf(stderr, "latency_bench: %s failed\n", what);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+/* --device gpu: the n inputs to their device buffers, the results there set to -1. */
+static void to_device(bench *b, int n) {
+    size_t nbytes = (size_t)n * SLOT * sizeof(int32_t);
+    for (int k = 0; k < n; k++) b->stage[(size_t)k * SLOT] = b->send[k];
+    if (bench_device_upload(b->dev_send, b->stage, nbytes) != 0 ||
+        bench_device_memset(b->dev_recv, 0xff, nbytes) != 0)
+        device_failed("copying inputs to the device");
+}
+
+/* --device gpu: the n results back into recv. */
+static void from_device(bench *b, int n) {
+    if (bench_device_download(b->stage, b->dev_recv, (size_t)n * SLOT * sizeof(int32_t)) != 0)
+        device_failed("copying results back");
+    for (int k = 0; k < n; k++) b->recv[k] = b->stage[(size_t)k * SLOT];
+}
+
+/* Tensor k's buffers: on the host, or its device slot with --device gpu. */
+static int32_t *send_at(const bench *b, int k) { return b->dev_send ? b->dev_send + (size_t)k * SLOT : &b->send[k]; }
+static int32_t *recv_at(const bench *b, int k) { return b->dev_recv ? b->dev_recv + (size_t)k * SLOT : &b->recv[k]; }
+
+static void nccl_call(int rc) {
+    if (rc != 0) device_failed("ncclAllReduce");
+}
+
+/* One timed iteration of kind; returns this rank's microseconds. Results are checked when
+ * checked is set (copied back first with --device gpu). */
+static double run_once(bench *b, int kind, int it, int checked) {
     int n = kind == HVD_SINGLE || kind == MPI_SINGLE ? 1 : b->batch;
+    int gpu = b->device >= 0;
+    hvd_options opts = HVD_OPTIONS_DEFAULT;
+    opts.device = b->device;
     fill(b, n, it);
+    if (gpu && checked) to_device(b, n);
     BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     double t0 = bench_now_us();
     switch (kind) {
     case HVD_SINGLE:
-        BENCH_CHECK_HVD(hvd_allreduce("latency.single", b->send, b->recv, 1, HVD_INT32, HVD_SUM));
+        if (gpu) { /* the device path is the async call's (options.device) */
+            BENCH_CHECK_HVD(hvd_allreduce_async("latency.single", send_at(b, 0), recv_at(b, 0), 1,
+                                                HVD_INT32, HVD_SUM, &opts, &b->handles[0]));
+            BENCH_CHECK_HVD(hvd_wait(&b->handles[0]));
+        } else {
+            BENCH_CHECK_HVD(hvd_allreduce("latency.single", b->send, b->recv, 1, HVD_INT32, HVD_SUM));
+        }
         break;
     case MPI_SINGLE:
-        BENCH_CHECK_MPI(MPI_Allreduce(b->send, b->recv, 1, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD));
+        if (gpu) nccl_call(bench_nccl_allreduce(send_at(b, 0), recv_at(b, 0), 1, HVD_INT32, HVD_SUM));
+        else BENCH_CHECK_MPI(MPI_Allreduce(b->send, b->recv, 1, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD));
         break;
     case HVD_BATCH:
         for (int k = 0; k < n; k++)
-            BENCH_CHECK_HVD(hvd_allreduce_async(b->names[k], &b->send[k], &b->recv[k], 1, HVD_INT32,
-                                                HVD_SUM, NULL, &b->handles[k]));
+            BENCH_CHECK_HVD(hvd_allreduce_async(b->names[k], send_at(b, k), recv_at(b, k), 1,
+                                                HVD_INT32, HVD_SUM, gpu ? &opts : NULL,
+                                                &b->handles[k]));
         for (int k = 0; k < n; k++) BENCH_CHECK_HVD(hvd_wait(&b->handles[k]));
         break;
     case MPI_BATCH_LOOP:
-        for (int k = 0; k < n; k++)
-            BENCH_CHECK_MPI(MPI_Allreduce(&b->send[k], &b->recv[k], 1, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD));
+        for (int k = 0; k < n; k++) {
+            if (gpu) nccl_call(bench_nccl_allreduce(send_at(b, k), recv_at(b, k), 1, HVD_INT32, HVD_SUM));
+            else BENCH_CHECK_MPI(MPI_Allreduce(&b->send[k], &b->recv[k], 1, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD));
+        }
         break;
     case MPI_BATCH_IALLREDUCE:
+        if (gpu) {
+            nccl_call(bench_nccl_allreduce_group(b->dev_send, b->dev_recv, b->offsets, b->counts,
+                                                 (size_t)n, HVD_INT32, HVD_SUM));
+            break;
+        }
         for (int k = 0; k < n; k++)
             BENCH_CHECK_MPI(MPI_Iallreduce(&b->send[k], &b->recv[k], 1, MPI_INT32_T, MPI_SUM,
                                            MPI_COMM_WORLD, &b->requests[k]));
@@ -117,8 +199,35 @@ static double run_once(bench *b, int kind, int it) {
         break;
     }
     double t = bench_now_us() - t0;
-    check(b, n, it);
+    if (checked) {
+        if (gpu) from_device(b, n);
+        check(b, n, it);
+    }
     return t;
+}
+
+/* --device gpu: opens this rank's device and makes the device buffers. @return 0, or -1 after
+ * rank 0 printed why (every rank returns the same). */
+static int device_setup(bench *b) {
+    char why[256];
+    b->device = bench_device_open(MPI_COMM_WORLD, why, sizeof why);
+    if (b->device < 0) {
+        if (b->rank == 0) fprintf(stderr, "latency_bench: %s\n", why);
+        return -1;
+    }
+    size_t slots = (size_t)b->batch * SLOT;
+    b->dev_send = bench_device_alloc(slots * sizeof(int32_t));
+    b->dev_recv = bench_device_alloc(slots * sizeof(int32_t));
+    b->stage = calloc(slots, sizeof *b->stage);
+    b->offsets = calloc((size_t)b->batch, sizeof *b->offsets);
+    b->counts = calloc((size_t)b->batch, sizeof *b->counts);
+    if (!b->dev_send || !b->dev_recv || !b->stage || !b->offsets || !b->counts)
+        device_failed("allocating the device buffers");
+    for (int k = 0; k < b->batch; k++) {
+        b->offsets[k] = (size_t)k * SLOT;
+        b->counts[k] = 1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -126,14 +235,24 @@ int main(int argc, char **argv) {
     options o;
     int started = bench_start(&argc, &argv, "latency_bench", parse_options, &o, &rank, &size);
     if (started != 0) return bench_exit_status(started);
+    bench b = {.rank = rank, .size = size, .batch = o.batch, .device = -1};
+    if (o.gpu && device_setup(&b) != 0) {
+        MPI_Finalize();
+        return 2;
+    }
     BENCH_CHECK_HVD(hvd_init());
-    bench b = {.rank = rank, .size = size, .batch = o.batch};
     b.send = calloc((size_t)o.batch, sizeof *b.send);
     b.recv = calloc((size_t)o.batch, sizeof *b.recv);
     b.handles = calloc((size_t)o.batch, sizeof *b.handles);
     b.requests = calloc((size_t)o.batch, sizeof *b.requests);
     b.names = calloc((size_t)o.batch, sizeof *b.names);
     int batch_iters = o.iters / 10 > 0 ? o.iters / 10 : 1;
+    /* warm-up iterations; on the device only they are checked, so there is at least one */
+    int warmup = o.warmup, batch_warmup = o.warmup / 10;
+    if (o.gpu) {
+        warmup = warmup > 0 ? warmup : 1;
+        batch_warmup = batch_warmup > 0 ? batch_warmup : 1;
+    }
     double *times[N_KINDS];
     for (int k = 0; k < N_KINDS; k++) times[k] = calloc((size_t)o.iters, sizeof *times[k]);
     if (!b.send || !b.recv || !b.handles || !b.requests || !b.names || !times[N_KINDS - 1]) {
@@ -143,15 +262,15 @@ int main(int argc, char **argv) {
     for (int k = 0; k < o.batch; k++) snprintf(b.names[k], sizeof b.names[k], "latency.batch.%d", k);
 
     /* single: hvd and MPI alternate; then batch: the three batch kinds alternate */
-    for (int it = 0; it < o.warmup + o.iters; it++)
+    for (int it = 0; it < warmup + o.iters; it++)
         for (int kind = HVD_SINGLE; kind <= MPI_SINGLE; kind++) {
-            double t = run_once(&b, kind, it);
-            if (it >= o.warmup) times[kind][it - o.warmup] = t;
+            double t = run_once(&b, kind, it, !o.gpu || it < warmup);
+            if (it >= warmup) times[kind][it - warmup] = t;
         }
-    for (int it = 0; it < o.warmup / 10 + batch_iters; it++)
+    for (int it = 0; it < batch_warmup + batch_iters; it++)
         for (int kind = HVD_BATCH; kind <= MPI_BATCH_IALLREDUCE; kind++) {
-            double t = run_once(&b, kind, it);
-            if (it >= o.warmup / 10) times[kind][it - o.warmup / 10] = t;
+            double t = run_once(&b, kind, it, !o.gpu || it < batch_warmup);
+            if (it >= batch_warmup) times[kind][it - batch_warmup] = t;
         }
     BENCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &b.wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
 
@@ -160,8 +279,14 @@ int main(int argc, char **argv) {
         bench_print_settings(stdout, "latency_bench", size);
         printf("# single: %d iterations (+%d warm-up); batch: %d iterations (+%d warm-up) of %d "
                "concurrent 4-byte all-reduces\n# time: slowest rank, after MPI_Barrier; "
-               "hvd and MPI iterations alternate\n#\n", o.iters, o.warmup, batch_iters,
-               o.warmup / 10, o.batch);
+               "hvd and %s iterations alternate\n", o.iters, warmup, batch_iters,
+               batch_warmup, o.batch, o.gpu ? "NCCL" : "MPI");
+        if (o.gpu)
+            printf("# --device gpu: CUDA device %d, one 4-byte device buffer per all-reduce; "
+                   "vs_mpi is against raw NCCL (ncclAllReduce + stream sync; nccl-group: the "
+                   "batch in one NCCL group, one sync); results checked in the warm-up "
+                   "iterations\n", b.device);
+        printf("#\n");
         printf("# %6s %14s %6s %10s %10s %10s %10s %8s\n", "test", "impl", "calls", "median",
                "p90", "p99", "per_call", "vs_mpi");
         printf("# %6s %14s %6s %10s %10s %10s %10s %8s\n", "", "", "", "(us)", "(us)", "(us)",
@@ -184,11 +309,11 @@ int main(int argc, char **argv) {
         int base = kind == HVD_SINGLE ? MPI_SINGLE : kind == HVD_BATCH ? MPI_BATCH_LOOP : -1;
         char ratio[16] = "-";
         if (base >= 0) snprintf(ratio, sizeof ratio, "%.2f", median[kind] / median[base]);
-        printf("  %6s %14s %6d %10.2f %10.2f %10.2f %10.3f %8s\n", kind_test[kind],
-               kind_impl[kind], calls, median[kind], p90[kind], p99[kind], median[kind] / calls,
-               ratio);
+        const char *impl = (o.gpu ? gpu_kind_impl : kind_impl)[kind];
+        printf("  %6s %14s %6d %10.2f %10.2f %10.2f %10.3f %8s\n", kind_test[kind], impl, calls,
+               median[kind], p90[kind], p99[kind], median[kind] / calls, ratio);
         if (csv)
-            fprintf(csv, "%s,%s,%d,%d,%.3f,%.3f,%.3f,%.4f,%s\n", kind_test[kind], kind_impl[kind],
+            fprintf(csv, "%s,%s,%d,%d,%.3f,%.3f,%.3f,%.4f,%s\n", kind_test[kind], impl,
                     size, calls, median[kind], p90[kind], p99[kind], median[kind] / calls,
                     base >= 0 ? ratio : "");
     }
@@ -201,6 +326,14 @@ int main(int argc, char **argv) {
     free(b.handles);
     free(b.requests);
     free(b.names);
+    if (b.device >= 0) {
+        bench_device_free(b.dev_send);
+        bench_device_free(b.dev_recv);
+        free(b.stage);
+        free(b.offsets);
+        free(b.counts);
+        bench_device_close();
+    }
     MPI_Finalize();
     return b.wrong ? 1 : 0;
 }

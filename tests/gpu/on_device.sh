@@ -9,7 +9,8 @@
 #   5. compute-sanitizer memcheck on the collectives and the optimizer kernels, if installed
 #      (issue 17 item 3: 8 API errors were seen, among them cudaErrorNoKernelImageForDevice
 #      from cudaFuncGetAttributes; read memcheck-*.log for whose calls they are)
-#   6. allreduce_bench on device buffers (--device gpu), np 1; pack_bench (the fusion kernel)
+#   6. allreduce_bench, latency_bench and fusion_bench on device buffers (--device gpu, against
+#      raw NCCL), np 1; pack_bench (the fusion kernel)
 #   7. examples/train --device gpu, np 1, for the MLP and the CNN (Fashion-MNIST from
 #      .gpu-bundle/fashion-mnist)
 # Every step's output goes to LOG_DIR/<step>.log; a step that fails does not stop the next.
@@ -99,6 +100,9 @@ fi
 
 # 6-7: figures
 step allreduce_bench_gpu "$build/benchmarks/allreduce_bench" --device gpu
+step latency_bench_gpu "$build/benchmarks/latency_bench" --device gpu -n 2000 --batch 100
+# issue 17: the ResNet-50 set <= 0.3 ms at np 1; the default threshold never slower than another
+step fusion_bench_gpu "$build/benchmarks/fusion_bench" --device gpu --model resnet50,tiny --steps 20
 step pack_bench "$build/benchmarks/pack_bench"
 data=$bundle/fashion-mnist
 if [ -r "$data/train-images-idx3-ubyte.gz" ]; then

@@ -5,7 +5,7 @@
 #         LeakSanitizer checks every process at exit, so memory or handles libhvdc leaks fail.
 #   tsan: build-tsan (gcc, -fsanitize=thread): the tests whose threads do the most (user threads
 #         submitting at once, shutdown with operations in flight, orders, stall, join, the
-#         SIGUSR1 dump, a shorter soak); see TSAN_TESTS.
+#         SIGUSR1 dump, a shorter soak, device-op completion on a fake device); see TSAN_TESTS.
 # Suppressed: only what lies inside Open MPI and the libraries it brings, listed with reasons in
 # tests/sanitizers/lsan.supp, tsan.supp (and tsan_process_sets.supp for those tests alone).
 # Ranks get tests/sanitizers/nodlclose.c preloaded so Open MPI's plugins stay mapped until the
@@ -26,7 +26,7 @@ TSAN_TESTS=('threads np=2' 'threads np=4' 'shutdown inflight np=2' 'shutdown ear
             'shutdown early np=3' 'order np=2' 'order np=3' 'order np=3 app-initialized MPI'
             'collectives np=2' 'mismatch np=2' 'stall np=3 idle withholder'
             'stall np=3 busy withholder' 'join np=2' 'join np=3' 'sigusr1 state dump np=2'
-            'timeline complete' 'timeline startstop')
+            'timeline complete' 'timeline startstop' 'test_complete')
 # several runtimes inside MPI at once: with tsan_process_sets.supp as well (its header says why)
 TSAN_SETS_TESTS=('process sets np=4')
 TSAN_SOAK_OPS=4000

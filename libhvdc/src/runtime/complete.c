@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/gpu.h"
 
 /* Whether the op's name still maps to op (a completed op's name may already be in use again). */
 static void forget_names(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
@@ -66,7 +65,7 @@ int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block) {
     pthread_mutex_unlock(&rt->completion_mutex);
     /* the event may be pooled and re-recorded meanwhile: then it fires for later work on the
      * same stream, which also means op's work finished (a later wake-up, never a wrong one) */
-    int finished = hvdc__gpu_event_finished(event, &rt->device_aborted, block);
+    int finished = rt->device_event_finished(event, &rt->device_aborted, block);
     if (finished) {
         forget_names(rt, &op, 1);
         pthread_mutex_lock(&rt->completion_mutex);
@@ -90,4 +89,20 @@ int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block) {
 void hvdc__release_op(hvdc_op *op) {
     op->released = 1;
     if (!held(op)) hvdc__op_free(op);
+}
+
+hvdc_op *hvdc__wait_for_op(hvdc_runtime *rt, hvd_handle local) {
+    hvdc_op *op;
+    /* look the handle up again after every wake-up: another thread may have released it */
+    while ((op = hvdc__handles_find(&rt->handles, local)) != NULL && !op->done)
+        if (!hvdc__complete_on_device(rt, op, 1))
+            pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
+    return op;
+}
+
+hvdc_op *hvdc__poll_op(hvdc_runtime *rt, hvd_handle local) {
+    hvdc_op *op = hvdc__handles_find(&rt->handles, local);
+    if (op && !op->done && hvdc__complete_on_device(rt, op, 0))
+        op = hvdc__handles_find(&rt->handles, local);
+    return op;
 }

@@ -15,7 +15,7 @@
  *   hvd_wait:   device_done set ── hvdc__complete_on_device ─> done (or falls back to waiting)
  *
  * defines: hvdc__complete_ops, hvdc__publish_on_device, hvdc__drop_device_hold,
- *          hvdc__complete_on_device, hvdc__release_op
+ *          hvdc__complete_on_device, hvdc__wait_for_op, hvdc__poll_op, hvdc__release_op
  * Any thread; each function takes the runtime's locks it needs (never both at once).
  */
 #ifndef HVDC_COMPLETE_H
@@ -40,6 +40,15 @@ void hvdc__drop_device_hold(hvdc_runtime *rt, hvdc_op **ops, size_t n);
  * and completes op when its work has finished. @return 1 when it looked at the device (op may
  * now be done; look it up again), 0 when the caller must wait for the background thread. */
 int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block);
+
+/* With completion_mutex held: blocks until the op of handle local (its index in rt->handles)
+ * is done, waiting on its done event where it can. @return the op, done; NULL when the handle
+ * is not live (or was released meanwhile). hvd_wait. */
+hvdc_op *hvdc__wait_for_op(hvdc_runtime *rt, hvd_handle local);
+
+/* With completion_mutex held: the op of handle local, completed first if its done event has
+ * fired; NULL when the handle is not live. Never blocks on the device. hvd_poll. */
+hvdc_op *hvdc__poll_op(hvdc_runtime *rt, hvd_handle local);
 
 /* With completion_mutex held, op done and its handle removed: frees op, or leaves that to the
  * last holder. */

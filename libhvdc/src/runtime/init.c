@@ -309,6 +309,7 @@ static hvdc_runtime *runtime_alloc(void) {
     pthread_cond_init(&rt->queue_cond, NULL);
     pthread_mutex_init(&rt->completion_mutex, NULL);
     pthread_cond_init(&rt->completion_cond, NULL);
+    rt->device_event_finished = hvdc__gpu_event_finished;
     hvdc__name_table_init(&rt->in_flight);
     hvdc__handles_init(&rt->handles);
     return rt;

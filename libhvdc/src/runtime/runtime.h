@@ -63,6 +63,9 @@ typedef struct hvdc_runtime {
                                  the GPU backend, which owns the events, outlives them */
     atomic_int device_aborted; /* the GPU backend aborted its communicators (set before it
                                   does): a done event that fires afterwards marks no result */
+    /* how a waiter asks whether a done event fired: hvdc__gpu_event_finished; the unit test
+     * of complete.c puts a fake device's here */
+    int (*device_event_finished)(void *event, const atomic_int *aborted, int block);
 
     /* the background thread waits here until every rank's hvd_init has succeeded (1) or one
      * has failed (-1: it exits touching nothing); under queue_mutex, signalled on queue_cond */

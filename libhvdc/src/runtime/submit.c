@@ -103,10 +103,7 @@ static hvd_status hvd_poll_entered(hvd_handle handle, int *done) {
     if (rt) {
         hvd_handle local = HANDLE_IN_SET(handle);
         pthread_mutex_lock(&rt->completion_mutex);
-        op = hvdc__handles_find(&rt->handles, local);
-        /* a device op: look at its done event, without waiting */
-        if (op && !op->done && hvdc__complete_on_device(rt, op, 0))
-            op = hvdc__handles_find(&rt->handles, local);
+        op = hvdc__poll_op(rt, local); /* a device op: its done event looked at */
         if (op) *done = op->done;
         pthread_mutex_unlock(&rt->completion_mutex);
         hvdc__set_release(slot);
@@ -126,11 +123,7 @@ static hvd_status hvd_wait_entered(hvd_handle *handle) {
     if (rt) {
         hvd_handle local = HANDLE_IN_SET(*handle);
         pthread_mutex_lock(&rt->completion_mutex);
-        /* look the handle up again after every wake-up: another thread may have released it.
-         * A device op queued on the device is waited for on its done event, here. */
-        while ((op = hvdc__handles_find(&rt->handles, local)) != NULL && !op->done)
-            if (!hvdc__complete_on_device(rt, op, 1))
-                pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
+        op = hvdc__wait_for_op(rt, local); /* a device op: on its done event, here */
         if (op) {
             hvdc__handles_remove(&rt->handles, local);
             st = op->status;

@@ -1,0 +1,335 @@
+/*
+ * Unit test: how device ops complete (runtime/complete.h) on a fake device, so the logic runs
+ * on machines without a GPU, under ASan (every op freed once, by its last holder) and TSan.
+ * A fake done event fires when the test says so; the runtime is built by hand (its locks,
+ * handle table and names in flight: all complete.c touches). Cases:
+ *   - the waiter completes its op from the event before the background thread does; the
+ *     background's later completion (even with an error) changes nothing, and frees the op
+ *   - the background completes first (an error): the waiter returns it
+ *   - the event fires after an abort: the waiter does not trust it, the background's error wins
+ *   - a name resubmitted right after a waiter completed is not dropped by the late completion
+ *   - two waiters on one op: one waits on the device, the other for it; polling
+ *   - 2000 rounds of a background thread racing a waiter
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "runtime/complete.h"
+
+typedef struct fake_event {
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    int fired;
+    int waits; /* calls that could block (block = 1) */
+} fake_event;
+
+static void event_init(fake_event *e) {
+    memset(e, 0, sizeof *e);
+    pthread_mutex_init(&e->mutex, NULL);
+    pthread_cond_init(&e->cond, NULL);
+}
+
+static void event_destroy(fake_event *e) {
+    pthread_mutex_destroy(&e->mutex);
+    pthread_cond_destroy(&e->cond);
+}
+
+static void event_fire(fake_event *e) {
+    pthread_mutex_lock(&e->mutex);
+    e->fired = 1;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->mutex);
+}
+
+/* hvdc__gpu_event_finished's contract, on the fake event. */
+static int fake_finished(void *event, const atomic_int *aborted, int block) {
+    fake_event *e = event;
+    pthread_mutex_lock(&e->mutex);
+    if (block) e->waits++;
+    while (block && !e->fired) pthread_cond_wait(&e->cond, &e->mutex);
+    int fired = e->fired;
+    pthread_mutex_unlock(&e->mutex);
+    return fired && !(aborted && atomic_load(aborted));
+}
+
+static hvdc_runtime *runtime_new(void) {
+    hvdc_runtime *rt = calloc(1, sizeof *rt);
+    pthread_mutex_init(&rt->queue_mutex, NULL);
+    pthread_mutex_init(&rt->completion_mutex, NULL);
+    pthread_cond_init(&rt->completion_cond, NULL);
+    hvdc__name_table_init(&rt->in_flight);
+    hvdc__handles_init(&rt->handles);
+    rt->device_event_finished = fake_finished;
+    return rt;
+}
+
+static void runtime_delete(hvdc_runtime *rt) {
+    CHECK_TRUE(rt->device_waiters == 0, "%d waiters left", rt->device_waiters);
+    hvdc__name_table_free(&rt->in_flight);
+    hvdc__handles_free(&rt->handles);
+    pthread_mutex_destroy(&rt->queue_mutex);
+    pthread_mutex_destroy(&rt->completion_mutex);
+    pthread_cond_destroy(&rt->completion_cond);
+    free(rt);
+}
+
+/* What submission does: an op named name in flight, with a handle. */
+static hvdc_op *submit(hvdc_runtime *rt, const char *name, hvd_handle *handle) {
+    hvdc_op *op = hvdc__op_create(1);
+    op->tensors[0].name = name;
+    pthread_mutex_lock(&rt->queue_mutex);
+    hvdc__name_table_put(&rt->in_flight, name, op);
+    pthread_mutex_unlock(&rt->queue_mutex);
+    pthread_mutex_lock(&rt->completion_mutex);
+    *handle = hvdc__handles_add(&rt->handles, op);
+    pthread_mutex_unlock(&rt->completion_mutex);
+    return op;
+}
+
+static hvdc_op *in_flight(hvdc_runtime *rt, const char *name) {
+    pthread_mutex_lock(&rt->queue_mutex);
+    hvdc_op *op = hvdc__name_table_get(&rt->in_flight, name);
+    pthread_mutex_unlock(&rt->queue_mutex);
+    return op;
+}
+
+/* hvd_wait's part: the op's status (and message), the handle released. */
+typedef struct waiter {
+    hvdc_runtime *rt;
+    hvd_handle handle;
+    int release;       /* 0: only wait (several waiters on one handle) */
+    hvd_status status;
+    char error[64];
+    int returned;
+} waiter;
+
+static void *wait_thread(void *arg) {
+    waiter *w = arg;
+    pthread_mutex_lock(&w->rt->completion_mutex);
+    hvdc_op *op = hvdc__wait_for_op(w->rt, w->handle);
+    w->status = op ? op->status : HVD_ERR_INVALID_ARG;
+    snprintf(w->error, sizeof w->error, "%s", op && op->error ? op->error : "");
+    if (op && w->release) {
+        hvdc__handles_remove(&w->rt->handles, w->handle);
+        hvdc__release_op(op);
+    }
+    w->returned = 1;
+    pthread_mutex_unlock(&w->rt->completion_mutex);
+    return NULL;
+}
+
+static int returned(waiter *w) {
+    pthread_mutex_lock(&w->rt->completion_mutex);
+    int r = w->returned;
+    pthread_mutex_unlock(&w->rt->completion_mutex);
+    return r;
+}
+
+static void pause_ms(int ms) {
+    struct timespec t = {0, ms * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+static void test_waiter_first(void) {
+    hvdc_runtime *rt = runtime_new();
+    fake_event e;
+    event_init(&e);
+    hvd_handle h;
+    hvdc_op *op = submit(rt, "a", &h);
+    hvdc__publish_on_device(rt, &op, 1, &e);
+    waiter w = {rt, h, 1, HVD_OK, "", 0};
+    pthread_t t;
+    pthread_create(&t, NULL, wait_thread, &w);
+    pause_ms(20);
+    CHECK_TRUE(!returned(&w), "the waiter returned before the event fired");
+    event_fire(&e);
+    pthread_join(t, NULL);
+    CHECK_TRUE(w.status == HVD_OK, "waiter got %s", hvd_status_string(w.status));
+    CHECK_TRUE(in_flight(rt, "a") == NULL, "the name stays in flight after the waiter completed");
+    CHECK_TRUE(e.waits == 1, "%d device waits", e.waits);
+    /* the background thread only now sees the work finish, with an error: too late to matter;
+     * the op was released but is still held by the device work, so it is alive here */
+    hvdc__complete_ops(rt, &op, 1, HVD_ERR_NCCL, "late");
+    CHECK_TRUE(op->status == HVD_OK && op->error == NULL, "the late completion changed the op");
+    CHECK_TRUE(op->released && op->on_device, "released %d on_device %d", op->released, op->on_device);
+    hvdc__drop_device_hold(rt, &op, 1); /* frees it (ASan: exactly once) */
+    event_destroy(&e);
+    runtime_delete(rt);
+}
+
+static void test_background_first(void) {
+    hvdc_runtime *rt = runtime_new();
+    fake_event e;
+    event_init(&e);
+    hvd_handle h;
+    hvdc_op *op = submit(rt, "b", &h);
+    hvdc__publish_on_device(rt, &op, 1, &e);
+    hvdc__complete_ops(rt, &op, 1, HVD_ERR_NCCL, "boom");
+    hvdc__drop_device_hold(rt, &op, 1); /* not freed: the handle still holds it */
+    waiter w = {rt, h, 1, HVD_OK, "", 0};
+    wait_thread(&w); /* returns at once: done, no device wait */
+    CHECK_TRUE(w.status == HVD_ERR_NCCL && strcmp(w.error, "boom") == 0, "waiter got %s '%s'",
+               hvd_status_string(w.status), w.error);
+    CHECK_TRUE(e.waits == 0, "%d device waits on a completed op", e.waits);
+    event_destroy(&e);
+    runtime_delete(rt);
+}
+
+static void test_aborted(void) {
+    hvdc_runtime *rt = runtime_new();
+    fake_event e;
+    event_init(&e);
+    hvd_handle h;
+    hvdc_op *op = submit(rt, "c", &h);
+    hvdc__publish_on_device(rt, &op, 1, &e);
+    waiter w = {rt, h, 1, HVD_OK, "", 0};
+    pthread_t t;
+    pthread_create(&t, NULL, wait_thread, &w);
+    pause_ms(10);
+    atomic_store(&rt->device_aborted, 1); /* the abort makes the kernels exit: the event fires */
+    event_fire(&e);
+    pause_ms(20);
+    CHECK_TRUE(!returned(&w), "the waiter trusted an event that fired after an abort");
+    hvdc__complete_ops(rt, &op, 1, HVD_ERR_NCCL, "aborted");
+    pthread_join(t, NULL);
+    CHECK_TRUE(w.status == HVD_ERR_NCCL && strcmp(w.error, "aborted") == 0, "waiter got %s '%s'",
+               hvd_status_string(w.status), w.error);
+    hvdc__drop_device_hold(rt, &op, 1);
+    event_destroy(&e);
+    runtime_delete(rt);
+}
+
+static void test_name_reused(void) {
+    hvdc_runtime *rt = runtime_new();
+    fake_event e;
+    event_init(&e);
+    hvd_handle h1, h2;
+    hvdc_op *first = submit(rt, "d", &h1);
+    hvdc__publish_on_device(rt, &first, 1, &e);
+    event_fire(&e);
+    waiter w = {rt, h1, 1, HVD_OK, "", 0};
+    wait_thread(&w);
+    CHECK_TRUE(w.status == HVD_OK, "waiter got %s", hvd_status_string(w.status));
+    hvdc_op *second = submit(rt, "d", &h2); /* the next step's tensor, same name */
+    hvdc__complete_ops(rt, &first, 1, HVD_OK, NULL);
+    hvdc__drop_device_hold(rt, &first, 1);
+    CHECK_TRUE(in_flight(rt, "d") == second, "the late completion dropped the new op's name");
+    hvdc__complete_ops(rt, &second, 1, HVD_ERR_SHUTDOWN, "end");
+    CHECK_TRUE(in_flight(rt, "d") == NULL, "the name stays in flight");
+    event_destroy(&e);
+    runtime_delete(rt); /* frees the second op with the handle table */
+}
+
+static void test_two_waiters_and_poll(void) {
+    hvdc_runtime *rt = runtime_new();
+    fake_event e;
+    event_init(&e);
+    hvd_handle h;
+    hvdc_op *op = submit(rt, "e", &h);
+    hvdc__publish_on_device(rt, &op, 1, &e);
+    pthread_mutex_lock(&rt->completion_mutex);
+    hvdc_op *polled = hvdc__poll_op(rt, h);
+    CHECK_TRUE(polled == op && !op->done && op->device_done == &e,
+               "a poll before the event fired changed the op");
+    pthread_mutex_unlock(&rt->completion_mutex);
+    waiter a = {rt, h, 0, HVD_OK, "", 0}, b = {rt, h, 0, HVD_OK, "", 0};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, wait_thread, &a);
+    pthread_create(&tb, NULL, wait_thread, &b);
+    pause_ms(20);
+    CHECK_TRUE(!returned(&a) && !returned(&b), "a waiter returned before the event fired");
+    event_fire(&e);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    CHECK_TRUE(a.status == HVD_OK && b.status == HVD_OK, "waiters got %s and %s",
+               hvd_status_string(a.status), hvd_status_string(b.status));
+    CHECK_TRUE(e.waits == 1, "%d device waits for one op (the second waiter waits for the first)",
+               e.waits);
+    hvdc__complete_ops(rt, &op, 1, HVD_OK, NULL);
+    hvdc__drop_device_hold(rt, &op, 1);
+    event_destroy(&e);
+
+    /* polling completes an op whose event fired */
+    fake_event f;
+    event_init(&f);
+    hvd_handle h2;
+    hvdc_op *op2 = submit(rt, "f", &h2);
+    hvdc__publish_on_device(rt, &op2, 1, &f);
+    event_fire(&f);
+    pthread_mutex_lock(&rt->completion_mutex);
+    polled = hvdc__poll_op(rt, h2);
+    CHECK_TRUE(polled == op2 && op2->done && op2->status == HVD_OK, "a poll after the event "
+               "fired did not complete the op");
+    pthread_mutex_unlock(&rt->completion_mutex);
+    CHECK_TRUE(f.waits == 0, "polling blocked on the device");
+    hvdc__drop_device_hold(rt, &op2, 1);
+    event_destroy(&f);
+    runtime_delete(rt);
+}
+
+/* The background thread of the race: queues, fires, completes and lets go, as background.c. */
+typedef struct race {
+    hvdc_runtime *rt;
+    hvdc_op **ops;
+    fake_event *events;
+    int n;
+} race;
+
+static void *background_thread(void *arg) {
+    race *r = arg;
+    for (int i = 0; i < r->n; i++) {
+        hvdc__publish_on_device(r->rt, &r->ops[i], 1, &r->events[i]);
+        if (i % 3 == 0) sched_yield();
+        event_fire(&r->events[i]);
+        if (i % 5 == 0) sched_yield();
+        hvdc__complete_ops(r->rt, &r->ops[i], 1, HVD_OK, NULL);
+        hvdc__drop_device_hold(r->rt, &r->ops[i], 1);
+    }
+    return NULL;
+}
+
+static void test_race(void) {
+    enum { N = 2000 };
+    hvdc_runtime *rt = runtime_new();
+    hvdc_op **ops = calloc(N, sizeof *ops);
+    hvd_handle *handles = calloc(N, sizeof *handles);
+    fake_event *events = calloc(N, sizeof *events);
+    char (*names)[16] = calloc(N, sizeof *names);
+    for (int i = 0; i < N; i++) {
+        event_init(&events[i]);
+        snprintf(names[i], sizeof names[i], "race.%d", i);
+        ops[i] = submit(rt, names[i], &handles[i]);
+    }
+    race r = {rt, ops, events, N};
+    pthread_t t;
+    pthread_create(&t, NULL, background_thread, &r);
+    int ok = 0;
+    for (int i = 0; i < N; i++) {
+        waiter w = {rt, handles[i], 1, HVD_ERR_INTERNAL, "", 0};
+        wait_thread(&w);
+        ok += w.status == HVD_OK;
+    }
+    pthread_join(t, NULL);
+    CHECK_TRUE(ok == N, "%d of %d ops completed OK", ok, N);
+    for (int i = 0; i < N; i++) event_destroy(&events[i]);
+    free(events);
+    free(names);
+    free(handles);
+    free(ops); /* the ops themselves were freed by their last holders (ASan checks) */
+    runtime_delete(rt);
+}
+
+int main(void) {
+    test_waiter_first();
+    test_background_first();
+    test_aborted();
+    test_name_reused();
+    test_two_waiters_and_poll();
+    test_race();
+    return check_verdict("test_complete");
+}

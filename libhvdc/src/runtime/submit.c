@@ -113,37 +113,12 @@ static hvd_status hvd_poll_entered(hvd_handle handle, int *done) {
     return HVD_OK;
 }
 
-static hvd_status hvd_wait_entered(hvd_handle *handle) {
-    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_wait: handle pointer is NULL");
-    int slot;
-    hvdc_runtime *rt = handle_runtime(*handle, &slot);
-    hvdc_op *op = NULL;
-    hvd_status st = HVD_OK;
-    char *error = NULL;
-    if (rt) {
-        hvd_handle local = HANDLE_IN_SET(*handle);
-        pthread_mutex_lock(&rt->completion_mutex);
-        op = hvdc__wait_for_op(rt, local); /* a device op: on its done event, here */
-        if (op) {
-            hvdc__handles_remove(&rt->handles, local);
-            st = op->status;
-            error = op->error; /* taken: the op may outlive this call (complete.h) */
-            op->error = NULL;
-            hvdc__release_op(op);
-        }
-        pthread_mutex_unlock(&rt->completion_mutex);
-        hvdc__set_release(slot);
-    }
-    if (!op)
-        return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_wait: handle %#llx is not live (released by hvd_wait already, or never returned by libhvdc)", (unsigned long long)*handle);
-    if (st != HVD_OK) hvdc__fail(st, "%s", error ? error : hvd_status_string(st));
-    free(error);
-    *handle = HVD_HANDLE_NULL;
-    return st;
-}
-
-static hvd_status hvd_wait_on_stream_entered(hvd_handle *handle, void *stream) {
-    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_wait_on_stream: handle pointer is NULL");
+/* hvd_wait (stream_wait 0): until the op completes (a device op: on its done event, here).
+ * hvd_wait_on_stream: until it completes or is queued on the device, then stream waits for it
+ * there. Either releases the handle. */
+static hvd_status wait_entered(const char *fn, hvd_handle *handle, int stream_wait,
+                               void *stream) {
+    if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: handle pointer is NULL", fn);
     int slot;
     hvdc_runtime *rt = handle_runtime(*handle, &slot);
     hvdc_op *op = NULL;
@@ -152,17 +127,20 @@ static hvd_status hvd_wait_on_stream_entered(hvd_handle *handle, void *stream) {
     if (rt) {
         hvd_handle local = HANDLE_IN_SET(*handle);
         pthread_mutex_lock(&rt->completion_mutex);
-        /* until it completes (a host op, a failure) or is queued on the device */
-        while ((op = hvdc__handles_find(&rt->handles, local)) != NULL && !op->done &&
-               !op->device_done)
-            pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
-        /* with the mutex held the background thread cannot return the event to its pool */
-        if (op && !op->done) waited = hvdc__gpu_stream_wait_on(stream, op->device_done);
+        if (!stream_wait) {
+            op = hvdc__wait_for_op(rt, local);
+        } else {
+            while ((op = hvdc__handles_find(&rt->handles, local)) != NULL && !op->done &&
+                   !op->device_done)
+                pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
+            /* with the mutex held the background thread cannot return the event to its pool */
+            if (op && !op->done) waited = hvdc__gpu_stream_wait_on(stream, op->device_done);
+        }
         if (op && waited == HVD_OK) {
             hvdc__handles_remove(&rt->handles, local);
             if (op->done) {
                 st = op->status;
-                error = op->error;
+                error = op->error; /* taken: the op may outlive this call (complete.h) */
                 op->error = NULL;
             }
             hvdc__release_op(op);
@@ -171,10 +149,10 @@ static hvd_status hvd_wait_on_stream_entered(hvd_handle *handle, void *stream) {
         hvdc__set_release(slot);
     }
     if (!op)
-        return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_wait_on_stream: handle %#llx is not live (released by hvd_wait already, or never returned by libhvdc)", (unsigned long long)*handle);
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: handle %#llx is not live (released by hvd_wait already, or never returned by libhvdc)", fn, (unsigned long long)*handle);
     if (waited != HVD_OK) /* the handle stays live */
-        return hvdc__fail(waited, "hvd_wait_on_stream: the stream cannot wait for the operation (is "
-                          "it a cudaStream_t of the operation's device?): %s", hvd_last_error());
+        return hvdc__fail(waited, "%s: the stream cannot wait for the operation (is it a "
+                          "cudaStream_t of the operation's device?): %s", fn, hvd_last_error());
     if (st != HVD_OK) hvdc__fail(st, "%s", error ? error : hvd_status_string(st));
     free(error);
     *handle = HVD_HANDLE_NULL;
@@ -182,7 +160,7 @@ static hvd_status hvd_wait_on_stream_entered(hvd_handle *handle, void *stream) {
 }
 
 hvd_status hvd_wait_on_stream(hvd_handle *handle, void *stream) {
-    HVDC_GATED("hvd_wait_on_stream", hvd_wait_on_stream_entered(handle, stream));
+    HVDC_GATED("hvd_wait_on_stream", wait_entered("hvd_wait_on_stream", handle, 1, stream));
 }
 
 hvd_status hvd_poll(hvd_handle handle, int *done) {
@@ -190,5 +168,5 @@ hvd_status hvd_poll(hvd_handle handle, int *done) {
 }
 
 hvd_status hvd_wait(hvd_handle *handle) {
-    HVDC_GATED("hvd_wait", hvd_wait_entered(handle));
+    HVDC_GATED("hvd_wait", wait_entered("hvd_wait", handle, 0, NULL));
 }

@@ -106,11 +106,16 @@ static void finish_gpu_work(round_state *s) {
     }
 }
 
-/* finish_gpu_work when the backend woke us, or DEVICE_POLL_S after the last look. */
+/* Whether device work is in flight and due a look: the backend woke us, or DEVICE_POLL_S
+ * passed since the last look. */
+static int gpu_work_due(const round_state *s) {
+    return s->n_gpu_work > 0 && (atomic_load(&s->rt->device_done) ||
+                                 hvdc__now_seconds() - s->device_polled >= DEVICE_POLL_S);
+}
+
+/* finish_gpu_work when it is due. */
 static void finish_gpu_work_due(round_state *s) {
-    if (s->n_gpu_work == 0) return;
-    if (atomic_load(&s->rt->device_done) || hvdc__now_seconds() - s->device_polled >= DEVICE_POLL_S)
-        finish_gpu_work(s);
+    if (gpu_work_due(s)) finish_gpu_work(s);
 }
 
 /* Absolute CLOCK_REALTIME time `seconds` from now, for pthread_cond_timedwait. */
@@ -170,8 +175,7 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
             pthread_mutex_lock(&rt->queue_mutex);
             continue;
         }
-        if (s->n_gpu_work > 0 && (atomic_load(&rt->device_done) ||
-                                  hvdc__now_seconds() - s->device_polled >= DEVICE_POLL_S)) {
+        if (gpu_work_due(s)) {
             pthread_mutex_unlock(&rt->queue_mutex);
             finish_gpu_work(s); /* device work finished: complete it now, no round needed */
             pthread_mutex_lock(&rt->queue_mutex);
@@ -405,8 +409,7 @@ void *hvdc__background_main(void *arg) {
     s.tuning = rt->config.autotune && rt->topo.rank == 0;
     if (s.tuning) hvdc__autotune_init(&s.tune, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms);
     for (;;) {
-        finish_gpu_work_due(&s);
-        hvdc_op *fresh = wait_for_work(&s, progressed, &shutdown);
+        hvdc_op *fresh = wait_for_work(&s, progressed, &shutdown); /* completes device work too */
         size_t n_fresh = 0;
         for (hvdc_op *op = fresh; op; op = op->next) n_fresh++;
         if (n_fresh > fresh_cap) {

@@ -9,7 +9,8 @@
 #include <string.h>
 
 
-/* Whether the op's name still maps to op (a completed op's name may already be in use again). */
+/* Takes the ops' names out of in_flight, each only where it still maps to its op (a completed
+ * op's name may already be in use again by a later submission). */
 static void forget_names(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
     pthread_mutex_lock(&rt->queue_mutex);
     for (size_t i = 0; i < n; i++)

@@ -62,10 +62,9 @@ static void list_rank(char *buf, size_t len, int *count, int r) {
 
 /* "0, 2, 5" into buf. */
 static const char *list_ranks(char *buf, size_t len, const int *ranks, int n) {
-    size_t at = 0;
+    int count = 0;
     buf[0] = '\0';
-    for (int i = 0; i < n && at + 16 < len; i++)
-        at += (size_t)snprintf(buf + at, len - at, "%s%d", i ? ", " : "", ranks[i]);
+    for (int i = 0; i < n; i++) list_rank(buf, len, &count, ranks[i]);
     return buf;
 }
 
@@ -179,10 +178,10 @@ static int compare_int(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The ranks every rank passed must be the same: compares (n, hash) over all ranks. */
 /* Every rank learns whether every rank passed the same valid set: a rank whose own list was
  * refused (local != HVD_OK, its message set) sends n = -1 instead of its ranks, so the others
- * fail too rather than wait for it. Collective over every rank. */
+ * fail too rather than wait for it; the others compare (n, hash of the ranks) with rank 0's.
+ * Collective over every rank. */
 static hvd_status agree_on_ranks(const int *sorted, int n, int id, hvd_status local) {
     char own[HVDC_ERROR_MAX];
     snprintf(own, sizeof own, "%s", hvd_last_error());

@@ -159,10 +159,11 @@ static void drop(int i) {
     hvdc__runtime_stop_child(slots[i].rt); /* fails what is left: waiters wake and leave */
     pthread_mutex_lock(&table_lock);
     while (slots[i].users > 0) pthread_cond_wait(&table_idle, &table_lock);
-    hvdc__runtime_free_child(slots[i].rt); /* the woken waiters have left it */
+    hvdc_runtime *rt = slots[i].rt;
     free(slots[i].ranks);
-    memset(&slots[i], 0, sizeof slots[i]);
+    memset(&slots[i], 0, sizeof slots[i]); /* id 0: no call can acquire it again */
     pthread_mutex_unlock(&table_lock);
+    hvdc__runtime_free_child(rt); /* the woken waiters have left it; lookups need not wait */
 }
 
 void hvdc__process_sets_stop_all(void) {

@@ -224,7 +224,8 @@ HVD_API hvd_status hvd_cross_size(int *cross_size); /* processes with this local
  * any other overlap is refused with HVD_ERR_INVALID_ARG, never reduced into wrong numbers. */
 
 /* Reduces count elements across ranks; every rank gets the result in recvbuf.
- * sendbuf == recvbuf reduces in place; buffers that overlap otherwise are refused. Host memory: each element is combined in rank order,
+ * sendbuf == recvbuf reduces in place; buffers that overlap otherwise are refused.
+ * Host memory: each element is combined in rank order,
  * ((rank 0 op rank 1) op rank 2) ..., so its bits are the same on every rank and do not depend
  * on fusion, timing or submission order (README, Reproducibility); with
  * HVD_HIERARCHICAL_ALLREDUCE=1, rank order inside each node, then node order. */

@@ -65,6 +65,21 @@ static size_t header_bytes(int size) {
     return (bytes + page - 1) / page * page;
 }
 
+/* The reduce-scatter's and all-gather's steps: each moves piece elements (at most) of every
+ * block, the block's piece in step `at` being [at, at + piece) of it. Block q's offset in the
+ * buffer goes to *off; returns how many of its elements this step holds (0 once it is done). */
+static size_t step_len(size_t count, size_t parts, size_t q, size_t at, size_t piece, size_t *off) {
+    size_t n;
+    hvdc__block_range(count, parts, q, off, &n);
+    return at < n ? (n - at < piece ? n - at : piece) : 0;
+}
+
+/* Elements per block and step: the N pieces of a step fill one slot. */
+static size_t piece_of(size_t elem, size_t parts) {
+    size_t piece = SLOT_BYTES / elem / parts;
+    return piece ? piece : 1;
+}
+
 static void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -185,19 +200,16 @@ hvd_status hvdc__shm_reduce_scatter(hvdc_shm *s, const void *src, void *dst, siz
                                     hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
     size_t elem = hvd_dtype_size(dtype), parts = (size_t)s->size, me = (size_t)s->rank;
-    size_t piece = SLOT_BYTES / elem / parts, first_len, off, n;
-    if (piece == 0) piece = 1;
+    size_t piece = piece_of(elem, parts), first_len, off;
     hvdc__block_range(count, parts, 0, &off, &first_len); /* block 0 is the longest */
     for (size_t at = 0; at < first_len; at += piece) {
         for (size_t q = 0; q < parts; q++) { /* piece `at` of the others' blocks into my slot */
             if (q == me) continue;
-            hvdc__block_range(count, parts, q, &off, &n);
-            size_t len = at < n ? (n - at < piece ? n - at : piece) : 0;
+            size_t len = step_len(count, parts, q, at, piece, &off);
             if (len) memcpy(slot(s, s->rank) + q * piece * elem, (const char *)src + (off + at) * elem, len * elem);
         }
         CHECK(arrive_and_wait(s, watch));
-        hvdc__block_range(count, parts, me, &off, &n);
-        size_t len = at < n ? (n - at < piece ? n - at : piece) : 0;
+        size_t len = step_len(count, parts, me, at, piece, &off);
         for (int q = 0; q < s->size; q++) s->in[q] = slot(s, q) + me * piece * elem;
         s->in[me] = (const char *)src + (off + at) * elem; /* my own block: straight from src */
         hvdc__fold((char *)dst + (off + at) * elem, s->in, s->size, len, dtype, op);
@@ -211,19 +223,16 @@ hvd_status hvdc__shm_allgather_blocks(hvdc_shm *s, void *buf, size_t count, hvd_
                                       hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
     size_t elem = hvd_dtype_size(dtype), parts = (size_t)s->size, me = (size_t)s->rank;
-    size_t piece = SLOT_BYTES / elem / parts, first_len, off, n;
+    size_t piece = piece_of(elem, parts), first_len, off;
     char *result = slot(s, s->size);
-    if (piece == 0) piece = 1;
     hvdc__block_range(count, parts, 0, &off, &first_len);
     for (size_t at = 0; at < first_len; at += piece) {
-        hvdc__block_range(count, parts, me, &off, &n);
-        size_t len = at < n ? (n - at < piece ? n - at : piece) : 0;
+        size_t len = step_len(count, parts, me, at, piece, &off);
         if (len) memcpy(result + me * piece * elem, (char *)buf + (off + at) * elem, len * elem);
         CHECK(arrive_and_wait(s, watch));
         for (size_t q = 0; q < parts; q++) {
             if (q == me) continue;
-            hvdc__block_range(count, parts, q, &off, &n);
-            len = at < n ? (n - at < piece ? n - at : piece) : 0;
+            len = step_len(count, parts, q, at, piece, &off);
             if (len) memcpy((char *)buf + (off + at) * elem, result + q * piece * elem, len * elem);
         }
         CHECK(arrive_and_wait(s, watch)); /* every rank has copied: the result slot is free */

@@ -20,10 +20,18 @@
 #include "collectives/allreduce.h"
 #include "collectives/fold.h"
 
+/* The scratch layout for nbytes over size ranks: sets the stride of the received copies and the
+ * request array's bytes; returns the total. */
+static size_t small_layout(size_t nbytes, int size, size_t *stride, size_t *requests) {
+    size_t peers = (size_t)size - 1;
+    *stride = (nbytes + 63) / 64 * 64;
+    *requests = (2 * peers * sizeof(MPI_Request) + 63) / 64 * 64;
+    return peers * *stride + *requests + (size_t)size * sizeof(void *);
+}
+
 size_t hvdc__small_scratch_bytes(size_t count, hvd_dtype dtype, int size) {
-    size_t peers = (size_t)size - 1, stride = (count * hvd_dtype_size(dtype) + 63) / 64 * 64;
-    size_t requests = (2 * peers * sizeof(MPI_Request) + 63) / 64 * 64;
-    return size > 1 && count > 0 ? peers * stride + requests + (size_t)size * sizeof(void *) : 0;
+    size_t stride, requests;
+    return size > 1 && count > 0 ? small_layout(count * hvd_dtype_size(dtype), size, &stride, &requests) : 0;
 }
 
 hvd_status hvdc__small_allreduce(MPI_Comm comm, const void *src, void *dst, size_t count,
@@ -40,9 +48,8 @@ hvd_status hvdc__small_allreduce(MPI_Comm comm, const void *src, void *dst, size
     }
     if (nbytes > INT_MAX)
         return hvdc__fail(HVD_ERR_INTERNAL, "one-step all-reduce of %zu bytes: too large", nbytes);
-    size_t peers = (size_t)size - 1, stride = (nbytes + 63) / 64 * 64;
-    size_t requests = (2 * peers * sizeof(MPI_Request) + 63) / 64 * 64;
-    CHECK(hvdc__buffer_reserve(scratch, hvdc__small_scratch_bytes(count, dtype, size)));
+    size_t peers = (size_t)size - 1, stride, requests;
+    CHECK(hvdc__buffer_reserve(scratch, small_layout(nbytes, size, &stride, &requests)));
     char *copies = scratch->data;                          /* peer i's copy at (i-1) * stride */
     MPI_Request *req = (MPI_Request *)(copies + peers * stride); /* (2 * peers) */
     const void **in = (const void **)((char *)req + requests);    /* (size), by rank */

@@ -504,14 +504,9 @@ int main(int argc, char **argv) {
     options o;
     int started = bench_start(&argc, &argv, "fusion_bench", parse_options, &o, &rank, &size);
     if (started != 0) return bench_exit_status(started);
-    if (o.gpu) {
-        char why[256];
-        device = bench_device_open(MPI_COMM_WORLD, why, sizeof why);
-        if (device < 0) {
-            if (rank == 0) fprintf(stderr, "fusion_bench: %s\n", why);
-            MPI_Finalize();
-            return 2;
-        }
+    if (o.gpu && (device = bench_device_open(MPI_COMM_WORLD, "fusion_bench")) < 0) {
+        MPI_Finalize();
+        return 2;
     }
     FILE *csv = NULL;
     if (rank == 0 && o.csv) {

@@ -434,8 +434,7 @@ int main(int argc, char **argv) {
         }
         free(b.send[0]), free(b.send[1]);
         b.send[0] = dev[0], b.send[1] = dev[1];
-        b.check = b.recv; /* host: results are copied here */
-        b.recv = dev[2];
+        b.recv = dev[2]; /* b.check stays the host buffer: results are copied there */
     }
 
     FILE *csv = NULL;

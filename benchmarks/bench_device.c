@@ -12,10 +12,17 @@
 static ncclComm_t comm_nccl;
 static cudaStream_t stream;
 
-int bench_device_open(MPI_Comm comm, char *why, size_t len) {
+/* bench_device_open's refusal: rank 0 says why. */
+static int refuse(int rank, const char *program, const char *why) {
+    if (rank == 0) fprintf(stderr, "%s: %s\n", program, why);
+    return -1;
+}
+
+int bench_device_open(MPI_Comm comm, const char *program) {
     int n = 0, ok = 1, all_ok = 0, rank = 0, size = 1, local_rank = 0;
+    char why[256] = "";
+    const size_t len = sizeof why;
     MPI_Comm node;
-    why[0] = '\0';
     MPI_Comm_rank(comm, &rank);
     if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
         MPI_Comm_rank(node, &local_rank);
@@ -35,7 +42,7 @@ int bench_device_open(MPI_Comm comm, char *why, size_t len) {
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
     if (!all_ok) {
         if (ok) snprintf(why, len, "--device gpu: another rank has no usable GPU");
-        return -1;
+        return refuse(rank, program, why);
     }
     ncclUniqueId id;
     MPI_Comm_size(comm, &size);
@@ -47,7 +54,7 @@ int bench_device_open(MPI_Comm comm, char *why, size_t len) {
     if (!all_ok) {
         snprintf(why, len, "--device gpu: ncclCommInitRank failed on some rank (here: %s)",
                  ncclGetErrorString(res));
-        return -1;
+        return refuse(rank, program, why);
     }
     return local_rank;
 }

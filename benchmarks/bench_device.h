@@ -19,9 +19,9 @@
 
 /* Collective over comm: selects the device numbered as this rank's local rank (its rank among
  * the ranks of comm on this host) and makes the NCCL communicator. Every rank returns the same
- * verdict. @return the device (>= 0), or -1 with why (len bytes, starting "--device gpu: ")
- * filled. */
-int bench_device_open(MPI_Comm comm, char *why, size_t len);
+ * verdict. @return the device (>= 0), or -1 after rank 0 of comm printed why to stderr
+ * ("program: --device gpu: ..."); the benchmark then finalizes MPI and exits 2. */
+int bench_device_open(MPI_Comm comm, const char *program);
 void bench_device_close(void);
 
 void *bench_device_alloc(size_t nbytes); /* NULL on failure */

@@ -6,10 +6,12 @@
 
 #include <stdio.h>
 
-int bench_device_open(MPI_Comm comm, char *why, size_t len) {
-    (void)comm;
-    snprintf(why, len, "--device gpu: this build has no GPU backend (configure with "
-             "-Dcuda=enabled where CUDA and NCCL are installed)");
+int bench_device_open(MPI_Comm comm, const char *program) {
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    if (rank == 0)
+        fprintf(stderr, "%s: --device gpu: this build has no GPU backend (configure with "
+                "-Dcuda=enabled where CUDA and NCCL are installed)\n", program);
     return -1;
 }
 void bench_device_close(void) {}

@@ -42,7 +42,6 @@
  * it stops with exit status 2, saying why.
  * Main thread (libhvdc's background thread does the hvd work).
  */
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +50,7 @@
 
 #include "bench_common.h"
 #include "bench_device.h"
+#include "fusion_plot.h"
 #include "fusion_steps.h"
 
 #define MAX_SETTINGS 32
@@ -193,16 +193,6 @@ static int parse_options(int argc, char **argv, void *out, int rank) {
 
 /* ---- results ---------------------------------------------------------------------------------- */
 
-typedef struct result {
-    const char *model;
-    long threshold; /* -1: library default */
-    double cycle;   /* 0: library default */
-    double step_ms, mpi_ms; /* mpi_ms: the baseline's (the NCCL group with --device gpu) */
-    long min_fused;
-    long wrong;          /* hvd steps, and the MPI steps on the host */
-    long nccl_wrong[2];  /* --device gpu: the nccl and nccl-fused steps (their own rows) */
-    size_t n_tensors, bytes;
-} result;
 
 /* One setting's step times (us, the slowest rank's), one per timed step. */
 typedef struct step_times {
@@ -211,11 +201,6 @@ typedef struct step_times {
     long wrong[3];      /* wrong elements over all ranks: hvd, baseline, nccl-fused steps */
 } step_times;
 
-static const char *threshold_text(long threshold, char *buf, size_t n) {
-    if (threshold < 0) return snprintf(buf, n, "default"), buf;
-    return bench_format_bytes((size_t)threshold, buf, n);
-}
-
 static void print_header(void) {
     printf("# %9s %10s %6s %10s %10s %8s %9s %7s %7s %10s %7s\n", "model", "threshold", "cycle",
            "step", "tensors/s", "GB/s", "min_fused", "vs_off", "vs_mpi", "mpi_step", "#wrong");
@@ -223,9 +208,9 @@ static void print_header(void) {
            "", "", "", "(ms)", "");
 }
 
-static void print_result(const result *r, const result *off, FILE *csv, int size) {
+static void print_result(const fusion_result *r, const fusion_result *off, FILE *csv, int size) {
     char thr[32], cyc[16], vs_off[16] = "-";
-    threshold_text(r->threshold, thr, sizeof thr);
+    fusion_threshold_text(r->threshold, thr, sizeof thr);
     if (r->cycle > 0) snprintf(cyc, sizeof cyc, "%g", r->cycle);
     else snprintf(cyc, sizeof cyc, "dflt");
     if (off) snprintf(vs_off, sizeof vs_off, "%.2f", off->step_ms / r->step_ms);
@@ -265,80 +250,12 @@ static void print_baselines(const fusion_model *m, double *t_nccl, double *t_fus
 
 /* The swept setting that is the library's default (threshold unset or equal to the default, at
  * the default cycle time), NULL if none. */
-static const result *find_default(const result *swept, int n) {
-    const result *dflt = NULL;
+static const fusion_result *find_default(const fusion_result *swept, int n) {
+    const fusion_result *dflt = NULL;
     for (int i = 0; i < n; i++)
         if ((swept[i].threshold < 0 || swept[i].threshold == default_threshold()) && swept[i].cycle == 0)
             dflt = &swept[i];
     return dflt;
-}
-
-typedef struct frame {
-    double left, top, width, height, ymax;
-    int nx;
-} frame;
-
-static double frame_x(const frame *f, int i) {
-    return f->left + (f->nx > 1 ? f->width * i / (f->nx - 1) : f->width / 2);
-}
-
-static double frame_y(const frame *f, double v) { return f->top + f->height * (1 - v / f->ymax); }
-
-/* Step time against threshold, one line per model (and cycle time); the MPI loop's median of
- * each model is a dashed line of the same colour. Thresholds are placed evenly, in list order. */
-static int write_svg(const char *path, const result *res, int n, const options *o) {
-    FILE *f = fopen(path, "w");
-    if (!f) return -1;
-    static const char *const colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
-    const double W = 720, H = 440, L = 70, R = 190, T = 40, B = 60;
-    double ymax = 0;
-    for (int i = 0; i < n; i++) ymax = fmax(ymax, fmax(res[i].step_ms, res[i].mpi_ms));
-    double step = pow(10, floor(log10(ymax > 0 ? ymax : 1))), top = ceil(ymax / step) * step;
-    if (top / step < 4) step /= 2;
-    int nx = o->n_thresholds;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
-               "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H);
-    fprintf(f, "<text x=\"%g\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">libhvdc fusion_bench: "
-               "step time vs HVD_FUSION_THRESHOLD (dashed: %s)</text>\n", W / 2,
-            device >= 0 ? "raw NCCL, a call per tensor" : "MPI_Allreduce loop");
-    double pw = W - L - R, ph = H - T - B;
-    const frame fr = {L, T, pw, ph, top, nx};
-    for (double v = 0; v <= top + 1e-9; v += step) {
-        fprintf(f, "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                   "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
-                L, frame_y(&fr, v), L + pw, frame_y(&fr, v), L - 6, frame_y(&fr, v) + 4, v);
-    }
-    for (int i = 0; i < nx; i++) {
-        char thr[32];
-        fprintf(f, "<text x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">%s</text>\n", frame_x(&fr, i), T + ph + 18,
-                threshold_text(o->thresholds[i], thr, sizeof thr));
-    }
-    fprintf(f, "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">fusion threshold</text>\n", L + pw / 2, H - 15);
-    fprintf(f, "<text transform=\"translate(18,%g) rotate(-90)\" text-anchor=\"middle\">median step time (ms)</text>\n", T + ph / 2);
-    fprintf(f, "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"black\"/>\n", L, T, pw, ph);
-    int line = 0;
-    for (int start = 0; start < n; start += nx, line++) { /* results come in runs of nx */
-        const char *c = colours[line % 6];
-        double mpi = 0;
-        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", c);
-        for (int i = 0; i < nx && start + i < n; i++) {
-            fprintf(f, "%.1f,%.1f ", frame_x(&fr, i), frame_y(&fr, res[start + i].step_ms));
-            mpi += res[start + i].mpi_ms / nx;
-        }
-        fprintf(f, "\"/>\n");
-        for (int i = 0; i < nx && start + i < n; i++)
-            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", frame_x(&fr, i), frame_y(&fr, res[start + i].step_ms), c);
-        fprintf(f, "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" stroke=\"%s\" stroke-dasharray=\"6,4\"/>\n",
-                L, frame_y(&fr, mpi), L + pw, frame_y(&fr, mpi), c);
-        char cyc[32] = "";
-        if (o->n_cycles > 1) snprintf(cyc, sizeof cyc, ", cycle %g", res[start].cycle);
-        fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"%s\" stroke-width=\"2\"/>"
-                   "<text x=\"%g\" y=\"%g\">%s%s</text>\n", L + pw + 12, T + 10 + 20.0 * line,
-                L + pw + 32, T + 10 + 20.0 * line, c, L + pw + 38, T + 14 + 20.0 * line,
-                res[start].model, cyc);
-    }
-    fprintf(f, "</svg>\n");
-    return fclose(f);
 }
 
 /* ---- main ------------------------------------------------------------------------------------- */
@@ -385,10 +302,10 @@ static void timed_steps(const fusion_model *m, const options *o, int size, hvd_h
 }
 
 /* lib_threshold: the threshold the library ran with (for min_fused). Reorders t's times. */
-static result finish_result(const fusion_model *m, long threshold, double cycle, long lib_threshold,
-                            const options *o, step_times *t) {
+static fusion_result finish_result(const fusion_model *m, long threshold, double cycle,
+                                   long lib_threshold, const options *o, step_times *t) {
     int gpu = m->device >= 0;
-    return (result){m->set.model, threshold, cycle,
+    return (fusion_result){m->set.model, threshold, cycle,
                     bench_median(t->hvd, (size_t)o->steps) * 1e-3,
                     bench_median(t->base, (size_t)o->steps) * 1e-3,
                     fusion_min_fused(&m->set, lib_threshold),
@@ -416,8 +333,8 @@ static void read_chosen(const char *path, long chosen[2]) {
     fclose(f);
 }
 
-static result run_setting(const fusion_model *m, long threshold, double cycle, const options *o,
-                          int size, hvd_handle *handles, step_times *t) {
+static fusion_result run_setting(const fusion_model *m, long threshold, double cycle,
+                                 const options *o, int size, hvd_handle *handles, step_times *t) {
     set_env_bytes("HVD_FUSION_THRESHOLD", threshold);
     if (cycle > 0) {
         char text[32];
@@ -437,8 +354,8 @@ static result run_setting(const fusion_model *m, long threshold, double cycle, c
  * max_tune steps), then timed like run_setting. *tune_steps: the steps it took (-1: it never
  * settled); the result's threshold and cycle are the chosen ones. Tuning steps on the device
  * are not checked (a copy back between steps would be part of what the tuner scores). */
-static result run_autotuned(const fusion_model *m, const options *o, int rank, int size,
-                            hvd_handle *handles, step_times *t, int *tune_steps) {
+static fusion_result run_autotuned(const fusion_model *m, const options *o, int rank, int size,
+                                   hvd_handle *handles, step_times *t, int *tune_steps) {
     const int max_tune = 400;
     char log_path[256];
     snprintf(log_path, sizeof log_path, "/tmp/fusion_bench_autotune_%d_%s.csv", (int)getpid(),
@@ -474,13 +391,13 @@ static result run_autotuned(const fusion_model *m, const options *o, int rank, i
  * to the library's default (find_default), if swept.
  * @return the autotuned run's wrong elements (its baselines' included). */
 static long compare_autotuned(const fusion_model *m, const options *o, int rank, int size,
-                              hvd_handle *handles, step_times *t, const result *swept,
+                              hvd_handle *handles, step_times *t, const fusion_result *swept,
                               int n_swept, FILE *csv) {
     int tune_steps = -1;
-    result a = run_autotuned(m, o, rank, size, handles, t, &tune_steps);
+    fusion_result a = run_autotuned(m, o, rank, size, handles, t, &tune_steps);
     long wrong = a.wrong + a.nccl_wrong[0] + a.nccl_wrong[1];
     if (rank != 0) return wrong;
-    const result *best = NULL, *dflt = find_default(swept, n_swept);
+    const fusion_result *best = NULL, *dflt = find_default(swept, n_swept);
     for (int i = 0; i < n_swept; i++)
         if (!best || swept[i].step_ms < best->step_ms) best = &swept[i];
     char thr[32], best_thr[32], dflt_text[96] = "default not swept";
@@ -488,8 +405,8 @@ static long compare_autotuned(const fusion_model *m, const options *o, int rank,
            tune_steps > 0 ? "settled" : "NOT settled", tune_steps > 0 ? tune_steps : 400);
     if (csv) fprintf(csv, "# autotuned, %d tuning steps:\n", tune_steps);
     print_result(&a, NULL, csv, size);
-    threshold_text(a.threshold, thr, sizeof thr);
-    threshold_text(best->threshold, best_thr, sizeof best_thr);
+    fusion_threshold_text(a.threshold, thr, sizeof thr);
+    fusion_threshold_text(best->threshold, best_thr, sizeof best_thr);
     if (dflt) snprintf(dflt_text, sizeof dflt_text, "%.3fx the default's %.3f ms", a.step_ms / dflt->step_ms, dflt->step_ms);
     printf("# autotune vs sweep for %s: chose threshold %s, cycle %g ms; %.3f ms/step = %.3fx the "
            "best swept (threshold %s, %.3f ms), %s (targets: <= 1.10 and <= 1.00)\n",
@@ -504,14 +421,9 @@ int main(int argc, char **argv) {
     options o;
     int started = bench_start(&argc, &argv, "fusion_bench", parse_options, &o, &rank, &size);
     if (started != 0) return bench_exit_status(started);
-    if (o.gpu) {
-        char why[256];
-        device = bench_device_open(MPI_COMM_WORLD, why, sizeof why);
-        if (device < 0) {
-            if (rank == 0) fprintf(stderr, "fusion_bench: %s\n", why);
-            MPI_Finalize();
-            return 2;
-        }
+    if (o.gpu && (device = bench_device_open(MPI_COMM_WORLD, "fusion_bench")) < 0) {
+        MPI_Finalize();
+        return 2;
     }
     FILE *csv = NULL;
     if (rank == 0 && o.csv) {
@@ -537,7 +449,7 @@ int main(int argc, char **argv) {
     }
     int n_swept = o.n_cycles * o.n_thresholds, n_results = o.n_models * n_swept;
     size_t steps = (size_t)o.steps;
-    result *res = calloc((size_t)n_results, sizeof *res);
+    fusion_result *res = calloc((size_t)n_results, sizeof *res);
     step_times t = {calloc(steps, sizeof(double)), calloc(steps, sizeof(double)),
                     calloc(steps, sizeof(double)), {0, 0, 0}};
     /* --device gpu: every swept setting's nccl and nccl-fused steps of one model, for their rows */
@@ -564,7 +476,7 @@ int main(int argc, char **argv) {
         size_t n_all = 0;
         long nccl_wrong[2] = {0, 0};
         for (int ci = 0; ci < o.n_cycles; ci++) {
-            const result *off = NULL;
+            const fusion_result *off = NULL;
             int first = k, best = -1;
             for (int ti = 0; ti < o.n_thresholds; ti++, k++) {
                 res[k] = run_setting(&m, o.thresholds[ti], o.cycles[ci], &o, size, handles, &t);
@@ -583,10 +495,10 @@ int main(int argc, char **argv) {
             for (int i = first; i < k; i++) print_result(&res[i], off, csv, size);
             char thr[32];
             printf("# best for %s: threshold %s, %.3f ms/step (%.2fx %s%s)\n", m.set.model,
-                   threshold_text(res[best].threshold, thr, sizeof thr), res[best].step_ms,
+                   fusion_threshold_text(res[best].threshold, thr, sizeof thr), res[best].step_ms,
                    res[best].mpi_ms / res[best].step_ms, base, off ? "" : "; 0 not in the sweep");
             if (off) printf("#   %.2fx faster than fusion off\n", off->step_ms / res[best].step_ms);
-            const result *dflt = find_default(res + first, k - first);
+            const fusion_result *dflt = find_default(res + first, k - first);
             if (dflt)
                 printf("#   the default threshold (%s): %.3f ms/step, %.3fx the best\n",
                        bench_format_bytes((size_t)default_threshold(), thr, sizeof thr),
@@ -600,7 +512,7 @@ int main(int argc, char **argv) {
     }
     if (rank == 0) {
         printf("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
-        if (o.plot && write_svg(o.plot, res, k, &o) != 0)
+        if (o.plot && fusion_plot_svg(o.plot, res, k, o.thresholds, o.n_thresholds, o.n_cycles, o.gpu) != 0)
             fprintf(stderr, "fusion_bench: could not write %s\n", o.plot);
     }
     if (csv) fclose(csv);

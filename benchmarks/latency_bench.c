@@ -209,12 +209,7 @@ static double run_once(bench *b, int kind, int it, int checked) {
 /* --device gpu: opens this rank's device and makes the device buffers. @return 0, or -1 after
  * rank 0 printed why (every rank returns the same). */
 static int device_setup(bench *b) {
-    char why[256];
-    b->device = bench_device_open(MPI_COMM_WORLD, why, sizeof why);
-    if (b->device < 0) {
-        if (b->rank == 0) fprintf(stderr, "latency_bench: %s\n", why);
-        return -1;
-    }
+    if ((b->device = bench_device_open(MPI_COMM_WORLD, "latency_bench")) < 0) return -1;
     size_t slots = (size_t)b->batch * SLOT;
     b->dev_send = bench_device_alloc(slots * sizeof(int32_t));
     b->dev_recv = bench_device_alloc(slots * sizeof(int32_t));

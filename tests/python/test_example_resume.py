@@ -33,36 +33,39 @@ def train(checkpoint, *extra, env=None):
     return run.stdout
 
 
-def test_resume_equals_uninterrupted():
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The 3-epoch run both tests compare with, trained once: its checkpoint's contents."""
     assert hvd.size() == 1, "run this file without a launcher: it starts its own jobs"
     if not os.path.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"):
         pytest.skip("dataset-fashion-mnist is not installed (scripts/setup.sh installs it)")
+    whole = str(tmp_path_factory.mktemp("uninterrupted") / "whole.pt")
+    train(whole)
+    return torch.load(whole)
+
+
+def test_resume_equals_uninterrupted(uninterrupted):
     with tempfile.TemporaryDirectory() as d:
-        whole, part = os.path.join(d, "whole.pt"), os.path.join(d, "part.pt")
-        train(whole)
+        part = os.path.join(d, "part.pt")
         assert "stopped after epoch 2" in train(part, "--stop-after", "2")
         out = train(part, "--resume")
         assert "resuming after epoch 2" in out and "\n    3 " in out and "\n    1 " not in out, out
-        a, b = torch.load(whole), torch.load(part)
+        a, b = uninterrupted, torch.load(part)
         assert a["epoch"] == b["epoch"] == 3
         for k in a["model"]:
             assert torch.equal(a["model"][k], b["model"][k]), f"{k} differs after resuming"
 
 
-def test_elastic_restart_equals_uninterrupted():
+def test_elastic_restart_equals_uninterrupted(uninterrupted):
     """--elastic: a run stopped after 2 epochs and started again (as hvdcrun --elastic restarts
     one) continues from its last commit and ends with the uninterrupted run's model."""
-    assert hvd.size() == 1, "run this file without a launcher: it starts its own jobs"
-    if not os.path.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"):
-        pytest.skip("dataset-fashion-mnist is not installed (scripts/setup.sh installs it)")
     with tempfile.TemporaryDirectory() as d:
-        whole, part = os.path.join(d, "whole.pt"), os.path.join(d, "part.pt")
+        part = os.path.join(d, "part.pt")
         commits = {"HVD_ELASTIC_DIR": os.path.join(d, "commits")}
         os.mkdir(commits["HVD_ELASTIC_DIR"])
-        train(whole)
         assert "stopped after epoch 2" in train(part, "--elastic", "--stop-after", "2", env=commits)
         out = train(part, "--elastic", env=commits)
         assert "resuming after epoch 2" in out and "\n    3 " in out and "\n    1 " not in out, out
-        a, b = torch.load(whole), torch.load(part)
+        a, b = uninterrupted, torch.load(part)
         for k in a["model"]:
             assert torch.equal(a["model"][k], b["model"][k]), f"{k} differs after the restart"

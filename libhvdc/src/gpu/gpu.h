@@ -63,7 +63,7 @@ typedef struct hvdc_gpu_config {
     int local_rank, local_size; /* in the node */
     int device;                 /* CUDA ordinal, or -1: local_rank % device count */
     int hierarchical;           /* 1: also make node and cross-node communicators; only what
-                                   every rank agreed at hvd_init (the executor's hierarchical:
+                                   every rank agreed at hvd_init (the executor's gpu_hierarchical:
                                    the same local_size on every node) */
     size_t fusion_bytes;        /* initial fusion buffer size (it grows on demand) */
     void (*wake)(void *ctx);    /* called on a CUDA thread when queued work finishes (may be

@@ -24,7 +24,10 @@ typedef struct hvdc_executor {
     MPI_Comm comm; /* private to collectives: never mixed with negotiation or user traffic */
     int rank, size;
     hvdc_cpu_allreduce cpu_allreduce;
-    int hierarchical;          /* HVD_HIERARCHICAL_ALLREDUCE with the same ranks on every node */
+    int hierarchical;          /* two-level host all-reduce: HVD_HIERARCHICAL_ALLREDUCE, or
+                                  HVD_CPU_ALLREDUCE=shm across nodes; same ranks on every node */
+    int gpu_hierarchical;      /* two-level NCCL: HVD_HIERARCHICAL_ALLREDUCE alone (a CPU
+                                  algorithm's setting does not change the device path) */
     MPI_Comm local_comm;       /* ranks on this node (hierarchical or shm only) */
     MPI_Comm cross_comm;       /* ranks with this local rank, one per node (hierarchical only) */
     hvdc_shm *shm;             /* the node's shared segment: NULL unless the all-reduce uses it */

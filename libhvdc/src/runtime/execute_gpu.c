@@ -30,7 +30,7 @@ static hvd_status ensure_backend(hvdc_executor *ex, int device) {
     hvdc_gpu_config config = {
         .comm = ex->comm, .liveness = ex->liveness, .rank = ex->rank, .size = ex->size,
         .local_rank = ex->local_rank, .local_size = ex->local_size, .device = device,
-        .hierarchical = ex->hierarchical, .fusion_bytes = ex->gpu_fusion_bytes,
+        .hierarchical = ex->gpu_hierarchical, .fusion_bytes = ex->gpu_fusion_bytes,
         .wake = ex->gpu_wake, .wake_ctx = ex->gpu_wake_ctx, .aborted = ex->gpu_aborted,
     };
     hvd_status st = hvdc__gpu_create(&config, &ex->gpu);

@@ -354,6 +354,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     if (rt->config.hierarchical_allreduce ||
         (rt->config.cpu_allreduce == HVDC_CPU_ALLREDUCE_SHM && rt->topo.local_size != rt->topo.size))
         CHECK(hvdc__agree(rt->control_comm, setup_hierarchical(rt)));
+    rt->executor.gpu_hierarchical = rt->executor.hierarchical && rt->config.hierarchical_allreduce;
     if (wants_shm(rt)) CHECK(agree_shm(rt));
     CHECK(hvdc__agree(rt->control_comm,
                       hvdc__liveness_create(rt->control_comm, &rt->executor.liveness)));

@@ -6,9 +6,9 @@
  *   backward (last layer first):
  *      grad_ready(i) ---> hvd_allreduce_async("<prefix>.grad.<name_i>", AVERAGE)   in flight
  *      grad_ready(j) ---> ...                                                      in flight
- *   step:    submit what was not announced, wait for every handle (device parameters: on
- *            cfg.stream, not on the host), apply the inner rule (update.c) identically on
- *            every rank
+ *   step:    submit what was not announced, wait for every handle (device parameters under a
+ *            built-in rule: on cfg.stream, not on the host), apply the inner rule (update.c)
+ *            identically on every rank
  *
  * With backward_passes_per_step = k, passes 1 .. k-1 only add each gradient into a local
  * accumulator; on pass k the gradient becomes (accumulator + gradient) / k and is reduced.
@@ -458,7 +458,9 @@ hvd_status hvd_optimizer_step(hvd_optimizer *opt, int *applied) {
         return st;
     }
     opt->pass = 0;
-    hvd_status waited = wait_all(opt, 1);
+    /* the built-in rules are queued on cfg.stream, which waits for the gradients on the device;
+     * a step_fn is promised averaged gradients (hvdc.h) wherever it reads them: the host waits */
+    hvd_status waited = wait_all(opt, opt->cfg.kind != HVD_OPT_CUSTOM);
     if (st != HVD_OK) return st;
     if (waited != HVD_OK) return waited;
     if (opt->cfg.compression != HVD_COMPRESS_NONE) {

@@ -161,14 +161,16 @@ static void keep_first(hvd_status st, hvd_status *first, char *msg) {
 /* Waits for every handle in flight and releases it; returns the first failure (its message
  * kept). on_stream: a device parameter's collective is waited for by cfg.stream, on the device
  * (what is queued there next, the update, sees its result), not by the host; where the stream
- * cannot wait (hvd_wait_on_stream leaves the handle live), the host waits instead. */
+ * cannot wait (hvd_wait_on_stream leaves the handle live), the host waits instead. The wait
+ * makes the parameter's device current: a NULL cfg.stream is that device's legacy stream. */
 static hvd_status wait_all(hvd_optimizer *opt, int on_stream) {
     hvd_status first = HVD_OK;
     char msg[HVDC_ERROR_MAX] = "";
     for (int i = 0; i < opt->n; i++) {
         hvd_handle *h = &opt->params[i].handle;
         if (*h != HVD_HANDLE_NULL && on_stream && opt->params[i].p.device >= 0)
-            keep_first(hvd_wait_on_stream(h, opt->cfg.stream), &first, msg);
+            keep_first(hvdc__gpu_optim_wait_on_stream(opt->params[i].p.device, h,
+                                                      opt->cfg.stream), &first, msg);
         if (*h != HVD_HANDLE_NULL) keep_first(hvd_wait(h), &first, msg);
         *h = HVD_HANDLE_NULL;
     }

@@ -259,9 +259,9 @@ int model_gpu_forward(model_gpu *mg, const float *inp, const uint8_t *targets, i
     }
     mg->batch = B;
     // Through pinned staging, so the copy is truly asynchronous. The staging buffers are
-    // reused only after their previous upload finished: that event fired long ago in practice
-    // (a whole step, whose all-reduces waited for the backward, lies between), so the wait is
-    // only a check, not a stall.
+    // reused only after their previous upload finished. The optimizer's step waits for the
+    // all-reduces on the stream, not the host, so the host may run ahead of the device: this
+    // wait is what keeps it at most about a step ahead.
     CUDA_OK(mg, cudaEventSynchronize((cudaEvent_t)mg->uploaded));
     memcpy(mg->inp_host, inp, (size_t)B * IN * sizeof(float));
     memcpy(mg->targets_host, targets, (size_t)B);

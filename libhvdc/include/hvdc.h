@@ -578,7 +578,10 @@ HVD_API hvd_status hvd_optimizer_grad_ready(hvd_optimizer *opt, int index);
  * the update rule; *applied (if not NULL) is set to 1. On an accumulating pass it only
  * accumulates and sets *applied to 0. Collective (every rank calls it once per pass).
  * @return HVD_OK; the first failed all-reduce's status (parameters are then not updated);
- *         step_fn's status. Blocks until the all-reduces complete. */
+ *         step_fn's status. Blocks until the all-reduces complete; for device parameters
+ *         under SGD/Adam/AdamW only until they are queued: cfg.stream waits for them on the
+ *         device and the update is queued there after them (hvd_wait_on_stream; a device
+ *         failure after that fails later device operations instead). */
 HVD_API hvd_status hvd_optimizer_step(hvd_optimizer *opt, int *applied);
 
 /* Sets the learning rate used by later steps (same value on every rank). Never blocks.

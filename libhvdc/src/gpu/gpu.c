@@ -144,9 +144,6 @@ static hvd_status enter(hvdc_gpu *gpu, hvdc_gpu_pending **out) {
     return HVD_OK;
 }
 
-/* Common exit: an event after the queued work. */
-static hvd_status record(hvdc_gpu *gpu, hvdc_gpu_pending **out) { return hvdc__gpu_record(gpu, out); }
-
 /* enter() for a collective that reduces: also decides how NCCL reduces dtype with op. */
 static hvd_status enter_reduction(hvdc_gpu *gpu, hvdc_gpu_pending **out, hvd_dtype dtype,
                                   hvd_reduce_op op, double prescale, double postscale,
@@ -171,7 +168,7 @@ hvd_status hvdc__gpu_allreduce(hvdc_gpu *gpu, const hvdc_gpu_tensor *tensors, si
     hvdc_gpu_ops ops = ops_of(gpu);
     st = hvdc__gpu_allreduce_sequence(&ops, tensors, n, dtype, &plan, gpu->size,
                                       ops.hierarchical != NULL, gpu->local_size, ready_event);
-    return st == HVD_OK ? record(gpu, out) : st;
+    return st == HVD_OK ? hvdc__gpu_record(gpu, out) : st;
 }
 
 hvd_status hvdc__gpu_broadcast(hvdc_gpu *gpu, void *buf, size_t count, hvd_dtype dtype, int root,
@@ -182,7 +179,7 @@ hvd_status hvdc__gpu_broadcast(hvdc_gpu *gpu, void *buf, size_t count, hvd_dtype
     if (count > 0)
         CHECK_NCCL(gpu->comm, ncclBroadcast(buf, buf, count, hvdc__nccl_dtype(dtype), root, gpu->comm,
                                             gpu->stream));
-    return record(gpu, out);
+    return hvdc__gpu_record(gpu, out);
 fail:
     return st;
 }
@@ -219,7 +216,7 @@ hvd_status hvdc__gpu_allgather(hvdc_gpu *gpu, const void *send, void *recv,
         }
         CHECK_NCCL(gpu->comm, ncclGroupEnd());
     }
-    return record(gpu, out);
+    return hvdc__gpu_record(gpu, out);
 fail:
     return st;
 }
@@ -238,7 +235,7 @@ hvd_status hvdc__gpu_reducescatter(hvdc_gpu *gpu, const void *send, void *recv, 
     hvdc_gpu_batch batch;
     size_t pos = 0;
     CHECK(op_wait_ready(gpu, ready_event));
-    if (count == 0) return record(gpu, out);
+    if (count == 0) return hvdc__gpu_record(gpu, out);
     if (!plan.call_nccl) { /* one rank: its block is all of send, scaled */
         hvdc_gpu_segment all = {send, recv, count};
         if (hvdc__gpu_batch_next(&all, 1, &pos, dtype, plan.prescale, &batch) > 0 &&
@@ -282,7 +279,7 @@ hvd_status hvdc__gpu_reducescatter(hvdc_gpu *gpu, const void *send, void *recv, 
             CHECK(op_copy_scale(gpu, &batch));
     }
     free(segs);
-    return record(gpu, out);
+    return hvdc__gpu_record(gpu, out);
 fail:
     free(segs);
     return st;
@@ -313,7 +310,7 @@ hvd_status hvdc__gpu_alltoall(hvdc_gpu *gpu, const void *send, const size_t *sen
         roff += recv_counts[p];
     }
     CHECK_NCCL(gpu->comm, ncclGroupEnd());
-    return record(gpu, out);
+    return hvdc__gpu_record(gpu, out);
 fail:
     return st;
 }

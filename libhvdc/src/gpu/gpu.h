@@ -105,8 +105,8 @@ void hvdc__gpu_versions(char *buf, size_t len);
  *   1. choose the device (hvdc__gpu_choose_device; the visible count may be faked for tests)
  *   2. make it current, create the stream and events
  *   3. NCCL communicator of all ranks (rank 0's unique id over MPI)
- *   4. hierarchical with several ranks per node and several nodes: node and cross-node
- *      communicators
+ *   4. hierarchical with several ranks per node and several nodes: the node and cross-node
+ *      groups, then the node communicator, then the cross-node one (three agreed steps)
  *   5. the fusion buffer and the waker
  * @return HVD_OK and *out. On failure *out = NULL on every rank, and every rank returns the
  *         first failing rank's status with "GPU setup (<step>) failed on rank R: <why>":

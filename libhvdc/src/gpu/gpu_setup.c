@@ -102,19 +102,18 @@ fail:
     return st;
 }
 
-/* Step 4: node and cross-node communicators (the runtime agreed at hvd_init that every node
- * runs the same number of ranks). */
-static hvd_status setup_hierarchical(hvdc_gpu *gpu, const hvdc_gpu_config *cfg) {
-    hvd_status st = HVD_OK;
-    MPI_Comm local = MPI_COMM_NULL, cross = MPI_COMM_NULL;
-    CHECK(hvdc__split_node(cfg->comm, &local));
-    CHECK(hvdc__split_cross(cfg->comm, cfg->local_rank, &cross));
-    CHECK(comm_init(cfg, local, &gpu->local_comm));
-    CHECK(comm_init(cfg, cross, &gpu->cross_comm));
-fail:
-    if (local != MPI_COMM_NULL) MPI_Comm_free(&local);
-    if (cross != MPI_COMM_NULL) MPI_Comm_free(&cross);
-    return st;
+/* Step 4: the MPI groups of the node and cross-node communicators (the runtime agreed at
+ * hvd_init that every node runs the same number of ranks). Each NCCL communicator is then its
+ * own agreed step: a node whose id failed skips the cross-node one, whose other ranks would
+ * otherwise wait for it there while it waits for them in the agreement. */
+static hvd_status split_levels(const hvdc_gpu_config *cfg, MPI_Comm *local, MPI_Comm *cross) {
+    hvd_status st = hvdc__split_node(cfg->comm, local);
+    return st == HVD_OK ? hvdc__split_cross(cfg->comm, cfg->local_rank, cross) : st;
+}
+
+static void free_levels(MPI_Comm *local, MPI_Comm *cross) {
+    if (*local != MPI_COMM_NULL) MPI_Comm_free(local);
+    if (*cross != MPI_COMM_NULL) MPI_Comm_free(cross);
 }
 
 /* Step 5: the fusion buffer up front (so the first steps do not allocate) and the waker. */
@@ -138,6 +137,7 @@ fail:
 
 hvd_status hvdc__gpu_create(const hvdc_gpu_config *cfg, hvdc_gpu **out) {
     hvd_status st = HVD_OK, mine = HVD_OK;
+    MPI_Comm local = MPI_COMM_NULL, cross = MPI_COMM_NULL;
     *out = NULL;
     hvdc_gpu *gpu = calloc(1, sizeof *gpu);
     if (!gpu) {
@@ -157,12 +157,17 @@ hvd_status hvdc__gpu_create(const hvdc_gpu_config *cfg, hvdc_gpu **out) {
     AGREED_STEP("NCCL communicator", comm_init(cfg, cfg->comm, &gpu->comm));
     /* only where two levels exist (gpu_plan.c uses them under the same condition): with every
      * rank on one node, or one rank per node, one of the two would duplicate gpu->comm */
-    if (cfg->hierarchical && cfg->local_size > 1 && cfg->local_size < cfg->size)
-        AGREED_STEP("hierarchical NCCL communicators", setup_hierarchical(gpu, cfg));
+    if (cfg->hierarchical && cfg->local_size > 1 && cfg->local_size < cfg->size) {
+        AGREED_STEP("node and cross-node groups", split_levels(cfg, &local, &cross));
+        AGREED_STEP("node NCCL communicator", comm_init(cfg, local, &gpu->local_comm));
+        AGREED_STEP("cross-node NCCL communicator", comm_init(cfg, cross, &gpu->cross_comm));
+    }
     AGREED_STEP("fusion buffer", setup_buffers(gpu, cfg));
+    free_levels(&local, &cross);
     *out = gpu;
     return HVD_OK;
 fail:
+    free_levels(&local, &cross);
     if (gpu) {
         gpu->broken = 1; /* other ranks may hold communicators this one never joined: abort */
         snprintf(gpu->broken_msg, sizeof gpu->broken_msg, "GPU setup failed");

@@ -45,6 +45,15 @@ static void device_leave(int device, int prev) {
     if (prev != device && cudaSetDevice(prev) != cudaSuccess) cudaGetLastError();
 }
 
+hvd_status hvdc__gpu_optim_wait_on_stream(int device, hvd_handle *handle, void *stream) {
+    int prev = device;
+    hvd_status st = device_enter(device, &prev);
+    if (st != HVD_OK) return st;
+    st = hvd_wait_on_stream(handle, stream);
+    device_leave(device, prev);
+    return st;
+}
+
 /* 4 resident blocks per SM bound the grid; grid-stride loops cover the rest. */
 static hvd_status max_blocks(int device, int *out) {
     hvd_status st = HVD_OK;

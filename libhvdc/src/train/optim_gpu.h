@@ -6,9 +6,9 @@
  *
  *   hvd_optimizer_grad_ready(i)  event_record(ev_i, stream) -> hvd_allreduce_async(grad_i,
  *                                  .device = d, .ready_event = ev_i)    NCCL waits on ev_i
- *   hvd_optimizer_step           hvd_wait(all) -> sgd_step/adam_step queued on stream
- *                                  (no host sync: the next forward, queued on the same
- *                                  stream, sees the new parameters)
+ *   hvd_optimizer_step           wait_on_stream(all, stream) -> sgd_step/adam_step queued
+ *                                  on stream (no host sync: the next forward, queued on the
+ *                                  same stream, sees the new parameters)
  *
  * Every call first makes `device` current on the calling thread. Every launch uses grid-stride
  * loops and 64-bit counts. Parameters and gradients are float32 or float64 (in the parameter's
@@ -19,7 +19,8 @@
  *
  * defines: hvdc__gpu_optim_check, hvdc__gpu_optim_alloc, hvdc__gpu_optim_free,
  *          hvdc__gpu_optim_event_create, hvdc__gpu_optim_event_destroy,
- *          hvdc__gpu_optim_event_record, hvdc__gpu_accumulate, hvdc__gpu_sgd_step,
+ *          hvdc__gpu_optim_event_record, hvdc__gpu_optim_wait_on_stream,
+ *          hvdc__gpu_accumulate, hvdc__gpu_sgd_step,
  *          hvdc__gpu_adam_step
  * The optimizer's caller thread (whichever thread uses that optimizer).
  */
@@ -46,6 +47,12 @@ hvd_status hvdc__gpu_optim_event_create(int device, void **out);
 void hvdc__gpu_optim_event_destroy(int device, void *event); /* NULL-safe */
 /* Records event on stream (NULL: the legacy default stream). Never blocks. */
 hvd_status hvdc__gpu_optim_event_record(int device, void *event, void *stream);
+
+/* hvd_wait_on_stream(handle, stream) with device current, so that a NULL stream is device's
+ * legacy default stream (the one the updates are queued on), not the calling thread's current
+ * device's. @return as hvd_wait_on_stream (the handle stays live when the stream cannot wait);
+ * HVD_ERR_CUDA when device cannot be made current (the handle stays live). */
+hvd_status hvdc__gpu_optim_wait_on_stream(int device, hvd_handle *handle, void *stream);
 
 /* Queues on stream: accum += grad (finish = 0), or grad = (accum + grad) / passes and
  * accum = 0 (finish = 1): backward_passes_per_step on the device. Never blocks. */

@@ -38,6 +38,11 @@ hvd_status hvdc__gpu_optim_event_record(int device, void *event, void *stream) {
     return unsupported();
 }
 
+hvd_status hvdc__gpu_optim_wait_on_stream(int device, hvd_handle *handle, void *stream) {
+    (void)device, (void)handle, (void)stream;
+    return unsupported();
+}
+
 hvd_status hvdc__gpu_accumulate(int device, void *stream, void *accum, void *grad, size_t count,
                                 hvd_dtype dtype, int finish, int passes) {
     (void)device, (void)stream, (void)accum, (void)grad, (void)count, (void)dtype;

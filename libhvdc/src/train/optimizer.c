@@ -6,9 +6,9 @@
  *   backward (last layer first):
  *      grad_ready(i) ---> hvd_allreduce_async("<prefix>.grad.<name_i>", AVERAGE)   in flight
  *      grad_ready(j) ---> ...                                                      in flight
- *   step:    submit what was not announced, wait for every handle (device parameters: on
- *            cfg.stream, not on the host), apply the inner rule (update.c) identically on
- *            every rank
+ *   step:    submit what was not announced, wait for every handle (device parameters under a
+ *            built-in rule: on cfg.stream, not on the host), apply the inner rule (update.c)
+ *            identically on every rank
  *
  * With backward_passes_per_step = k, passes 1 .. k-1 only add each gradient into a local
  * accumulator; on pass k the gradient becomes (accumulator + gradient) / k and is reduced.
@@ -151,22 +151,28 @@ static hvd_status agree_across_ranks(const hvd_optimizer *opt) {
     return st;
 }
 
-/* Waits for every handle in flight; returns the first failure (its message kept). on_stream:
- * a device parameter's collective is waited for by cfg.stream, on the device (what is queued
- * there next, the update, sees its result), not by the host. */
+/* Keeps the first failure's status and message. */
+static void keep_first(hvd_status st, hvd_status *first, char *msg) {
+    if (st == HVD_OK || *first != HVD_OK) return;
+    *first = st;
+    snprintf(msg, HVDC_ERROR_MAX, "%s", hvd_last_error());
+}
+
+/* Waits for every handle in flight and releases it; returns the first failure (its message
+ * kept). on_stream: a device parameter's collective is waited for by cfg.stream, on the device
+ * (what is queued there next, the update, sees its result), not by the host; where the stream
+ * cannot wait (hvd_wait_on_stream leaves the handle live), the host waits instead. The wait
+ * makes the parameter's device current: a NULL cfg.stream is that device's legacy stream. */
 static hvd_status wait_all(hvd_optimizer *opt, int on_stream) {
     hvd_status first = HVD_OK;
     char msg[HVDC_ERROR_MAX] = "";
     for (int i = 0; i < opt->n; i++) {
-        if (opt->params[i].handle == HVD_HANDLE_NULL) continue;
-        hvd_status st = on_stream && opt->params[i].p.device >= 0
-                            ? hvd_wait_on_stream(&opt->params[i].handle, opt->cfg.stream)
-                            : hvd_wait(&opt->params[i].handle);
-        opt->params[i].handle = HVD_HANDLE_NULL;
-        if (st != HVD_OK && first == HVD_OK) {
-            first = st;
-            snprintf(msg, sizeof msg, "%s", hvd_last_error());
-        }
+        hvd_handle *h = &opt->params[i].handle;
+        if (*h != HVD_HANDLE_NULL && on_stream && opt->params[i].p.device >= 0)
+            keep_first(hvdc__gpu_optim_wait_on_stream(opt->params[i].p.device, h,
+                                                      opt->cfg.stream), &first, msg);
+        if (*h != HVD_HANDLE_NULL) keep_first(hvd_wait(h), &first, msg);
+        *h = HVD_HANDLE_NULL;
     }
     return first == HVD_OK ? HVD_OK : hvdc__fail(first, "%s", msg);
 }
@@ -454,7 +460,9 @@ hvd_status hvd_optimizer_step(hvd_optimizer *opt, int *applied) {
         return st;
     }
     opt->pass = 0;
-    hvd_status waited = wait_all(opt, 1);
+    /* the built-in rules are queued on cfg.stream, which waits for the gradients on the device;
+     * a step_fn is promised averaged gradients (hvdc.h) wherever it reads them: the host waits */
+    hvd_status waited = wait_all(opt, opt->cfg.kind != HVD_OPT_CUSTOM);
     if (st != HVD_OK) return st;
     if (waited != HVD_OK) return waited;
     if (opt->cfg.compression != HVD_COMPRESS_NONE) {

@@ -37,6 +37,7 @@
 
 #include "bench_common.h"
 #include "bench_device.h"
+#include "runtime/phases.h" /* the phase breakdown: this binary links libhvdc's internal library */
 
 #define SLOT 64 /* --device gpu: int32s from one tensor's device buffer to the next (256 B) */
 
@@ -206,6 +207,24 @@ static double run_once(bench *b, int kind, int it, int checked) {
     return t;
 }
 
+/* Where the hvd rows' time went (runtime/phases.h), rank 0's mean µs per op and the largest
+ * mean of any rank, for the single and the batch test. */
+static void print_phases(double rank0[2][HVDC_N_PHASES], double max[2][HVDC_N_PHASES]) {
+    static const char *const name[HVDC_N_PHASES] = {"queued", "negotiate", "execute", "wake"};
+    printf("# where an hvd op's time goes (mean us per op; rank 0 / the largest of any rank):\n"
+           "#   queued: submitted until the background thread takes it; negotiate: until rank 0's\n"
+           "#   answer; execute: the collective, until completed; wake: until the waiter runs\n");
+    for (int t = 0; t < 2; t++) {
+        double sum = 0;
+        printf("# %6s", t == 0 ? "single" : "batch");
+        for (int p = 0; p < HVDC_N_PHASES; p++) {
+            printf("  %s %.2f / %.2f", name[p], rank0[t][p], max[t][p]);
+            sum += rank0[t][p];
+        }
+        printf("  (rank 0 sum %.2f)\n", sum);
+    }
+}
+
 /* --device gpu: opens this rank's device and makes the device buffers. @return 0, or -1 after
  * rank 0 printed why (every rank returns the same). */
 static int device_setup(bench *b) {
@@ -256,17 +275,26 @@ int main(int argc, char **argv) {
     }
     for (int k = 0; k < o.batch; k++) snprintf(b.names[k], sizeof b.names[k], "latency.batch.%d", k);
 
-    /* single: hvd and MPI alternate; then batch: the three batch kinds alternate */
+    /* single: hvd and MPI alternate; then batch: the three batch kinds alternate. The phase
+     * breakdown counts the timed hvd iterations of each. */
+    double phases[2][HVDC_N_PHASES];
+    uint64_t phase_ops;
     for (int it = 0; it < warmup + o.iters; it++)
         for (int kind = HVD_SINGLE; kind <= MPI_SINGLE; kind++) {
+            if (it == warmup && kind == HVD_SINGLE) BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[0], &phase_ops));
             double t = run_once(&b, kind, it, !o.gpu || it < warmup);
             if (it >= warmup) times[kind][it - warmup] = t;
         }
+    BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[0], &phase_ops));
     for (int it = 0; it < batch_warmup + batch_iters; it++)
         for (int kind = HVD_BATCH; kind <= MPI_BATCH_IALLREDUCE; kind++) {
+            if (it == batch_warmup && kind == HVD_BATCH) BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[1], &phase_ops));
             double t = run_once(&b, kind, it, !o.gpu || it < batch_warmup);
             if (it >= batch_warmup) times[kind][it - batch_warmup] = t;
         }
+    BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[1], &phase_ops));
+    double phases_max[2][HVDC_N_PHASES];
+    BENCH_CHECK_MPI(MPI_Reduce(phases, phases_max, 2 * HVDC_N_PHASES, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
     BENCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &b.wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
 
     FILE *csv = NULL;
@@ -312,6 +340,7 @@ int main(int argc, char **argv) {
                     size, calls, median[kind], p90[kind], p99[kind], median[kind] / calls,
                     base >= 0 ? ratio : "");
     }
+    if (rank == 0 && !o.gpu) print_phases(phases, phases_max);
     if (rank == 0) printf("# Out of bounds values : %ld %s\n", b.wrong, b.wrong ? "FAILED" : "OK");
     if (csv) fclose(csv);
     BENCH_CHECK_HVD(hvd_shutdown());

@@ -1,7 +1,7 @@
 /*
  * clock.h - time on the monotonic clock, for timeouts, stall checks, liveness periods and the
  * timeline (never the wall clock, which can jump).
- * defines: hvdc__now_seconds, hvdc__now_us
+ * defines: hvdc__now_seconds, hvdc__now_us, hvdc__now_ns
  * Any thread.
  */
 #ifndef HVDC_CLOCK_H
@@ -22,6 +22,13 @@ static inline int64_t hvdc__now_us(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+/* Nanoseconds since the same origin. */
+static inline int64_t hvdc__now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
 #endif

@@ -208,7 +208,11 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
     }
     hvdc_op *fresh = rt->queue_head;
     rt->queue_head = rt->queue_tail = NULL;
-    for (hvdc_op *op = fresh; op; op = op->next) op->announced = 1;
+    int64_t now = hvdc__now_ns();
+    for (hvdc_op *op = fresh; op; op = op->next) {
+        op->announced = 1;
+        op->phase_at[HVDC_PHASE_NEGOTIATE] = now;
+    }
     *shutdown = rt->shutdown_requested;
     pthread_mutex_unlock(&rt->queue_mutex);
     return fresh;
@@ -295,6 +299,8 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
     }
     int joined = hvdc__name_table_get(&rt->in_flight, HVDC_JOIN_NAME) != NULL;
     pthread_mutex_unlock(&rt->queue_mutex);
+    int64_t now = hvdc__now_ns();
+    for (size_t i = 0; i < n; i++) ops[i]->phase_at[HVDC_PHASE_EXECUTE] = now;
     hvd_status st = HVD_OK;
     if (n == 0 && joined && (r->type == HVDC_RESPONSE_ERROR || r->n_joined > 0)) {
         /* others' operations while this rank has joined */

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
+
 
 /* Takes the ops' names out of in_flight, each only where it still maps to its op (a completed
  * op's name may already be in use again by a later submission). */
@@ -25,9 +27,11 @@ static void forget_names(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
 void hvdc__complete_ops(hvdc_runtime *rt, hvdc_op **ops, size_t n, hvd_status status,
                         const char *message) {
     forget_names(rt, ops, n);
+    int64_t now = hvdc__now_ns();
     pthread_mutex_lock(&rt->completion_mutex);
     for (size_t i = 0; i < n; i++) {
         if (ops[i]->done) continue; /* a waiter completed it from its done event */
+        ops[i]->phase_at[HVDC_PHASE_WAKE] = now;
         ops[i]->status = status;
         if (status != HVD_OK) ops[i]->error = strdup(message ? message : hvd_status_string(status));
         ops[i]->done = 1;

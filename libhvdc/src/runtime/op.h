@@ -18,6 +18,7 @@
 
 #include "hvdc.h"
 #include "negotiation/wire.h"
+#include "runtime/phases.h"
 
 /* The name hvd_join announces; a second hvd_join while one is in flight is a duplicate. */
 #define HVDC_JOIN_NAME "hvd.join"
@@ -45,6 +46,7 @@ typedef struct hvdc_op {
     int64_t submitted_us;       /* timeline clock at submission */
     int64_t announced_us;       /* timeline clock when the background thread announced it */
     int announced;              /* 1 once sent to rank 0 (background thread, under queue_mutex) */
+    int64_t phase_at[HVDC_N_PHASES]; /* submitted, taken, answered, completed (ns; phases.h) */
     void *ready_event;          /* device tensors: cudaEvent_t the inputs are ready on, or NULL */
     /* device ops once queued on the device, and who holds the op (complete.h); under
      * completion_mutex */

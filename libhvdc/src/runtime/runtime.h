@@ -23,6 +23,7 @@
 #include "runtime/config.h"
 #include "runtime/execute.h"
 #include "runtime/op.h"
+#include "runtime/phases.h"
 
 typedef struct hvdc_topology {
     int rank, size;             /* in the communicator libhvdc was started on */
@@ -51,6 +52,7 @@ typedef struct hvdc_runtime {
     unsigned long long barrier_count; /* names the n-th hvd_barrier */
     /* negotiation's cost so far, copied from the exchange after every round */
     atomic_ullong stat_rounds, stat_bytes_sent, stat_bytes_received;
+    hvdc_phase_totals phases; /* where host ops' time went (phases.h), added by their waiters */
     atomic_int dump_requested;        /* SIGUSR1 arrived: the background thread prints its state */
     atomic_int device_done;           /* the GPU backend's work finished (set on a CUDA thread
                                          under queue_mutex, signalled on queue_cond) */

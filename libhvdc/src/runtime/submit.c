@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "gpu/gpu.h"
 #include "runtime/complete.h"
@@ -38,6 +39,7 @@ hvd_status hvdc__submit(const char *fn, int process_set, hvdc_op *op, hvd_handle
 static hvd_status queue_op(const char *fn, hvdc_runtime *rt, hvdc_op *op, hvd_handle *handle) {
     hvd_status st = HVD_OK;
     op->submitted_us = hvdc__timeline_now_us(rt->executor.timeline);
+    op->phase_at[HVDC_PHASE_QUEUED] = hvdc__now_ns();
     pthread_mutex_lock(&rt->completion_mutex);
     hvd_handle h = hvdc__handles_add(&rt->handles, op);
     pthread_mutex_unlock(&rt->completion_mutex);
@@ -137,6 +139,8 @@ static hvd_status wait_entered(const char *fn, hvd_handle *handle, int stream_wa
             if (op && !op->done) waited = hvdc__gpu_stream_wait_on(stream, op->device_done);
         }
         if (op && waited == HVD_OK) {
+            if (op->done && op->status == HVD_OK && op->desc.device < 0)
+                hvdc__phases_add(&rt->phases, op->phase_at, hvdc__now_ns());
             hvdc__handles_remove(&rt->handles, local);
             if (op->done) {
                 st = op->status;

@@ -1,0 +1,29 @@
+/*
+ * phases.c - the totals behind the small-op latency breakdown (phases.h).
+ * Any thread.
+ */
+#include "runtime/phases.h"
+
+#include "runtime/runtime.h"
+
+void hvdc__phases_add(hvdc_phase_totals *t, const int64_t at[HVDC_N_PHASES], int64_t woke_ns) {
+    for (int p = 0; p < HVDC_N_PHASES; p++) {
+        int64_t until = p + 1 < HVDC_N_PHASES ? at[p + 1] : woke_ns;
+        int64_t span = until > at[p] ? until - at[p] : 0; /* a phase skipped reads 0 */
+        atomic_fetch_add_explicit(&t->ns[p], (unsigned long long)span, memory_order_relaxed);
+    }
+    atomic_fetch_add_explicit(&t->ops, 1, memory_order_relaxed);
+}
+
+hvd_status hvdc__phase_breakdown(double mean_us[HVDC_N_PHASES], uint64_t *ops) {
+    hvd_status st = hvdc__enter("hvdc__phase_breakdown");
+    if (st != HVD_OK) return st;
+    hvdc_phase_totals *t = &hvdc__runtime->phases;
+    *ops = atomic_exchange(&t->ops, 0);
+    for (int p = 0; p < HVDC_N_PHASES; p++) {
+        unsigned long long ns = atomic_exchange(&t->ns[p], 0);
+        mean_us[p] = *ops ? (double)ns * 1e-3 / (double)*ops : 0;
+    }
+    hvdc__leave();
+    return HVD_OK;
+}

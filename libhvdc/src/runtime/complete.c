@@ -36,8 +36,10 @@ void hvdc__complete_ops(hvdc_runtime *rt, hvdc_op **ops, size_t n, hvd_status st
         if (status != HVD_OK) ops[i]->error = strdup(message ? message : hvd_status_string(status));
         ops[i]->done = 1;
     }
-    pthread_cond_broadcast(&rt->completion_cond);
     pthread_mutex_unlock(&rt->completion_mutex);
+    /* after unlocking: a waiter woken while the mutex is held would only block on it again
+     * (the runtime outlives this call: its thread is joined, or its watchdog stopped, first) */
+    pthread_cond_broadcast(&rt->completion_cond);
 }
 
 void hvdc__publish_on_device(hvdc_runtime *rt, hvdc_op **ops, size_t n, void *done_event) {

@@ -70,11 +70,13 @@ static hvd_status queue_op(const char *fn, hvdc_runtime *rt, hvdc_op *op, hvd_ha
         if (rt->queue_tail) rt->queue_tail->next = op;
         else rt->queue_head = op;
         rt->queue_tail = op;
-        pthread_cond_signal(&rt->queue_cond);
     } else {
         for (size_t i = 0; i < added; i++) hvdc__name_table_remove(&rt->in_flight, op->tensors[i].name);
     }
     pthread_mutex_unlock(&rt->queue_mutex);
+    /* after unlocking, so the woken thread does not block on the mutex at once (this call
+     * holds its runtime: hvdc__submit acquired its set) */
+    if (st == HVD_OK) pthread_cond_signal(&rt->queue_cond);
     if (st != HVD_OK) {
         pthread_mutex_lock(&rt->completion_mutex);
         hvdc__handles_remove(&rt->handles, h);

@@ -14,10 +14,11 @@ import time
 
 BOUND_S = 5.0
 mpirun, test_kill, mode = sys.argv[1:4]
+extra = sys.argv[4:]  # more test_kill options, e.g. --mid-collective
 cmd = [mpirun, "--oversubscribe", "--bind-to", "none"]
 if mode == "recovery":
     cmd.append("--enable-recovery")
-cmd += ["-np", "3", test_kill, "--after-s", "1.5", "--max-s", "30"]
+cmd += ["-np", "3", test_kill, "--after-s", "1.5", "--max-s", "30"] + extra
 start = time.time()
 try:
     run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)

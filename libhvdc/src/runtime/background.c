@@ -335,6 +335,10 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
         hvdc__clear_error();
         hvdc_gpu_pending *pending = NULL;
         st = hvdc__execute(&rt->executor, r, ops, n, &pending);
+        if (rt->executor.abandoned) { /* the watchdog failed them: they may be freed already */
+            free(ops);
+            return st;
+        }
         if (st == HVD_OK) remember(s, r, ops, n);
         if (st == HVD_OK) autotune_observe(s, r, ops, n);
         if (st == HVD_OK && pending) {
@@ -352,28 +356,6 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
     /* a collective that failed midway leaves the ranks out of step; one that every rank
      * refused before moving data (mismatches, memory it could not get) does not */
     return st != HVD_OK && rt->executor.failed_before_data ? HVD_OK : st;
-}
-
-/* Fails every op not yet completed: in the queue or announced. */
-static void fail_everything(hvdc_runtime *rt, hvd_status status, const char *message) {
-    pthread_mutex_lock(&rt->queue_mutex);
-    rt->stopped = 1;
-    rt->stop_status = status;
-    snprintf(rt->stop_message, sizeof rt->stop_message, "%s", message);
-    hvdc_op *queued = rt->queue_head;
-    rt->queue_head = rt->queue_tail = NULL;
-    size_t n = 0, cap = rt->in_flight.count;
-    hvdc_op **ops = malloc((cap ? cap : 1) * sizeof *ops);
-    hvdc_op *op;
-    while (ops && (op = hvdc__name_table_pop(&rt->in_flight)) != NULL) {
-        int seen = 0; /* grouped ops sit in the table once per member name */
-        for (size_t i = 0; i < n; i++) seen |= ops[i] == op;
-        if (!seen) ops[n++] = op;
-    }
-    pthread_mutex_unlock(&rt->queue_mutex);
-    (void)queued; /* queued ops are in in_flight too */
-    if (ops) hvdc__complete_ops(rt, ops, n, status, message);
-    free(ops);
 }
 
 /* Holds the thread until hvd_init has agreed with every rank. @return 1 to run. */
@@ -471,7 +453,7 @@ void *hvdc__background_main(void *arg) {
         if (stop_now) break;
     }
     drain_gpu_work(&s, 0, NULL); /* device work already queued finishes; only the rest fails */
-    fail_everything(rt, HVD_ERR_SHUTDOWN,
+    hvdc__fail_everything(rt, HVD_ERR_SHUTDOWN,
                     "libhvdc was shut down (hvd_shutdown on this or another rank) before this "
                     "operation completed");
     goto done;
@@ -482,7 +464,7 @@ stop:
         char message[HVDC_ERROR_MAX];
         snprintf(message, sizeof message, "%s", hvd_last_error());
         drain_gpu_work(&s, 1, message);
-        fail_everything(rt, st, message);
+        hvdc__fail_everything(rt, st, message);
     }
 done:
     hvdc__exchange_free(&s.exchange);

@@ -5,6 +5,7 @@
  */
 #include "runtime/complete.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,4 +113,25 @@ hvdc_op *hvdc__poll_op(hvdc_runtime *rt, hvd_handle local) {
     if (op && !op->done && hvdc__complete_on_device(rt, op, 0))
         op = hvdc__handles_find(&rt->handles, local);
     return op;
+}
+
+void hvdc__fail_everything(hvdc_runtime *rt, hvd_status status, const char *message) {
+    pthread_mutex_lock(&rt->queue_mutex);
+    rt->stopped = 1;
+    rt->stop_status = status;
+    snprintf(rt->stop_message, sizeof rt->stop_message, "%s", message);
+    hvdc_op *queued = rt->queue_head;
+    rt->queue_head = rt->queue_tail = NULL;
+    size_t n = 0, cap = rt->in_flight.count;
+    hvdc_op **ops = malloc((cap ? cap : 1) * sizeof *ops);
+    hvdc_op *op;
+    while (ops && (op = hvdc__name_table_pop(&rt->in_flight)) != NULL) {
+        int seen = 0; /* grouped ops sit in the table once per member name */
+        for (size_t i = 0; i < n; i++) seen |= ops[i] == op;
+        if (!seen) ops[n++] = op;
+    }
+    pthread_mutex_unlock(&rt->queue_mutex);
+    (void)queued; /* queued ops are in in_flight too */
+    if (ops) hvdc__complete_ops(rt, ops, n, status, message);
+    free(ops);
 }

@@ -15,7 +15,8 @@
  *   hvd_wait:   device_done set ── hvdc__complete_on_device ─> done (or falls back to waiting)
  *
  * defines: hvdc__complete_ops, hvdc__publish_on_device, hvdc__drop_device_hold,
- *          hvdc__complete_on_device, hvdc__wait_for_op, hvdc__poll_op, hvdc__release_op
+ *          hvdc__complete_on_device, hvdc__wait_for_op, hvdc__poll_op, hvdc__release_op,
+ *          hvdc__fail_everything
  * Any thread; each function takes the runtime's locks it needs (never both at once).
  */
 #ifndef HVDC_COMPLETE_H
@@ -53,5 +54,10 @@ hvdc_op *hvdc__poll_op(hvdc_runtime *rt, hvd_handle local);
 /* With completion_mutex held, op done and its handle removed: frees op, or leaves that to the
  * last holder. */
 void hvdc__release_op(hvdc_op *op);
+
+/* Fails every op not yet completed (queued or announced) with status and message, and marks
+ * the runtime stopped so later submissions fail with them. The background thread when it
+ * stops; the watchdog when a rank dies inside a blocking MPI call (watchdog.h). */
+void hvdc__fail_everything(hvdc_runtime *rt, hvd_status status, const char *message);
 
 #endif

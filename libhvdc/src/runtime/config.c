@@ -51,7 +51,8 @@ const hvdc_setting hvdc__settings[] = {
      "shared memory segment (across nodes: the two-level all-reduce, shared memory inside each "
      "node). `ring`: libhvdc's all-reduce over MPI point-to-point messages. All three are "
      "bitwise reproducible and give the same bits (see [Reproducibility](#reproducibility)). "
-     "`mpi`: `MPI_Allreduce`, whose order is MPI's (float16/bfloat16 always use libhvdc's)",
+     "`mpi`: `MPI_Allreduce` (`MPI_Iallreduce` from 32 MiB; a watchdog thread looks for dead "
+     "ranks meanwhile), whose order is MPI's (float16/bfloat16 always use libhvdc's)",
      1},
     {"HVD_LOG_LEVEL", "HOROVOD_LOG_LEVEL", HVDC_SETTING_CHOICE, FIELD(log_level), 0, 0,
      level_choices, level_values, "`warning`", "`trace`, `debug`, `info`, `warning`, `error`",

@@ -30,6 +30,11 @@
 
 /* MPI can move at most INT_MAX of a datatype per call; larger buffers go in pieces. */
 #define MPI_PIECE_BYTES ((size_t)1 << 30)
+/* HVD_CPU_ALLREDUCE=mpi: below this, Open MPI's blocking MPI_Allreduce (its nonblocking one,
+ * libnbc's, took 1.7x as long at 1 MiB and 1.4x at 4 MiB here, np 2); from it on the nonblocking
+ * one, which hvd_allreduce ran at 1.66-1.82x raw MPI_Allreduce's busbw at 64-256 MiB
+ * (benchmarks/results/allreduce_mpi_before_after.txt). */
+#define MPI_NONBLOCKING_BYTES ((size_t)32 << 20)
 
 static MPI_Datatype mpi_native_type(hvd_dtype dtype) {
     switch (dtype) {
@@ -113,9 +118,21 @@ static hvd_status allreduce_buffer(hvdc_executor *ex, const void *src, void *dst
         for (size_t at = 0; at < count; at += step) {
             size_t n = count - at < step ? count - at : step;
             const void *in = src == dst ? MPI_IN_PLACE : (const char *)src + at * elem;
-            MPI_Request request;
-            CHECK_MPI(MPI_Iallreduce(in, (char *)dst + at * elem, (int)n, type, mpi_op(op), ex->comm, &request));
-            CHECK(hvdc__wait_requests(1, &request, ex->liveness));
+            void *out = (char *)dst + at * elem;
+            if (n * elem >= MPI_NONBLOCKING_BYTES) { /* polled here, between liveness checks */
+                MPI_Request request;
+                CHECK_MPI(MPI_Iallreduce(in, out, (int)n, type, mpi_op(op), ex->comm, &request));
+                CHECK(hvdc__wait_requests(1, &request, ex->liveness));
+                continue;
+            }
+            /* a peer dying inside the blocking call is the watchdog's to notice (watchdog.h) */
+            hvdc__watchdog_enter(ex->watchdog);
+            int rc = MPI_Allreduce(in, out, (int)n, type, mpi_op(op), ex->comm);
+            if (hvdc__watchdog_leave(ex->watchdog)) {
+                ex->abandoned = 1;
+                return hvdc__fail(HVD_ERR_RANK_FAILED, "%s", hvdc__watchdog_message(ex->watchdog));
+            }
+            CHECK_MPI(rc);
         }
         return HVD_OK;
     }

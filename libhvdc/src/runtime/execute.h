@@ -18,6 +18,7 @@
 #include "runtime/config.h"
 #include "runtime/op.h"
 #include "runtime/timeline.h"
+#include "runtime/watchdog.h"
 
 /* What execution needs, and nothing else. */
 typedef struct hvdc_executor {
@@ -42,6 +43,9 @@ typedef struct hvdc_executor {
                                   alike: only that response fails, the runtime goes on */
     hvdc_timeline *timeline;   /* rank 0's (recording or not), NULL on other ranks */
     hvdc_liveness *liveness;   /* every wait checks it: a dead rank fails, never hangs */
+    hvdc_watchdog *watchdog;   /* HVD_CPU_ALLREDUCE=mpi: checks it during MPI_Allreduce */
+    int abandoned;             /* a rank died inside a blocking call: the watchdog failed every
+                                  op, which may be freed now; touch none (watchdog.h) */
     /* GPU backend, created by the first device response (every rank executes it together) */
     hvdc_gpu *gpu;
     atomic_int gpu_device;     /* its CUDA device once created, else -1; read by submitting

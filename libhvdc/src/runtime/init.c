@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/affinity.h"
 #include "base/fault.h"
@@ -20,6 +21,7 @@
 #include "base/status.h"
 #include "runtime/agree.h"
 #include "runtime/autotune.h"
+#include "runtime/complete.h"
 #include "runtime/dump.h"
 #include "runtime/runtime.h"
 
@@ -223,7 +225,7 @@ static const char *cpu_allreduce_name(const hvdc_runtime *rt) {
 }
 
 static void runtime_free(hvdc_runtime *rt) {
-    if (!rt) return;
+    if (!rt || rt->left_behind) return; /* its thread may still be inside MPI, using it */
     if (rt->sets_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->sets_comm);
     if (rt->executor.local_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.local_comm);
     if (rt->executor.cross_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.cross_comm);
@@ -236,6 +238,7 @@ static void runtime_free(hvdc_runtime *rt) {
     while (rt->device_waiters > 0) pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
     pthread_mutex_unlock(&rt->completion_mutex);
     hvdc__gpu_destroy(rt->executor.gpu);
+    hvdc__watchdog_stop(rt->executor.watchdog); /* before the liveness it uses */
     hvdc__liveness_destroy(rt->executor.liveness);
     hvdc__shm_destroy(rt->executor.shm);
     hvdc__buffer_free(&rt->executor.fusion);
@@ -247,6 +250,39 @@ static void runtime_free(hvdc_runtime *rt) {
     pthread_mutex_destroy(&rt->completion_mutex);
     pthread_cond_destroy(&rt->completion_cond);
     free(rt);
+}
+
+/* The watchdog's on_death: a rank died while the background thread was inside MPI_Allreduce. */
+static void fail_all_ops(void *ctx, const char *why) {
+    hvdc_runtime *rt = ctx;
+    atomic_store(&rt->background_stuck, 1);
+    hvdc__fail_everything(rt, HVD_ERR_RANK_FAILED, why);
+}
+
+/* HVD_CPU_ALLREDUCE=mpi blocks in MPI_Allreduce: the watchdog checks liveness meanwhile. */
+static hvd_status start_watchdog(hvdc_runtime *rt) {
+    if (rt->executor.cpu_allreduce != HVDC_CPU_ALLREDUCE_MPI) return HVD_OK;
+    return hvdc__watchdog_start(rt->executor.liveness, fail_all_ops, rt, &rt->executor.watchdog);
+}
+
+/* How long hvd_shutdown waits for a background thread that the watchdog gave up on. */
+#define STUCK_JOIN_S 2
+
+/* Joins the background thread. One that a rank's death left inside MPI_Allreduce may never
+ * come back: after STUCK_JOIN_S it is left behind, detached, with its runtime (never freed). */
+static void join_background(hvdc_runtime *rt) {
+    if (!atomic_load(&rt->background_stuck)) {
+        pthread_join(rt->thread, NULL);
+        return;
+    }
+    struct timespec at;
+    clock_gettime(CLOCK_REALTIME, &at);
+    at.tv_sec += STUCK_JOIN_S;
+    if (pthread_timedjoin_np(rt->thread, NULL, &at) == 0) return;
+    pthread_detach(rt->thread);
+    rt->left_behind = 1;
+    HVDC_LOG(HVDC_LOG_WARNING, "the background thread is still inside MPI_Allreduce with a dead "
+             "peer; left behind (exit the process)");
 }
 
 /* Starts the background thread held at its gate (it touches no MPI until released), so a
@@ -358,6 +394,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     if (wants_shm(rt)) CHECK(agree_shm(rt));
     CHECK(hvdc__agree(rt->control_comm,
                       hvdc__liveness_create(rt->control_comm, &rt->executor.liveness)));
+    CHECK(hvdc__agree(rt->control_comm, start_watchdog(rt)));
     st = HVD_OK;
     if (rt->topo.rank == 0) /* recording from the start only with HVD_TIMELINE */
         st = hvdc__timeline_open(rt->config.timeline_path, rt->topo.rank,
@@ -414,6 +451,7 @@ hvd_status hvdc__runtime_start_child(const hvdc_runtime *parent, MPI_Comm comm,
     if (wants_shm(rt)) CHECK(agree_shm(rt)); /* a set inside one node: its own segment */
     CHECK(hvdc__agree(rt->control_comm,
                       hvdc__liveness_create(rt->control_comm, &rt->executor.liveness)));
+    CHECK(hvdc__agree(rt->control_comm, start_watchdog(rt)));
     CHECK(hvdc__agree(rt->control_comm, start_thread(rt)));
     release_thread(rt, 1);
     *out = rt;
@@ -433,7 +471,7 @@ void hvdc__runtime_stop_child(hvdc_runtime *rt) {
     rt->shutdown_requested = 1;
     pthread_cond_signal(&rt->queue_cond);
     pthread_mutex_unlock(&rt->queue_mutex);
-    pthread_join(rt->thread, NULL); /* its last round completes every op it still had */
+    join_background(rt); /* its last round completes every op it still had */
 }
 
 void hvdc__runtime_free_child(hvdc_runtime *rt) { runtime_free(rt); }
@@ -460,7 +498,7 @@ hvd_status hvd_shutdown(void) {
     pthread_cond_signal(&rt->queue_cond);
     pthread_mutex_unlock(&rt->queue_mutex);
     /* the background thread completes every op before it exits, which wakes every waiter */
-    pthread_join(rt->thread, NULL);
+    join_background(rt);
     hvdc__dump_uninstall();
     pthread_mutex_lock(&gate_mutex);
     while (calls_inside > 0) pthread_cond_wait(&gate_idle, &gate_mutex);

@@ -118,16 +118,6 @@ static void finish_gpu_work_due(round_state *s) {
     if (gpu_work_due(s)) finish_gpu_work(s);
 }
 
-/* Absolute CLOCK_REALTIME time `seconds` from now, for pthread_cond_timedwait. */
-static struct timespec deadline_in(double seconds) {
-    struct timespec at;
-    clock_gettime(CLOCK_REALTIME, &at);
-    long long ns = at.tv_nsec + (long long)(seconds * 1e9);
-    at.tv_sec += (time_t)(ns / 1000000000);
-    at.tv_nsec = (long)(ns % 1000000000);
-    return at;
-}
-
 /* Before the thread exits: completes every device work item. fatal: aborts the NCCL
  * communicators first, so nothing waits on the device (the items fail with why). Else the
  * queued work finishes: the thread sleeps until the backend wakes it, looking for asynchronous
@@ -142,7 +132,7 @@ static void drain_gpu_work(round_state *s, int fatal, const char *why) {
             hvdc__gpu_abort(rt->executor.gpu, hvd_last_error());
             continue;
         }
-        struct timespec at = deadline_in(DEVICE_POLL_S);
+        struct timespec at = hvdc__deadline_in(DEVICE_POLL_S);
         pthread_mutex_lock(&rt->queue_mutex);
         if (!atomic_load(&rt->device_done)) pthread_cond_timedwait(&rt->queue_cond, &rt->queue_mutex, &at);
         pthread_mutex_unlock(&rt->queue_mutex);
@@ -165,7 +155,7 @@ static hvd_status between_steps(void *ctx, const char *doing) {
 /* Waits until there is a reason to run a round; returns the ops submitted meanwhile. */
 static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
     hvdc_runtime *rt = s->rt;
-    struct timespec deadline = deadline_in(s->cycle_ms * 1e-3);
+    struct timespec deadline = hvdc__deadline_in(s->cycle_ms * 1e-3);
 
     pthread_mutex_lock(&rt->queue_mutex);
     for (;;) {
@@ -186,7 +176,7 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
         size_t negotiating = s->n_in_flight - s->n_on_device;
         if (negotiating == 0 && rt->topo.rank == 0 && rt->topo.size > 1) {
             /* idle rank 0 still coordinates the rounds others start (exchange.h) */
-            struct timespec soon = deadline_in(IDLE_PROBE_NS * 1e-9);
+            struct timespec soon = hvdc__deadline_in(IDLE_PROBE_NS * 1e-9);
             if (pthread_cond_timedwait(&rt->queue_cond, &rt->queue_mutex, &soon) != ETIMEDOUT) continue;
             pthread_mutex_unlock(&rt->queue_mutex);
             int awaited = hvdc__exchange_awaited(&s->exchange);
@@ -195,7 +185,7 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
             continue;
         }
         if (negotiating == 0 && s->n_gpu_work > 0) { /* woken by the backend, or looks again */
-            struct timespec soon = deadline_in(DEVICE_POLL_S);
+            struct timespec soon = hvdc__deadline_in(DEVICE_POLL_S);
             pthread_cond_timedwait(&rt->queue_cond, &rt->queue_mutex, &soon);
             continue;
         }

@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/affinity.h"
+#include "base/clock.h"
 #include "base/fault.h"
 #include "base/log.h"
 #include "base/nodes.h"
@@ -275,9 +275,7 @@ static void join_background(hvdc_runtime *rt) {
         pthread_join(rt->thread, NULL);
         return;
     }
-    struct timespec at;
-    clock_gettime(CLOCK_REALTIME, &at);
-    at.tv_sec += STUCK_JOIN_S;
+    struct timespec at = hvdc__deadline_in(STUCK_JOIN_S);
     if (pthread_timedjoin_np(rt->thread, NULL, &at) == 0) return;
     pthread_detach(rt->thread);
     rt->left_behind = 1;

@@ -83,11 +83,7 @@ static void *writer_main(void *arg) {
     pthread_mutex_lock(&tl->mutex);
     for (;;) {
         while (!tl->stopping && tl->pending.len < FLUSH_BYTES) {
-            struct timespec deadline;
-            clock_gettime(CLOCK_REALTIME, &deadline);
-            deadline.tv_nsec += FLUSH_MS * 1000000L;
-            deadline.tv_sec += deadline.tv_nsec / 1000000000L;
-            deadline.tv_nsec %= 1000000000L;
+            struct timespec deadline = hvdc__deadline_in(FLUSH_MS * 1e-3);
             if (pthread_cond_timedwait(&tl->wake, &tl->mutex, &deadline) == ETIMEDOUT) break;
         }
         hvdc_bytes swap = tl->pending;

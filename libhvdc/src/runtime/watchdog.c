@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/status.h"
 
 struct hvdc_watchdog {
@@ -26,21 +27,12 @@ struct hvdc_watchdog {
     char message[HVDC_ERROR_MAX];
 };
 
-static struct timespec period_from_now(void) {
-    struct timespec at;
-    clock_gettime(CLOCK_REALTIME, &at);
-    long long ns = at.tv_nsec + (long long)(HVDC_LIVENESS_PERIOD_S * 1e9);
-    at.tv_sec += (time_t)(ns / 1000000000);
-    at.tv_nsec = (long)(ns % 1000000000);
-    return at;
-}
-
 static void *watch(void *arg) {
     hvdc_watchdog *w = arg;
     uint64_t seen = 0; /* the call in progress at the last look, 0: none */
     pthread_mutex_lock(&w->mutex);
     while (!w->quit) {
-        struct timespec at = period_from_now();
+        struct timespec at = hvdc__deadline_in(HVDC_LIVENESS_PERIOD_S);
         while (!w->quit && pthread_cond_timedwait(&w->quit_cond, &w->mutex, &at) != ETIMEDOUT) {}
         if (w->quit) break;
         if (!w->in_call || w->fired) {

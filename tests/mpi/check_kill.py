@@ -6,6 +6,9 @@
                                             # the dead rank within BOUND_S of its last step
   check_kill.py MPIRUN TEST_KILL default    # mpirun's default: it tears the job down; the
                                             # job must end with a non-zero status, in time
+  check_kill.py MPIRUN TEST_KILL recovery --fault SITE
+                                            # rank 2 runs with HVDC_TEST_FAULTS=SITE (base/
+                                            # fault.h), which kills it at that point instead
 """
 import re
 import subprocess
@@ -14,11 +17,15 @@ import time
 
 BOUND_S = 5.0
 mpirun, test_kill, mode = sys.argv[1:4]
-extra = sys.argv[4:]  # more test_kill options, e.g. --mid-collective
+fault = sys.argv[5] if sys.argv[4:5] == ["--fault"] else None
 cmd = [mpirun, "--oversubscribe", "--bind-to", "none"]
 if mode == "recovery":
     cmd.append("--enable-recovery")
-cmd += ["-np", "3", test_kill, "--after-s", "1.5", "--max-s", "30"] + extra
+args = [test_kill, "--after-s", "1.5", "--max-s", "30"]
+if fault:  # MPMD: the victim alone gets the switch
+    cmd += ["-np", "2"] + args + [":", "-np", "1", "-x", "HVDC_TEST_FAULTS=" + fault] + args
+else:
+    cmd += ["-np", "3"] + args
 start = time.time()
 try:
     run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
@@ -42,6 +49,11 @@ if mode == "recovery":
         if float(m.group(2)) > BOUND_S:
             failures.append(f"rank {rank} took {m.group(2)} s to notice (bound {BOUND_S} s)")
         print(f"rank {rank} noticed in {m.group(2)} s: {m.group(3)}")
+        # the victim died before entering the call the others were inside: only the watchdog
+        # can have noticed, and the background thread stays there (runtime/watchdog.h)
+        if fault == "die_in_mpi_allreduce" and not re.search(
+                rf"warning rank {rank}\] the background thread is still inside MPI_Allreduce", run.stdout):
+            failures.append(f"rank {rank}: no sign of its background thread inside MPI_Allreduce")
 else:
     if run.returncode == 0:
         failures.append("the job exited 0 although a rank was killed")

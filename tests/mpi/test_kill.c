@@ -18,11 +18,7 @@
  * printed their exit lines (see --kill there). A rank killed by the launcher prints nothing,
  * which the stage reports as "no named error".
  *
- * --mid-collective: steps of 4M floats, and the victim's last step is submitted without
- * waiting, then it dies --mid-ms later: inside the all-reduce's data transfer, where
- * HVD_CPU_ALLREDUCE=mpi blocks in MPI_Allreduce (the watchdog's case, runtime/watchdog.h).
- *
- * Usage: test_kill [--victim R] [--after-s T] [--max-s M] [--mid-collective [--mid-ms MS]]
+ * Usage: test_kill [--victim R] [--after-s T] [--max-s M]
  * Runs on the main thread only.
  */
 #include <signal.h>
@@ -34,9 +30,6 @@
 #include "mpitest.h"
 
 #define COUNT (1u << 20) /* floats per step: 4 MiB, a few ms across two hosts */
-/* --mid-collective: 16 MiB, several ms inside the collective, and below the 32 MiB from which
- * HVD_CPU_ALLREDUCE=mpi takes MPI's nonblocking call (runtime/execute.c) */
-#define MID_COUNT (1u << 22)
 
 static double arg_double(int argc, char **argv, const char *flag, double dflt) {
     for (int i = 1; i + 1 < argc; i++)
@@ -56,24 +49,19 @@ int main(int argc, char **argv) {
     int victim = (int)arg_double(argc, argv, "--victim", size - 1);
     double after_s = arg_double(argc, argv, "--after-s", 2.0);
     double max_s = arg_double(argc, argv, "--max-s", 120.0);
-    int mid = 0;
-    for (int i = 1; i < argc; i++) mid |= strcmp(argv[i], "--mid-collective") == 0;
-    double mid_ms = arg_double(argc, argv, "--mid-ms", 1.0);
-    size_t count = mid ? MID_COUNT : COUNT;
     char host[64] = "?";
     const char *ns = getenv("HVDC_NETNS");
     if (ns) snprintf(host, sizeof host, "%s", ns);
     else gethostname(host, sizeof host - 1);
 
-    float *buf = malloc(count * sizeof *buf);
+    float *buf = malloc(COUNT * sizeof *buf);
     if (!buf) {
         fprintf(stderr, "test_kill: out of memory\n");
         return 1;
     }
     if (rank == 0)
         printf("# test_kill: %d ranks; rank %d kills itself after %.1f s of %u-float "
-               "all-reduces%s\n", size, victim, after_s, (unsigned)count,
-               mid ? " (dies inside one)" : "");
+               "all-reduces\n", size, victim, after_s, COUNT);
     fflush(stdout);
     if (hvd_barrier() != HVD_OK) {
         printf("[rank %d] barrier failed before the test: %s\nFAIL\n", rank, hvd_last_error());
@@ -84,14 +72,7 @@ int main(int argc, char **argv) {
     int step = 0, reported = 0, wrong = 0;
     for (;; step++) {
         double now = mt_now();
-        char name[64];
-        snprintf(name, sizeof name, "kill.step.%d", step);
         if (rank == victim && now - start >= after_s) {
-            if (mid) { /* the others get into the collective's data transfer with it */
-                hvd_handle h;
-                hvd_allreduce_async(name, buf, buf, count, HVD_FLOAT32, HVD_SUM, NULL, &h);
-                usleep((useconds_t)(mid_ms * 1000));
-            }
             printf("KILLTEST rank=%d host=%s victim step=%d: SIGKILL\n", rank, host, step);
             fflush(stdout);
             kill(getpid(), SIGKILL);
@@ -101,8 +82,10 @@ int main(int argc, char **argv) {
                    now - start, step);
             break;
         }
-        for (size_t i = 0; i < count; i++) buf[i] = (float)((rank + 1) * (int)(i % 7));
-        s = hvd_allreduce(name, buf, buf, count, HVD_FLOAT32, HVD_SUM);
+        char name[64];
+        snprintf(name, sizeof name, "kill.step.%d", step);
+        for (size_t i = 0; i < COUNT; i++) buf[i] = (float)((rank + 1) * (int)(i % 7));
+        s = hvd_allreduce(name, buf, buf, COUNT, HVD_FLOAT32, HVD_SUM);
         if (s != HVD_OK) {
             printf("KILLTEST rank=%d host=%s failed step=%d status=\"%s\" after_s=%.2f "
                    "message=\"%s\"\n", rank, host, step, hvd_status_string(s),
@@ -111,7 +94,7 @@ int main(int argc, char **argv) {
             break;
         }
         /* sum over ranks of (r+1)*(i%7) = (i%7) * size*(size+1)/2, exact in float */
-        for (size_t i = 0; i < count && !wrong; i++)
+        for (size_t i = 0; i < COUNT && !wrong; i++)
             wrong = buf[i] != (float)((int)(i % 7) * size * (size + 1) / 2);
         if (wrong) printf("[rank %d] step %d: wrong all-reduce result\n", rank, step);
         last_good = mt_now();

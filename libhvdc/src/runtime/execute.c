@@ -12,6 +12,7 @@
 #include "runtime/execute.h"
 
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,7 @@ static hvd_status allreduce_buffer(hvdc_executor *ex, const void *src, void *dst
             }
             /* a peer dying inside the blocking call is the watchdog's to notice (watchdog.h) */
             hvdc__watchdog_enter(ex->watchdog);
+            if (hvdc__fault("die_in_mpi_allreduce")) raise(SIGKILL); /* tests: peers wait inside */
             int rc = MPI_Allreduce(in, out, (int)n, type, mpi_op(op), ex->comm);
             if (hvdc__watchdog_leave(ex->watchdog)) {
                 ex->abandoned = 1;

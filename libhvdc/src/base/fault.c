@@ -1,7 +1,6 @@
 /*
  * fault.c - the test-only failure switches of fault.h. The variable is read on every call: the
- * switched sites are error paths taken at most a few times per run, never hot loops (the one
- * exception, die_in_mpi_allreduce, is one lookup beside an MPI_Allreduce call).
+ * switched sites are error paths taken at most a few times per run, never hot loops.
  * Any thread.
  */
 #include "base/fault.h"

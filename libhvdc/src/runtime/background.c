@@ -325,7 +325,7 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
         hvdc__clear_error();
         hvdc_gpu_pending *pending = NULL;
         st = hvdc__execute(&rt->executor, r, ops, n, &pending);
-        if (rt->executor.abandoned) { /* the watchdog failed them: they may be freed already */
+        if (hvdc__watchdog_fired(rt->executor.watchdog)) { /* it failed them: maybe freed */
             free(ops);
             return st;
         }

@@ -43,9 +43,9 @@ typedef struct hvdc_executor {
                                   alike: only that response fails, the runtime goes on */
     hvdc_timeline *timeline;   /* rank 0's (recording or not), NULL on other ranks */
     hvdc_liveness *liveness;   /* every wait checks it: a dead rank fails, never hangs */
-    hvdc_watchdog *watchdog;   /* HVD_CPU_ALLREDUCE=mpi: checks it during MPI_Allreduce */
-    int abandoned;             /* a rank died inside a blocking call: the watchdog failed every
-                                  op, which may be freed now; touch none (watchdog.h) */
+    hvdc_watchdog *watchdog;   /* HVD_CPU_ALLREDUCE=mpi: checks it during MPI_Allreduce; once
+                                  it fired, the ops are failed and may be freed (watchdog.h) */
+    int die_in_mpi_allreduce;  /* tests (base/fault.h): SIGKILL this rank as it enters one */
     /* GPU backend, created by the first device response (every rank executes it together) */
     hvdc_gpu *gpu;
     atomic_int gpu_device;     /* its CUDA device once created, else -1; read by submitting

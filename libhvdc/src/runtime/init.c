@@ -254,9 +254,7 @@ static void runtime_free(hvdc_runtime *rt) {
 
 /* The watchdog's on_death: a rank died while the background thread was inside MPI_Allreduce. */
 static void fail_all_ops(void *ctx, const char *why) {
-    hvdc_runtime *rt = ctx;
-    atomic_store(&rt->background_stuck, 1);
-    hvdc__fail_everything(rt, HVD_ERR_RANK_FAILED, why);
+    hvdc__fail_everything(ctx, HVD_ERR_RANK_FAILED, why);
 }
 
 /* HVD_CPU_ALLREDUCE=mpi blocks in MPI_Allreduce: the watchdog checks liveness meanwhile. */
@@ -271,7 +269,7 @@ static hvd_status start_watchdog(hvdc_runtime *rt) {
 /* Joins the background thread. One that a rank's death left inside MPI_Allreduce may never
  * come back: after STUCK_JOIN_S it is left behind, detached, with its runtime (never freed). */
 static void join_background(hvdc_runtime *rt) {
-    if (!atomic_load(&rt->background_stuck)) {
+    if (!hvdc__watchdog_fired(rt->executor.watchdog)) {
         pthread_join(rt->thread, NULL);
         return;
     }
@@ -318,6 +316,7 @@ static void set_up_executor(hvdc_runtime *rt) {
     ex->rank = rt->topo.rank;
     ex->size = rt->topo.size;
     ex->cpu_allreduce = (hvdc_cpu_allreduce)rt->config.cpu_allreduce;
+    ex->die_in_mpi_allreduce = hvdc__fault("die_in_mpi_allreduce"); /* read once, off the hot path */
     /* with autotuning the threshold changes while running, on rank 0 alone: the packing stays
      * the one every rank set here (results never depend on either: allreduce.h) */
     ex->pack_piece_bytes = rt->config.fusion_threshold_bytes < PACK_PIECE_BYTES &&

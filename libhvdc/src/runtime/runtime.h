@@ -73,9 +73,8 @@ typedef struct hvdc_runtime {
      * has failed (-1: it exits touching nothing); under queue_mutex, signalled on queue_cond */
     int start_decision;
     int thread_started;
-    atomic_int background_stuck; /* the watchdog failed every op: a rank died while the
-                                    background thread was inside MPI_Allreduce (watchdog.h) */
-    int left_behind;              /* hvd_shutdown gave up joining it: never freed */
+    int left_behind; /* a rank died while the background thread was inside MPI_Allreduce, and
+                        hvd_shutdown gave up joining it (watchdog.h): never freed */
 
     /* owned by the background thread */
     pthread_t thread;

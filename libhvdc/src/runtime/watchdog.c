@@ -99,4 +99,12 @@ int hvdc__watchdog_leave(hvdc_watchdog *w) {
     return fired;
 }
 
+int hvdc__watchdog_fired(hvdc_watchdog *w) {
+    if (!w) return 0;
+    pthread_mutex_lock(&w->mutex);
+    int fired = w->fired;
+    pthread_mutex_unlock(&w->mutex);
+    return fired;
+}
+
 const char *hvdc__watchdog_message(const hvdc_watchdog *w) { return w->message; }

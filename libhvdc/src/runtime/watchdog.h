@@ -1,9 +1,9 @@
 /*
  * watchdog.h - noticing a dead rank while the background thread is inside a blocking MPI call.
  *
- * HVD_CPU_ALLREDUCE=mpi runs MPI_Allreduce itself: Open MPI's nonblocking MPI_Iallreduce, which
- * the background thread could poll between liveness checks, runs at 0.6-0.75x its speed at
- * 1-4 MiB here. But a blocking call never returns once a peer dies (Open MPI 4.1 under
+ * HVD_CPU_ALLREDUCE=mpi runs MPI_Allreduce itself below some size (execute.c says why): Open
+ * MPI's nonblocking MPI_Iallreduce, which the background thread could poll between liveness
+ * checks, is slower there. But a blocking call never returns once a peer dies (Open MPI 4.1 under
  * --enable-recovery waits forever). So while such a call runs, a watchdog thread makes the
  * liveness checks (liveness.h) the background thread cannot, every HVDC_LIVENESS_PERIOD_S of
  * the same call. On a death it runs on_death (which fails every op of the runtime with
@@ -17,8 +17,9 @@
  *
  * Enter and leave take an uncontended mutex and wake nobody: the watchdog sleeps in periods.
  *
- * defines: hvdc_watchdog, hvdc__watchdog_start, _stop, _enter, _leave, _message
- * Start/stop: the thread that starts and frees the runtime; enter/leave: the background thread.
+ * defines: hvdc_watchdog, hvdc__watchdog_start, _stop, _enter, _leave, _fired, _message
+ * Start/stop: the thread that starts and frees the runtime; enter/leave: the background thread;
+ * fired: any thread.
  */
 #ifndef HVDC_WATCHDOG_H
 #define HVDC_WATCHDOG_H
@@ -40,6 +41,9 @@ void hvdc__watchdog_stop(hvdc_watchdog *watchdog);
  * thread's (hvdc__watchdog_message says why). */
 void hvdc__watchdog_enter(hvdc_watchdog *watchdog);
 int hvdc__watchdog_leave(hvdc_watchdog *watchdog);
+/* Whether on_death has run (then for good: the background thread left, or never leaves, the
+ * call it fired in, and stops). NULL-safe: 0. */
+int hvdc__watchdog_fired(hvdc_watchdog *watchdog);
 const char *hvdc__watchdog_message(const hvdc_watchdog *watchdog);
 
 #endif

@@ -209,7 +209,8 @@ static double run_once(bench *b, int kind, int it, int checked) {
 
 /* Where the hvd rows' time went (runtime/phases.h), rank 0's mean µs per op and the largest
  * mean of any rank, for the single and the batch test. */
-static void print_phases(double rank0[2][HVDC_N_PHASES], double max[2][HVDC_N_PHASES]) {
+static void print_phases(double rank0[2][HVDC_N_PHASES], double max[2][HVDC_N_PHASES],
+                         const uint64_t ops[2]) {
     static const char *const name[HVDC_N_PHASES] = {"queued", "negotiate", "execute", "wake"};
     printf("# where an hvd op's time goes (mean us per op; rank 0 / the largest of any rank):\n"
            "#   queued: submitted until the background thread takes it; negotiate: until rank 0's\n"
@@ -221,7 +222,7 @@ static void print_phases(double rank0[2][HVDC_N_PHASES], double max[2][HVDC_N_PH
             printf("  %s %.2f / %.2f", name[p], rank0[t][p], max[t][p]);
             sum += rank0[t][p];
         }
-        printf("  (rank 0 sum %.2f)\n", sum);
+        printf("  (rank 0 sum %.2f, over %llu ops)\n", sum, (unsigned long long)ops[t]);
     }
 }
 
@@ -278,21 +279,21 @@ int main(int argc, char **argv) {
     /* single: hvd and MPI alternate; then batch: the three batch kinds alternate. The phase
      * breakdown counts the timed hvd iterations of each. */
     double phases[2][HVDC_N_PHASES];
-    uint64_t phase_ops;
+    uint64_t phase_ops[2]; /* rank 0's ops counted: the timed hvd iterations' */
     for (int it = 0; it < warmup + o.iters; it++)
         for (int kind = HVD_SINGLE; kind <= MPI_SINGLE; kind++) {
-            if (it == warmup && kind == HVD_SINGLE) BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[0], &phase_ops));
+            if (it == warmup && kind == HVD_SINGLE) BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[0], &phase_ops[0]));
             double t = run_once(&b, kind, it, !o.gpu || it < warmup);
             if (it >= warmup) times[kind][it - warmup] = t;
         }
-    BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[0], &phase_ops));
+    BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[0], &phase_ops[0]));
     for (int it = 0; it < batch_warmup + batch_iters; it++)
         for (int kind = HVD_BATCH; kind <= MPI_BATCH_IALLREDUCE; kind++) {
-            if (it == batch_warmup && kind == HVD_BATCH) BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[1], &phase_ops));
+            if (it == batch_warmup && kind == HVD_BATCH) BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[1], &phase_ops[1]));
             double t = run_once(&b, kind, it, !o.gpu || it < batch_warmup);
             if (it >= batch_warmup) times[kind][it - batch_warmup] = t;
         }
-    BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[1], &phase_ops));
+    BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[1], &phase_ops[1]));
     double phases_max[2][HVDC_N_PHASES];
     BENCH_CHECK_MPI(MPI_Reduce(phases, phases_max, 2 * HVDC_N_PHASES, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
     BENCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &b.wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
@@ -340,7 +341,7 @@ int main(int argc, char **argv) {
                     size, calls, median[kind], p90[kind], p99[kind], median[kind] / calls,
                     base >= 0 ? ratio : "");
     }
-    if (rank == 0 && !o.gpu) print_phases(phases, phases_max);
+    if (rank == 0 && !o.gpu) print_phases(phases, phases_max, phase_ops);
     if (rank == 0) printf("# Out of bounds values : %ld %s\n", b.wrong, b.wrong ? "FAILED" : "OK");
     if (csv) fclose(csv);
     BENCH_CHECK_HVD(hvd_shutdown());

@@ -2,7 +2,7 @@
  * shm.c - the shared-memory all-reduce among the ranks of a node (shm.h has the picture).
  *
  * Segment layout: N arrival counters, one per 64-byte line (no false sharing), padded to a
- * page; then N slots and the result slot, SLOT_BYTES each. The counters only grow: arriving
+ * page; then N slots and the result slot, slot_bytes each. The counters only grow: arriving
  * for the e-th time stores e, so a waiter never confuses one step with the next and nothing is
  * ever reset. POSIX shm rather than MPI_Win_allocate_shared: unmapping needs no collective, so
  * a runtime whose peer died can still free it.
@@ -33,13 +33,20 @@
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the arrival counters must be lock-free to be shared");
 
-/* per rank and step: N + 1 slots stay in L2/L3 while folded (-D to measure others) */
+/* Bytes per rank and step (-D to measure others). Fewer, bigger steps win while a step stays
+ * in cache: each step costs two arrivals and hands every slot line from core to core; 1 MiB
+ * steps made hvd_allreduce 1.3-1.5x faster than 256 KiB ones from 1 to 64 MiB, and larger
+ * ones gained nothing more (benchmarks/results/shm_slot_bytes_np2.txt). With many ranks a
+ * slot shrinks so that the N + 1 slots a step touches stay within STEP_BUDGET (a node's L3),
+ * never below SLOT_MIN. */
 #ifndef HVDC_SHM_SLOT_BYTES
-#define HVDC_SHM_SLOT_BYTES (256 * 1024)
+#define HVDC_SHM_SLOT_BYTES (1024 * 1024)
 #endif
 
 enum {
-    SLOT_BYTES = HVDC_SHM_SLOT_BYTES,
+    SLOT_MAX = HVDC_SHM_SLOT_BYTES,
+    SLOT_MIN = 64 * 1024,
+    STEP_BUDGET = 16 * 1024 * 1024,
     LINE = 64,               /* one counter per cache line */
     SPINS = 200,             /* busy polls before yielding the core to another rank */
     NAME_MAX_BYTES = 64,
@@ -49,7 +56,8 @@ struct hvdc_shm {
     int rank, size;
     char *base;              /* the mapping */
     size_t map_bytes;
-    char *slots;             /* slot q at slots + q * SLOT_BYTES; the result slot at q = size */
+    size_t slot_bytes;       /* per rank and step: slot_bytes_for(size) */
+    char *slots;             /* slot q at slots + q * slot_bytes; the result slot at q = size */
     uint64_t epoch;          /* arrivals so far: the same on every rank of the node */
     const void **in;         /* (size) a fold's inputs */
 };
@@ -58,7 +66,14 @@ static _Atomic uint64_t *counter(const hvdc_shm *s, int q) {
     return (_Atomic uint64_t *)(s->base + (size_t)q * LINE);
 }
 
-static char *slot(const hvdc_shm *s, int q) { return s->slots + (size_t)q * SLOT_BYTES; }
+static char *slot(const hvdc_shm *s, int q) { return s->slots + (size_t)q * s->slot_bytes; }
+
+/* SLOT_MAX, or less so that size + 1 slots fit STEP_BUDGET; a multiple of 4 KiB (whole pages,
+ * and every dtype's size divides it). */
+static size_t slot_bytes_for(int size) {
+    size_t fit = STEP_BUDGET / ((size_t)size + 1) / 4096 * 4096;
+    return fit > SLOT_MAX ? SLOT_MAX : fit < SLOT_MIN ? SLOT_MIN : fit;
+}
 
 static size_t header_bytes(int size) {
     size_t page = 4096, bytes = (size_t)size * LINE;
@@ -75,8 +90,8 @@ static size_t step_len(size_t count, size_t parts, size_t q, size_t at, size_t p
 }
 
 /* Elements per block and step: the N pieces of a step fill one slot. */
-static size_t piece_of(size_t elem, size_t parts) {
-    size_t piece = SLOT_BYTES / elem / parts;
+static size_t piece_of(const hvdc_shm *s, size_t elem, size_t parts) {
+    size_t piece = s->slot_bytes / elem / parts;
     return piece ? piece : 1;
 }
 
@@ -119,7 +134,8 @@ hvd_status hvdc__shm_create(MPI_Comm local, hvdc_shm **out) {
     CHECK_MPI(MPI_Comm_rank(local, &s->rank));
     CHECK_MPI(MPI_Comm_size(local, &s->size));
     s->in = calloc((size_t)s->size, sizeof *s->in);
-    s->map_bytes = header_bytes(s->size) + ((size_t)s->size + 1) * SLOT_BYTES;
+    s->slot_bytes = slot_bytes_for(s->size);
+    s->map_bytes = header_bytes(s->size) + ((size_t)s->size + 1) * s->slot_bytes;
     if (s->rank == 0) {
         snprintf(name, sizeof name, "/hvdc-%ld-%u-%lx", (long)getpid(), atomic_fetch_add(&segments, 1),
                  (unsigned long)time(NULL));
@@ -172,7 +188,7 @@ void hvdc__shm_destroy(hvdc_shm *s) {
 hvd_status hvdc__shm_allreduce(hvdc_shm *s, const void *src, void *dst, size_t count,
                                hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
-    size_t elem = hvd_dtype_size(dtype), step = SLOT_BYTES / elem;
+    size_t elem = hvd_dtype_size(dtype), step = s->slot_bytes / elem;
     if (s->size == 1 || count == 0) {
         if (src != dst && count) memmove(dst, src, count * elem);
         return HVD_OK;
@@ -200,7 +216,7 @@ hvd_status hvdc__shm_reduce_scatter(hvdc_shm *s, const void *src, void *dst, siz
                                     hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
     size_t elem = hvd_dtype_size(dtype), parts = (size_t)s->size, me = (size_t)s->rank;
-    size_t piece = piece_of(elem, parts), first_len, off;
+    size_t piece = piece_of(s, elem, parts), first_len, off;
     hvdc__block_range(count, parts, 0, &off, &first_len); /* block 0 is the longest */
     for (size_t at = 0; at < first_len; at += piece) {
         for (size_t q = 0; q < parts; q++) { /* piece `at` of the others' blocks into my slot */
@@ -223,7 +239,7 @@ hvd_status hvdc__shm_allgather_blocks(hvdc_shm *s, void *buf, size_t count, hvd_
                                       hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
     size_t elem = hvd_dtype_size(dtype), parts = (size_t)s->size, me = (size_t)s->rank;
-    size_t piece = piece_of(elem, parts), first_len, off;
+    size_t piece = piece_of(s, elem, parts), first_len, off;
     char *result = slot(s, s->size);
     hvdc__block_range(count, parts, 0, &off, &first_len);
     for (size_t at = 0; at < first_len; at += piece) {

@@ -3,8 +3,8 @@
  * message copies, no MPI call per step.
  *
  * The segment (POSIX shm, mapped by every rank of the node) holds one arrival counter per rank,
- * one slot per rank and one result slot. A buffer goes through in steps of at most SLOT_BYTES
- * (shm.c) per rank, sized to stay in cache; each step, for N ranks:
+ * one slot per rank and one result slot. A buffer goes through in steps of one slot per rank
+ * (1 MiB at most, less with many ranks: shm.c), sized to stay in cache; each step, for N ranks:
  *
  *   1. rank r copies its step's data into slot r                     then: all ranks arrive
  *   2. rank r folds part r of the step from slots 0..N-1, in rank     then: all ranks arrive

@@ -315,19 +315,21 @@ static fusion_result finish_result(const fusion_model *m, long threshold, double
 }
 
 /* The tuner's log (autotune.h): the row with chosen = 1, if written yet, into chosen[0]
- * (threshold bytes) and chosen[1] (cycle time, microseconds). */
-static void read_chosen(const char *path, long chosen[2]) {
+ * (threshold bytes), chosen[1] (cycle time, microseconds) and chosen[2] (the shared-memory
+ * all-reduce's step, bytes; 0: none). */
+static void read_chosen(const char *path, long chosen[3]) {
     FILE *f = fopen(path, "r");
     if (!f) return;
     char line[256];
     while (fgets(line, sizeof line, f)) {
         int trial = 0, is_chosen = 0;
-        long threshold = 0;
+        long threshold = 0, step = 0;
         double cycle = 0;
-        if (sscanf(line, "%d,%ld,%lf,%*[^,],%*[^,],%*[^,],%d", &trial, &threshold, &cycle,
-                   &is_chosen) == 4 && is_chosen == 1) {
+        if (sscanf(line, "%d,%ld,%lf,%ld,%*[^,],%*[^,],%*[^,],%d", &trial, &threshold, &cycle,
+                   &step, &is_chosen) == 5 && is_chosen == 1) {
             chosen[0] = threshold;
             chosen[1] = (long)(cycle * 1e3 + 0.5);
+            chosen[2] = step;
         }
     }
     fclose(f);
@@ -352,10 +354,12 @@ static fusion_result run_setting(const fusion_model *m, long threshold, double c
 /* The autotuned setting: HVD_AUTOTUNE=1 with the library's default threshold and cycle time
  * as its start; hvd steps alone until rank 0 finds the chosen row in the tuner's log (at most
  * max_tune steps), then timed like run_setting. *tune_steps: the steps it took (-1: it never
- * settled); the result's threshold and cycle are the chosen ones. Tuning steps on the device
+ * settled); the result's threshold and cycle are the chosen ones, *shm_step the chosen
+ * shared-memory step (0: none, or not settled). Tuning steps on the device
  * are not checked (a copy back between steps would be part of what the tuner scores). */
 static fusion_result run_autotuned(const fusion_model *m, const options *o, int rank, int size,
-                                   hvd_handle *handles, step_times *t, int *tune_steps) {
+                                   hvd_handle *handles, step_times *t, int *tune_steps,
+                                   long *shm_step) {
     const int max_tune = 400;
     char log_path[256];
     snprintf(log_path, sizeof log_path, "/tmp/fusion_bench_autotune_%d_%s.csv", (int)getpid(),
@@ -366,13 +370,13 @@ static fusion_result run_autotuned(const fusion_model *m, const options *o, int 
     setenv("HVD_AUTOTUNE_LOG", log_path, 1);
     BENCH_CHECK_HVD(hvd_init());
     long wrong = 0;
-    long chosen[2] = {-1, 0}; /* threshold bytes, cycle time in microseconds */
+    long chosen[3] = {-1, 0, 0}; /* threshold bytes, cycle time in microseconds, step bytes */
     *tune_steps = -1;
     for (int s = 0; s < max_tune && *tune_steps < 0; s++) {
         fusion_step_hvd(m, 0, handles);
         if (m->device < 0) wrong += fusion_model_check(m, size, 0, s);
         if (rank == 0) read_chosen(log_path, chosen);
-        BENCH_CHECK_MPI(MPI_Bcast(chosen, 2, MPI_LONG, 0, MPI_COMM_WORLD));
+        BENCH_CHECK_MPI(MPI_Bcast(chosen, 3, MPI_LONG, 0, MPI_COMM_WORLD));
         if (chosen[0] >= 0) *tune_steps = s + 1;
     }
     BENCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
@@ -383,6 +387,7 @@ static fusion_result run_autotuned(const fusion_model *m, const options *o, int 
     unsetenv("HVD_AUTOTUNE_LOG");
     if (rank == 0) remove(log_path);
     long threshold = chosen[0] >= 0 ? chosen[0] : -1;
+    *shm_step = chosen[2];
     return finish_result(m, threshold, chosen[1] * 1e-3,
                          threshold < 0 ? default_threshold() : threshold, o, t);
 }
@@ -394,13 +399,14 @@ static long compare_autotuned(const fusion_model *m, const options *o, int rank,
                               hvd_handle *handles, step_times *t, const fusion_result *swept,
                               int n_swept, FILE *csv) {
     int tune_steps = -1;
-    fusion_result a = run_autotuned(m, o, rank, size, handles, t, &tune_steps);
+    long shm_step = 0;
+    fusion_result a = run_autotuned(m, o, rank, size, handles, t, &tune_steps, &shm_step);
     long wrong = a.wrong + a.nccl_wrong[0] + a.nccl_wrong[1];
     if (rank != 0) return wrong;
     const fusion_result *best = NULL, *dflt = find_default(swept, n_swept);
     for (int i = 0; i < n_swept; i++)
         if (!best || swept[i].step_ms < best->step_ms) best = &swept[i];
-    char thr[32], best_thr[32], dflt_text[96] = "default not swept";
+    char thr[32], best_thr[32], dflt_text[96] = "default not swept", step_text[64] = "";
     printf("# autotune (HVD_AUTOTUNE=1, from the default setting): %s after %d tuning steps\n",
            tune_steps > 0 ? "settled" : "NOT settled", tune_steps > 0 ? tune_steps : 400);
     if (csv) fprintf(csv, "# autotuned, %d tuning steps:\n", tune_steps);
@@ -408,9 +414,10 @@ static long compare_autotuned(const fusion_model *m, const options *o, int rank,
     fusion_threshold_text(a.threshold, thr, sizeof thr);
     fusion_threshold_text(best->threshold, best_thr, sizeof best_thr);
     if (dflt) snprintf(dflt_text, sizeof dflt_text, "%.3fx the default's %.3f ms", a.step_ms / dflt->step_ms, dflt->step_ms);
-    printf("# autotune vs sweep for %s: chose threshold %s, cycle %g ms; %.3f ms/step = %.3fx the "
+    if (shm_step > 0) snprintf(step_text, sizeof step_text, ", shared-memory step %ld KiB", shm_step / 1024);
+    printf("# autotune vs sweep for %s: chose threshold %s, cycle %g ms%s; %.3f ms/step = %.3fx the "
            "best swept (threshold %s, %.3f ms), %s (targets: <= 1.10 and <= 1.00)\n",
-           m->set.model, thr, a.cycle, a.step_ms, a.step_ms / best->step_ms, best_thr,
+           m->set.model, thr, a.cycle, step_text, a.step_ms, a.step_ms / best->step_ms, best_thr,
            best->step_ms, dflt_text);
     fflush(stdout);
     return wrong;

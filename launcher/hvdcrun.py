@@ -127,8 +127,8 @@ def options():
     g.add_argument("--no-hierarchical-allreduce", dest="hierarchical_allreduce",
                    action="store_const", const=False)
     g.add_argument("--autotune", action="store_true",
-                   help="HVD_AUTOTUNE=1: rank 0 tunes the fusion threshold and cycle time "
-                        "during the first steps")
+                   help="HVD_AUTOTUNE=1: rank 0 tunes the fusion threshold, cycle time and "
+                        "shared-memory step during the first steps")
     g.add_argument("--autotune-log-file",
                    help="HVD_AUTOTUNE_LOG: rank 0 writes every trial there (CSV)")
     g.add_argument("--no-stall-check", action="store_true", help="HVD_STALL_CHECK_TIME=0")

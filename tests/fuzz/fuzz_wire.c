@@ -166,8 +166,9 @@ static void check_responses_decode_to(const hvdc_bytes *bytes, const hvdc_respon
     check_response_invariants(&got);
     FUZZ_CHECK(got.flags == want->flags && got.n == want->n, "header differs after round trip");
     FUZZ_CHECK(same_text(got.reason, want->reason), "reason differs after round trip");
-    FUZZ_CHECK(!(got.flags & HVDC_FLAG_TUNE) || got.cycle_time_ms == want->cycle_time_ms,
-               "cycle time differs after round trip");
+    FUZZ_CHECK(!(got.flags & HVDC_FLAG_TUNE) || (got.cycle_time_ms == want->cycle_time_ms &&
+                                                 got.shm_step_bytes == want->shm_step_bytes),
+               "cycle time or shared-memory step differs after round trip");
     for (uint32_t i = 0; i < got.n; i++)
         FUZZ_CHECK(same_response(&got.items[i], &want->items[i]), "response %u differs", i);
     hvdc__response_list_free(&got);
@@ -309,7 +310,10 @@ static void fuzz_build_responses(const uint8_t *data, size_t len) {
         r->counts = take_u64s(&s, r->n_counts);
     }
     list.reason = take_text(&s);
-    if (list.flags & HVDC_FLAG_TUNE) list.cycle_time_ms = (1 + take(&s, 2) % 20000) * 0.5; /* (0, 10 s] */
+    if (list.flags & HVDC_FLAG_TUNE) {
+        list.cycle_time_ms = (1 + take(&s, 2) % 20000) * 0.5; /* (0, 10 s] */
+        list.shm_step_bytes = take(&s, 2) % 1025 * 4096;     /* 0 (unchanged) .. 4 MiB */
+    }
     hvdc_bytes bytes = {0};
     FUZZ_CHECK(hvdc__wire_encode_responses(&bytes, &list) == 0, "encode failed");
     check_responses_decode_to(&bytes, &list);

@@ -136,7 +136,7 @@ int main(int argc, char **argv) {
     seed_responses("resp-abort.bin",
                    &(hvdc_response_list){HVDC_ABORT_FLAGS(HVD_ERR_STALLED), 1, &error,
                                          "stalled: rank 2 never submitted 'layer1.grad'"});
-    seed_responses("resp-tune.bin", &(hvdc_response_list){HVDC_FLAG_TUNE, 1, &cached, NULL, 2.0});
+    seed_responses("resp-tune.bin", &(hvdc_response_list){HVDC_FLAG_TUNE, 1, &cached, NULL, 2.0, 256 * 1024});
 
     /* ---- builder payloads (modes 2 and 3): any bytes are valid; give them a few ---- */
     uint8_t payload[256];

@@ -1,9 +1,11 @@
 /*
  * test_autotune.c - HVD_AUTOTUNE=1 on a training-like workload (run at np 3): every step's
- * all-reduces stay exact while rank 0 tries fusion thresholds and cycle times, the search
- * settles within the steps autotune.h promises, and HVD_AUTOTUNE_LOG holds the header, one row
- * per trial (every documented threshold and cycle time) and a last row, chosen = 1, repeating
- * one of the trials. Steps go on after it settles, still exact.
+ * all-reduces stay exact while rank 0 tries fusion thresholds, cycle times and, with every rank
+ * on one host (the shared-memory all-reduce), its step (so every rank switches steps at the
+ * same point, or the all-reduces would hang or go wrong), the search settles within the steps
+ * autotune.h promises, and HVD_AUTOTUNE_LOG holds the header, one row per trial (every
+ * documented threshold, cycle time and step) and a last row, chosen = 1, repeating one of the
+ * trials. Steps go on after it settles, still exact.
  *
  * Usage: test_autotune LOG.csv   (sets HVD_AUTOTUNE=1 and HVD_AUTOTUNE_LOG itself)
  * A step: every rank submits all tensors async in backward order, then waits for all, as a
@@ -17,7 +19,7 @@
 #include "mpitest.h"
 
 #define N_TENSORS 24
-#define MAX_STEPS 120 /* autotune.h: warm-up 3 + 8 trials of 5 steps, and some slack */
+#define MAX_STEPS 120 /* autotune.h: warm-up 3 + 10 trials of 5 steps, and some slack */
 
 static size_t count_of(int k) {
     if (k == 0) return (size_t)1 << 20;       /* 4 MiB */
@@ -71,43 +73,57 @@ static int seen_threshold(const size_t *v, int n, size_t x) {
     return 0;
 }
 
-static void check_log(mt_ctx *t, const char *path) {
+/* shared: the job all-reduces through shared memory (every rank on one host, more than one),
+ * so the tuner tries steps too. */
+static void check_log(mt_ctx *t, const char *path, int shared) {
     FILE *f = fopen(path, "r");
     MT_CHECK(t, f != NULL, "cannot read %s", path);
     if (!f) return;
     char line[256];
     MT_CHECK(t, fgets(line, sizeof line, f) &&
-                strcmp(line, "trial,threshold,cycle_ms,bytes,seconds,score,chosen\n") == 0,
+                strcmp(line, "trial,threshold,cycle_ms,shm_step,bytes,seconds,score,chosen\n") == 0,
              "header: %s", line);
-    size_t thresholds[32];
+    size_t thresholds[32], steps[32];
     double cycles[32];
     int n = 0, chosen_rows = 0, chosen_trial = -1;
-    size_t chosen_threshold = 0;
+    size_t chosen_threshold = 0, chosen_step = 0;
     double chosen_cycle = 0;
     while (fgets(line, sizeof line, f)) {
         int trial = 0, chosen = -1;
-        size_t threshold = 0;
+        size_t threshold = 0, step = 0;
         unsigned long long bytes = 0;
         double cycle = 0, seconds = 0, score = 0;
-        int got = sscanf(line, "%d,%zu,%lf,%llu,%lf,%lf,%d", &trial, &threshold, &cycle, &bytes,
-                         &seconds, &score, &chosen);
-        MT_CHECK(t, got == 7 && bytes > 0 && seconds > 0 && score > 0, "row: %s", line);
+        int got = sscanf(line, "%d,%zu,%lf,%zu,%llu,%lf,%lf,%d", &trial, &threshold, &cycle,
+                         &step, &bytes, &seconds, &score, &chosen);
+        MT_CHECK(t, got == 8 && bytes > 0 && seconds > 0 && score > 0, "row: %s", line);
         if (chosen == 1) {
             chosen_rows++;
             chosen_trial = trial;
             chosen_threshold = threshold;
             chosen_cycle = cycle;
+            chosen_step = step;
             continue;
         }
         MT_CHECK(t, chosen == 0 && trial == n + 1 && chosen_rows == 0, "row %d: %s", n + 1, line);
         if (n < 32) {
             thresholds[n] = threshold;
             cycles[n] = cycle;
+            steps[n] = step;
             n++;
         }
     }
     fclose(f);
-    MT_CHECK(t, n == 8, "%d trials logged, want 8", n);
+    int want_n = shared ? 10 : 8;
+    MT_CHECK(t, n == want_n, "%d trials logged, want %d", n, want_n);
+    if (n > 0 && shared) { /* the slot (1 MiB here), then its half and quarter */
+        int seen = 0;
+        for (int k = 0; k < n; k++)
+            seen += steps[k] == steps[0] / 2 || steps[k] == steps[0] / 4;
+        MT_CHECK(t, steps[0] == (size_t)1 << 20 && seen == 2, "steps: first %zu, %d others",
+                 steps[0], seen);
+    }
+    for (int k = 0; k < n && !shared; k++)
+        MT_CHECK(t, steps[k] == 0, "trial %d: step %zu without shared memory", k + 1, steps[k]);
     static const size_t want_t[] = {1u << 20, 4u << 20, 16u << 20, 64u << 20, 128u << 20};
     for (int i = 0; i < 5; i++)
         MT_CHECK(t, seen_threshold(thresholds, n, want_t[i]), "threshold %zu never tried", want_t[i]);
@@ -119,7 +135,7 @@ static void check_log(mt_ctx *t, const char *path) {
     }
     MT_CHECK(t, chosen_rows == 1 && chosen_trial >= 1 && chosen_trial <= n &&
                 thresholds[chosen_trial - 1] == chosen_threshold &&
-                cycles[chosen_trial - 1] == chosen_cycle,
+                cycles[chosen_trial - 1] == chosen_cycle && steps[chosen_trial - 1] == chosen_step,
              "%d chosen rows; trial %d", chosen_rows, chosen_trial);
 }
 
@@ -164,7 +180,9 @@ int main(int argc, char **argv) {
     mt_end(&t);
 
     mt_begin(&t, "the log has every trial and the chosen one");
-    if (t.rank == 0) check_log(&t, argv[1]);
+    int local_size = 0;
+    MT_EXPECT(&t, hvd_local_size(&local_size), HVD_OK);
+    if (t.rank == 0) check_log(&t, argv[1], t.size > 1 && local_size == t.size);
     mt_end(&t);
 
     for (int k = 0; k < N_TENSORS; k++) {

@@ -2,8 +2,8 @@
  * is a known function of the setting: it tries every candidate in the documented order, scores
  * each by exactly the simulated bytes per second (whole steps, whatever the fusion does to the
  * responses around the anchor), settles on the best, keeps the configured setting when nothing
- * beats it by more than the margin, ends on a workload that never repeats a name, and writes
- * the log as documented. */
+ * beats it by more than the margin, tries the shared-memory step only where there is one,
+ * ends on a workload that never repeats a name, and writes the log as documented. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,20 +17,24 @@
 
 typedef char name_t[HVD_MAX_NAME_LEN + 1];
 
-/* Step time in seconds: a minimum at best_threshold and best_cycle, each candidate away from it
- * 10 % slower (of the configured step time when flat is set: then nothing is worth a change). */
+/* Step time in seconds: a minimum at best_threshold, best_cycle and best_step (when set), each
+ * candidate away from it 10 % slower (of the configured step time when flat is set: then
+ * nothing is worth a change). */
 typedef struct workload {
     size_t best_threshold;
     double best_cycle;
+    size_t best_step; /* the shared-memory step; 0: it does not matter */
     double flat; /* > 0: every setting's step time is this factor of the configured one's */
     int unique_names;
 } workload;
 
-static double step_seconds(const workload *w, size_t threshold, double cycle) {
-    if (w->flat > 0) return threshold == 16 * MIB && cycle == 1.0 ? 0.1 : 0.1 / w->flat;
+static double step_seconds(const workload *w, size_t threshold, double cycle, size_t step) {
+    if (w->flat > 0)
+        return threshold == 16 * MIB && cycle == 1.0 && (step == 0 || step == MIB) ? 0.1 : 0.1 / w->flat;
     double s = 0.1;
     if (threshold != w->best_threshold) s *= 1.10;
     if (cycle != w->best_cycle) s *= 1.10;
+    if (w->best_step && step != w->best_step) s *= 1.10;
     return s;
 }
 
@@ -40,7 +44,7 @@ static int run(hvdc_autotune *t, const workload *w, int max_steps, double *now) 
     static int serial = 0;
     int step = 0;
     for (; step < max_steps && t->phase != HVDC_AUTOTUNE_SETTLED; step++) {
-        double d = step_seconds(w, t->threshold, t->cycle_ms);
+        double d = step_seconds(w, t->threshold, t->cycle_ms, t->shm_step);
         double start = *now;
         for (size_t first = 0; first < N_TENSORS;) {
             size_t per = t->threshold / TENSOR_BYTES ? t->threshold / TENSOR_BYTES : 1;
@@ -60,31 +64,39 @@ static int run(hvdc_autotune *t, const workload *w, int max_steps, double *now) 
 
 static void test_search(void) {
     hvdc_autotune t;
-    hvdc__autotune_init(&t, 16 * MIB, 1.0);
-    workload w = {.best_threshold = 64 * MIB, .best_cycle = 2.0};
+    hvdc__autotune_init(&t, 16 * MIB, 1.0, MIB);
+    workload w = {.best_threshold = 64 * MIB, .best_cycle = 2.0, .best_step = MIB / 4};
     double now = 100.0;
     int steps = run(&t, &w, 1000, &now);
     CHECK_TRUE(t.phase == HVDC_AUTOTUNE_SETTLED, "settled after %d steps", steps);
-    /* warm-up 3, then 8 trials of 1 + 4 steps; the first step also makes the anchor */
-    CHECK_TRUE(steps <= 3 + 8 * 5 + 1, "settled after %d steps", steps);
-    CHECK_TRUE(t.n_results == 8, "%d trials", t.n_results);
-    static const size_t want_t[8] = {16 * MIB, 1 * MIB, 4 * MIB, 64 * MIB, 128 * MIB,
-                                     64 * MIB, 64 * MIB, 64 * MIB};
-    static const double want_c[8] = {1, 1, 1, 1, 1, 0.5, 2, 5};
-    for (int i = 0; i < t.n_results && i < 8; i++) {
+    /* warm-up 3, then 10 trials of 1 + 4 steps; the first step also makes the anchor */
+    CHECK_TRUE(steps <= 3 + 10 * 5 + 1, "settled after %d steps", steps);
+    CHECK_TRUE(t.n_results == 10, "%d trials", t.n_results);
+    static const size_t want_t[10] = {16 * MIB, 1 * MIB, 4 * MIB, 64 * MIB, 128 * MIB,
+                                      64 * MIB, 64 * MIB, 64 * MIB, 64 * MIB, 64 * MIB};
+    static const double want_c[10] = {1, 1, 1, 1, 1, 0.5, 2, 5, 2, 2};
+    static const size_t want_s[10] = {MIB, MIB, MIB, MIB, MIB, MIB, MIB, MIB, MIB / 2, MIB / 4};
+    for (int i = 0; i < t.n_results && i < 10; i++) {
         const hvdc_autotune_trial *r = &t.results[i];
-        CHECK_TRUE(r->trial == i + 1 && r->threshold == want_t[i] && r->cycle_ms == want_c[i],
-                   "trial %d: %zu bytes, %g ms", r->trial, r->threshold, r->cycle_ms);
-        double want = N_TENSORS * TENSOR_BYTES / step_seconds(&w, r->threshold, r->cycle_ms);
+        CHECK_TRUE(r->trial == i + 1 && r->threshold == want_t[i] && r->cycle_ms == want_c[i] &&
+                   r->shm_step == want_s[i], "trial %d: %zu bytes, %g ms, step %zu", r->trial,
+                   r->threshold, r->cycle_ms, r->shm_step);
+        double want = N_TENSORS * TENSOR_BYTES / step_seconds(&w, r->threshold, r->cycle_ms, r->shm_step);
         CHECK_TRUE(r->bytes == 4 * N_TENSORS * TENSOR_BYTES, "trial %d measured %llu bytes",
                    r->trial, (unsigned long long)r->bytes);
         CHECK_TRUE(r->score > want * 0.999999 && r->score < want * 1.000001,
                    "trial %d scored %g, want %g", r->trial, r->score, want);
     }
-    CHECK_TRUE(t.threshold == 64 * MIB && t.cycle_ms == 2.0, "settled on %zu bytes, %g ms",
-               t.threshold, t.cycle_ms);
-    CHECK_TRUE(t.chosen.trial == 7 && t.chosen.threshold == 64 * MIB && t.chosen.cycle_ms == 2.0,
-               "chosen trial %d", t.chosen.trial);
+    CHECK_TRUE(t.threshold == 64 * MIB && t.cycle_ms == 2.0 && t.shm_step == MIB / 4,
+               "settled on %zu bytes, %g ms, step %zu", t.threshold, t.cycle_ms, t.shm_step);
+    CHECK_TRUE(t.chosen.trial == 10 && t.chosen.threshold == 64 * MIB && t.chosen.cycle_ms == 2.0 &&
+               t.chosen.shm_step == MIB / 4, "chosen trial %d", t.chosen.trial);
+    /* without a shared-memory all-reduce there is no third phase */
+    hvdc__autotune_init(&t, 16 * MIB, 1.0, 0);
+    now = 100.0;
+    run(&t, &w, 1000, &now);
+    CHECK_TRUE(t.phase == HVDC_AUTOTUNE_SETTLED && t.n_results == 8 && t.shm_step == 0 &&
+               t.chosen.trial == 7, "no step phase: %d trials, chosen %d", t.n_results, t.chosen.trial);
     /* settled: nothing changes any more */
     name_t one = "grad.0";
     CHECK_TRUE(hvdc__autotune_observe(&t, (const name_t *)&one, 1, MIB, now + 100) == 0 &&
@@ -93,14 +105,16 @@ static void test_search(void) {
 
 static void test_margin_keeps_configured(void) {
     hvdc_autotune t;
-    hvdc__autotune_init(&t, 16 * MIB, 1.0);
+    hvdc__autotune_init(&t, 16 * MIB, 1.0, MIB);
     workload w = {.flat = 1.02}; /* every other setting 2 % faster: within the margin */
     double now = 0;
     run(&t, &w, 1000, &now);
-    CHECK_TRUE(t.phase == HVDC_AUTOTUNE_SETTLED && t.threshold == 16 * MIB && t.cycle_ms == 1.0,
-               "kept the configured setting: %zu bytes, %g ms", t.threshold, t.cycle_ms);
-    CHECK_TRUE(t.chosen.trial == 1, "chosen trial %d", t.chosen.trial);
-    hvdc__autotune_init(&t, 16 * MIB, 1.0);
+    CHECK_TRUE(t.phase == HVDC_AUTOTUNE_SETTLED && t.threshold == 16 * MIB && t.cycle_ms == 1.0 &&
+               t.shm_step == MIB, "kept the configured setting: %zu bytes, %g ms, step %zu",
+               t.threshold, t.cycle_ms, t.shm_step);
+    CHECK_TRUE(t.chosen.trial == 1 && t.n_results == 10, "chosen trial %d of %d", t.chosen.trial,
+               t.n_results);
+    hvdc__autotune_init(&t, 16 * MIB, 1.0, 0);
     w.flat = 1.10; /* 10 % faster: worth it */
     now = 0;
     run(&t, &w, 1000, &now);
@@ -109,17 +123,25 @@ static void test_margin_keeps_configured(void) {
 
 static void test_configured_off_grid(void) {
     hvdc_autotune t;
-    hvdc__autotune_init(&t, 3 * MIB, 0.7);
+    hvdc__autotune_init(&t, 3 * MIB, 0.7, 0);
     CHECK_TRUE(t.n_thresholds == 6 && t.thresholds[0] == 3 * MIB, "%d thresholds, first %zu",
                t.n_thresholds, t.thresholds[0]);
     CHECK_TRUE(t.n_cycles == 5 && t.cycles[0] == 0.7, "%d cycles, first %g", t.n_cycles, t.cycles[0]);
-    hvdc__autotune_init(&t, 0, 1.0); /* fusion off is where it starts, and is tried */
+    CHECK_TRUE(t.n_shm_steps == 0, "no shared memory, no steps: %d", t.n_shm_steps);
+    hvdc__autotune_init(&t, 0, 1.0, 0); /* fusion off is where it starts, and is tried */
     CHECK_TRUE(t.n_thresholds == 6 && t.thresholds[0] == 0 && t.threshold == 0, "start at 0");
+    /* a slot of 341 pages (16 MiB over 12 ranks): halves and quarters in whole pages */
+    hvdc__autotune_init(&t, 16 * MIB, 1.0, 341 * 4096);
+    CHECK_TRUE(t.n_shm_steps == 3 && t.shm_steps[0] == 341 * 4096 && t.shm_steps[1] == 170 * 4096 &&
+               t.shm_steps[2] == 85 * 4096, "%d steps: %zu %zu %zu", t.n_shm_steps, t.shm_steps[0],
+               t.shm_steps[1], t.shm_steps[2]);
+    hvdc__autotune_init(&t, 16 * MIB, 1.0, 128 * 1024); /* a quarter would be under 64 KiB */
+    CHECK_TRUE(t.n_shm_steps == 2 && t.shm_steps[1] == 64 * 1024, "%d steps", t.n_shm_steps);
 }
 
 static void test_never_repeating(void) {
     hvdc_autotune t;
-    hvdc__autotune_init(&t, 16 * MIB, 1.0);
+    hvdc__autotune_init(&t, 16 * MIB, 1.0, 0);
     workload w = {.best_threshold = 16 * MIB, .best_cycle = 1.0, .unique_names = 1};
     double now = 0;
     int steps = run(&t, &w, 100000, &now);
@@ -141,7 +163,7 @@ static void steps_of(hvdc_autotune *t, const double *seconds, int n, double *now
 
 static void test_outlier_step(void) {
     hvdc_autotune t;
-    hvdc__autotune_init(&t, 16 * MIB, 1.0);
+    hvdc__autotune_init(&t, 16 * MIB, 1.0, 0);
     double now = 0;
     static const double warm[] = {0, 1, 1, 1};          /* the anchor, then 3 warm-up steps */
     static const double trial[] = {1, 1, 1, 3, 1};      /* 1 discarded, 4 measured, one slow */
@@ -160,16 +182,17 @@ static void test_log(void) {
     CHECK_TRUE(f != NULL, "tmpfile");
     if (!f) return;
     hvdc_autotune_trial row = {.trial = 3, .threshold = 4 * MIB, .cycle_ms = 0.5,
-                               .bytes = 1000000, .seconds = 0.25, .score = 4e6};
+                               .shm_step = 512 * 1024, .bytes = 1000000, .seconds = 0.25,
+                               .score = 4e6};
     CHECK_TRUE(hvdc__autotune_write_header(f) == 0 && hvdc__autotune_write_row(f, &row, 0) == 0 &&
                hvdc__autotune_write_row(f, &row, 1) == 0, "writes");
     rewind(f);
     char text[512] = "";
     size_t got = fread(text, 1, sizeof text - 1, f);
     text[got] = '\0';
-    const char *want = "trial,threshold,cycle_ms,bytes,seconds,score,chosen\n"
-                       "3,4194304,0.5,1000000,0.250000,4000000,0\n"
-                       "3,4194304,0.5,1000000,0.250000,4000000,1\n";
+    const char *want = "trial,threshold,cycle_ms,shm_step,bytes,seconds,score,chosen\n"
+                       "3,4194304,0.5,524288,1000000,0.250000,4000000,0\n"
+                       "3,4194304,0.5,524288,1000000,0.250000,4000000,1\n";
     CHECK_TRUE(strcmp(text, want) == 0, "log:\n%s", text);
     fclose(f);
 }

@@ -63,7 +63,7 @@ int main(void) {
         {.type = HVDC_RESPONSE_ERROR, .kind = HVDC_KIND_ALLREDUCE, .n_names = 1, .names = names,
          .error = "count differs"},
     };
-    hvdc_response_list rl = {0, 2, r, NULL, 0}, back;
+    hvdc_response_list rl = {0, 2, r, NULL, 0, 0}, back;
     CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &rl) == 0, "encode responses");
     CHECK_TRUE(hvdc__wire_decode_responses(bytes.data, bytes.len, &back, &why) == 0, "decode: %s", why);
     CHECK_TRUE(back.n == 2 && back.items[0].n_names == 2 && strcmp(back.items[0].names[1], "b.c") == 0 &&
@@ -83,7 +83,7 @@ int main(void) {
     hvdc_wire_response j = {.type = HVDC_RESPONSE_EXECUTE, .kind = HVDC_KIND_ALLREDUCE, .n_names = 2,
                             .names = names, .n_joined = 1, .dtype = HVD_INT64, .op = HVD_MAX,
                             .tensors_per_name = per_name, .n_counts = 3, .counts = layout};
-    hvdc_response_list jl = {HVDC_ABORT_FLAGS(HVD_ERR_STALLED), 1, &j, "why", 0};
+    hvdc_response_list jl = {HVDC_ABORT_FLAGS(HVD_ERR_STALLED), 1, &j, "why", 0, 0};
     CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &jl) == 0, "encode joined layout");
     CHECK_TRUE(hvdc__wire_decode_responses(bytes.data, bytes.len, &back, &why) == 0, "decode: %s", why);
     CHECK_TRUE(back.n == 1 && back.items[0].n_joined == 1 && back.items[0].op == HVD_MAX &&
@@ -91,13 +91,19 @@ int main(void) {
                HVDC_ABORT_STATUS(back.flags) == HVD_ERR_STALLED && strcmp(back.reason, "why") == 0,
                "joined layout and abort reason round trip");
     hvdc__response_list_free(&back);
-    /* autotuning's cycle time reaches every rank (HVDC_FLAG_TUNE); out of range is refused */
-    hvdc_response_list tl = {HVDC_FLAG_TUNE, 1, &j, NULL, 2.5};
+    /* autotuning's cycle time and shared-memory step reach every rank (HVDC_FLAG_TUNE); out of
+     * range is refused */
+    hvdc_response_list tl = {HVDC_FLAG_TUNE, 1, &j, NULL, 2.5, 512 * 1024};
     CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &tl) == 0, "encode tune");
     CHECK_TRUE(hvdc__wire_decode_responses(bytes.data, bytes.len, &back, &why) == 0, "decode: %s", why);
-    CHECK_TRUE(back.flags == HVDC_FLAG_TUNE && back.cycle_time_ms == 2.5 && back.n == 1,
-               "cycle time round trip");
+    CHECK_TRUE(back.flags == HVDC_FLAG_TUNE && back.cycle_time_ms == 2.5 && back.n == 1 &&
+               back.shm_step_bytes == 512 * 1024, "cycle time and step round trip");
     hvdc__response_list_free(&back);
+    tl.shm_step_bytes = 512 * 1024 + 8; /* not whole pages: no rank would take it */
+    CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &tl) == 0, "encode odd step");
+    CHECK_TRUE(hvdc__wire_decode_responses(bytes.data, bytes.len, &back, &why) != 0 && why &&
+               strstr(why, "shared-memory step"), "a step of part of a page is refused");
+    tl.shm_step_bytes = 0; /* unchanged: the tuner sends it until it tries steps */
     tl.cycle_time_ms = 0; /* HVD_CYCLE_TIME=0 is a setting the tuner may settle on */
     CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &tl) == 0, "encode tune 0");
     CHECK_TRUE(hvdc__wire_decode_responses(bytes.data, bytes.len, &back, &why) == 0 &&
@@ -119,7 +125,7 @@ int main(void) {
     uint32_t cached_slots[2] = {4, 9};
     hvdc_wire_response c = {.type = HVDC_RESPONSE_EXECUTE, .kind = HVDC_KIND_ALLREDUCE, .n_names = 2,
                             .names = long_names, .slots = cached_slots};
-    hvdc_response_list cl = {0, 1, &c, NULL, 0};
+    hvdc_response_list cl = {0, 1, &c, NULL, 0, 0};
     CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &cl) == 0, "encode cached");
     size_t cached_len = bytes.len;
     CHECK_TRUE(cached_len < 60, "a cached response of 2 names takes %zu bytes", cached_len);

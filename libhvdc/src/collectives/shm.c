@@ -47,6 +47,7 @@ enum {
     SLOT_MAX = HVDC_SHM_SLOT_BYTES,
     SLOT_MIN = 64 * 1024,
     STEP_BUDGET = 16 * 1024 * 1024,
+    STEP_ALIGN = 4096,       /* steps are whole pages: every dtype's size divides them */
     LINE = 64,               /* one counter per cache line */
     SPINS = 200,             /* busy polls before yielding the core to another rank */
     NAME_MAX_BYTES = 64,
@@ -56,7 +57,8 @@ struct hvdc_shm {
     int rank, size;
     char *base;              /* the mapping */
     size_t map_bytes;
-    size_t slot_bytes;       /* per rank and step: slot_bytes_for(size) */
+    size_t slot_bytes;       /* slot_bytes_for(size) */
+    size_t step_bytes;       /* per rank and step: slot_bytes unless autotuning set less */
     char *slots;             /* slot q at slots + q * slot_bytes; the result slot at q = size */
     uint64_t epoch;          /* arrivals so far: the same on every rank of the node */
     const void **in;         /* (size) a fold's inputs */
@@ -91,7 +93,7 @@ static size_t step_len(size_t count, size_t parts, size_t q, size_t at, size_t p
 
 /* Elements per block and step: the N pieces of a step fill one slot. */
 static size_t piece_of(const hvdc_shm *s, size_t elem, size_t parts) {
-    size_t piece = s->slot_bytes / elem / parts;
+    size_t piece = s->step_bytes / elem / parts;
     return piece ? piece : 1;
 }
 
@@ -134,7 +136,7 @@ hvd_status hvdc__shm_create(MPI_Comm local, hvdc_shm **out) {
     CHECK_MPI(MPI_Comm_rank(local, &s->rank));
     CHECK_MPI(MPI_Comm_size(local, &s->size));
     s->in = calloc((size_t)s->size, sizeof *s->in);
-    s->slot_bytes = slot_bytes_for(s->size);
+    s->slot_bytes = s->step_bytes = slot_bytes_for(s->size);
     s->map_bytes = header_bytes(s->size) + ((size_t)s->size + 1) * s->slot_bytes;
     if (s->rank == 0) {
         snprintf(name, sizeof name, "/hvdc-%ld-%u-%lx", (long)getpid(), atomic_fetch_add(&segments, 1),
@@ -178,6 +180,15 @@ fail:
     return st;
 }
 
+size_t hvdc__shm_step(const hvdc_shm *s) { return s->step_bytes; }
+
+size_t hvdc__shm_max_step(const hvdc_shm *s) { return s->slot_bytes; }
+
+void hvdc__shm_set_step(hvdc_shm *s, size_t bytes) {
+    bytes = bytes / STEP_ALIGN * STEP_ALIGN;
+    s->step_bytes = bytes > s->slot_bytes ? s->slot_bytes : bytes < STEP_ALIGN ? STEP_ALIGN : bytes;
+}
+
 void hvdc__shm_destroy(hvdc_shm *s) {
     if (!s) return;
     if (s->base != MAP_FAILED && s->base) munmap(s->base, s->map_bytes);
@@ -188,7 +199,7 @@ void hvdc__shm_destroy(hvdc_shm *s) {
 hvd_status hvdc__shm_allreduce(hvdc_shm *s, const void *src, void *dst, size_t count,
                                hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
-    size_t elem = hvd_dtype_size(dtype), step = s->slot_bytes / elem;
+    size_t elem = hvd_dtype_size(dtype), step = s->step_bytes / elem;
     if (s->size == 1 || count == 0) {
         if (src != dst && count) memmove(dst, src, count * elem);
         return HVD_OK;

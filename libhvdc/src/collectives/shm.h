@@ -21,7 +21,8 @@
  * Every rank of the node must make the same calls in the same order with the same counts (the
  * background threads execute the same responses in the same order).
  *
- * defines: hvdc_shm, hvdc__shm_create, _destroy, _allreduce, _reduce_scatter, _allgather_blocks
+ * defines: hvdc_shm, hvdc__shm_create, _destroy, _allreduce, _reduce_scatter, _allgather_blocks,
+ *          _step, _max_step, _set_step
  * Background thread (create: the thread that calls hvd_init).
  */
 #ifndef HVDC_SHM_H
@@ -39,6 +40,17 @@ typedef struct hvdc_shm hvdc_shm;
  * map it, and its name is removed at once (nothing is left in /dev/shm, even after a crash).
  * A failure on one rank is returned there only: the caller agrees on the outcome. */
 hvd_status hvdc__shm_create(MPI_Comm local, hvdc_shm **out);
+
+/* The bytes per rank and step now, and the most it can be (the slot: 1 MiB, less with many
+ * ranks). */
+size_t hvdc__shm_step(const hvdc_shm *shm);
+size_t hvdc__shm_max_step(const hvdc_shm *shm);
+
+/* Sets the bytes per rank and step from the next call on (HVD_AUTOTUNE tries several):
+ * rounded down to a multiple of 4 KiB (every dtype's size divides it), within [4 KiB, the
+ * slot]. Every rank of the node must set the same value between the same two calls
+ * (autotuning sends it with a response list, which every rank applies before executing it). */
+void hvdc__shm_set_step(hvdc_shm *shm, size_t bytes);
 
 /* Unmaps; not collective (safe after a peer died). NULL-safe. */
 void hvdc__shm_destroy(hvdc_shm *shm);

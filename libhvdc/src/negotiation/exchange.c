@@ -167,6 +167,7 @@ static hvd_status coordinate(hvdc_exchange *x) {
     if (x->tune_cycle_ms >= 0) {
         responses.flags |= HVDC_FLAG_TUNE;
         responses.cycle_time_ms = x->tune_cycle_ms;
+        responses.shm_step_bytes = x->tune_shm_step;
         x->tune_cycle_ms = -1;
     }
     if (hvdc__wire_encode_responses(&x->answer, &responses) != 0) {

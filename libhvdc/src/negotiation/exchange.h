@@ -37,9 +37,11 @@ typedef struct hvdc_exchange {
     double stall_shutdown_s;       /* HVD_STALL_SHUTDOWN_TIME; 0: never stop */
     size_t fusion_threshold;       /* bytes, host tensors; the owner may change it between rounds */
     size_t gpu_fusion_threshold;   /* bytes, device tensors */
-    double tune_cycle_ms;          /* rank 0: >= 0 sends this cycle time to every rank with the
-                                      next answer (HVDC_FLAG_TUNE), then is reset to -1 (none:
-                                      0 is a cycle time, HVD_CYCLE_TIME=0) */
+    double tune_cycle_ms;          /* rank 0: >= 0 sends this cycle time and tune_shm_step to
+                                      every rank with the next answer (HVDC_FLAG_TUNE), then
+                                      is reset to -1 (none: 0 is a cycle time,
+                                      HVD_CYCLE_TIME=0) */
+    size_t tune_shm_step;          /* rank 0: sent with tune_cycle_ms; 0: unchanged */
     hvdc_liveness *liveness;
     hvdc_cache *cache;             /* the response cache (cache.h), or NULL */
     /* Called between two probes of every wait; a status other than HVD_OK ends the round. */

@@ -7,7 +7,8 @@
  *                prescale f64 | postscale f64 | members_hash u64 | capacity u64 |
  *                n_counts u32 | n_counts x u64
  * response list: magic u32 | version u16 | flags u32 | n u32 | n x response |
- *                reason (u32 len + bytes) | with HVDC_FLAG_TUNE: cycle_time_ms f64
+ *                reason (u32 len + bytes) |
+ *                with HVDC_FLAG_TUNE: cycle_time_ms f64 | shm_step_bytes u64
  * response:      type u8 | kind u8 | n_names u32 | n_names x name |
  *                n_rank_counts u32 | n_rank_counts x u64 | error (u32 len + bytes) |
  *                n_joined u32, and when n_joined > 0: dtype u8 | op u8 |
@@ -104,7 +105,8 @@ int hvdc__wire_encode_responses(hvdc_bytes *out, const hvdc_response_list *list)
             if (put_uint(out, r->counts[k], 8)) return -1;
     }
     if (put_text(out, list->reason)) return -1;
-    return list->flags & HVDC_FLAG_TUNE ? put_f64(out, list->cycle_time_ms) : 0;
+    if (!(list->flags & HVDC_FLAG_TUNE)) return 0;
+    return put_f64(out, list->cycle_time_ms) || put_uint(out, list->shm_step_bytes, 8) ? -1 : 0;
 }
 
 /* ---- reading ---- */
@@ -313,7 +315,8 @@ static int get_request_tail(reader *r, uint32_t flags, void *ctx) {
 }
 
 /* After a response list's items: the abort reason (present with HVDC_FLAG_ABORT), then the
- * cycle time (with HVDC_FLAG_TUNE; HVD_CYCLE_TIME's range). */
+ * cycle time (with HVDC_FLAG_TUNE; HVD_CYCLE_TIME's range) and the shared-memory step (0, or
+ * whole 4 KiB pages up to 1 GiB). */
 static int get_response_tail(reader *r, uint32_t flags, void *ctx) {
     hvdc_response_list *out = ctx;
     if (get_text(r, (flags & HVDC_FLAG_ABORT) != 0, &out->reason)) return -1;
@@ -321,6 +324,9 @@ static int get_response_tail(reader *r, uint32_t flags, void *ctx) {
     if (get_f64(r, &out->cycle_time_ms)) return -1;
     if (!(out->cycle_time_ms >= 0 && out->cycle_time_ms <= 10000))
         return fail_read(r, "cycle time out of range");
+    if (get_uint(r, 8, &out->shm_step_bytes)) return -1;
+    if (out->shm_step_bytes % 4096 != 0 || out->shm_step_bytes > ((uint64_t)1 << 30))
+        return fail_read(r, "shared-memory step out of range");
     return 0;
 }
 

@@ -22,7 +22,7 @@
 #include "hvdc.h"
 
 #define HVDC_WIRE_MAGIC 0x48564443u /* "HVDC" */
-#define HVDC_WIRE_VERSION 4u
+#define HVDC_WIRE_VERSION 5u
 
 typedef enum hvdc_kind {
     HVDC_KIND_ALLREDUCE = 0,
@@ -56,8 +56,9 @@ typedef struct hvdc_wire_request {
                                  in a response list: everyone stops after executing it */
 #define HVDC_FLAG_ABORT 2u    /* in a response list: everyone stops at once and fails every
                                  pending operation with the list's reason (stall, failure) */
-#define HVDC_FLAG_TUNE 4u     /* in a response list: every rank uses cycle_time_ms from now on
-                                 (HVD_AUTOTUNE: rank 0 tries a setting or settles) */
+#define HVDC_FLAG_TUNE 4u     /* in a response list: every rank uses cycle_time_ms and
+                                 shm_step_bytes from now on (HVD_AUTOTUNE: rank 0 tries a
+                                 setting or settles) */
 /* With HVDC_FLAG_ABORT, bits 16.. of the flags carry the hvd_status to fail with. */
 #define HVDC_ABORT_FLAGS(status) (HVDC_FLAG_ABORT | ((uint32_t)(status) << 16))
 #define HVDC_ABORT_STATUS(flags) ((hvd_status)((flags) >> 16))
@@ -98,6 +99,8 @@ typedef struct hvdc_response_list {
     hvdc_wire_response *items; /* (n) */
     char *reason;              /* HVDC_FLAG_ABORT: why, for every rank's message; else NULL */
     double cycle_time_ms;      /* HVDC_FLAG_TUNE: the cycle time every rank uses next */
+    uint64_t shm_step_bytes;   /* HVDC_FLAG_TUNE: the shared-memory all-reduce's step
+                                  (collectives/shm.h) every rank uses next; 0: unchanged */
 } hvdc_response_list;
 
 /* Encoders append to out (cleared first). @return 0, or -1 when out of memory. */

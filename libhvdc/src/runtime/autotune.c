@@ -1,7 +1,7 @@
 /*
  * autotune.c - the search behind HVD_AUTOTUNE (autotune.h has the plan and its diagram): a
- * coordinate search, thresholds first then cycle times, each setting scored over whole steps
- * of the live workload. Pure: no MPI, no clock of its own, no allocation.
+ * coordinate search, thresholds first, then cycle times, then the shared-memory step, each
+ * setting scored over whole steps of the live workload. Pure: no MPI, no clock of its own, no allocation.
  * Background thread of rank 0 (and the unit tests).
  */
 #include "runtime/autotune.h"
@@ -15,8 +15,10 @@
 
 static const size_t grid_thresholds[] = {1 * MIB, 4 * MIB, 16 * MIB, 64 * MIB, 128 * MIB};
 static const double grid_cycles[] = {0.5, 1.0, 2.0, 5.0};
+static const size_t step_divisors[] = {2, 4}; /* of the configured step (the slot, the most) */
+#define MIN_SHM_STEP ((size_t)64 * 1024)
 
-void hvdc__autotune_init(hvdc_autotune *t, size_t threshold, double cycle_ms) {
+void hvdc__autotune_init(hvdc_autotune *t, size_t threshold, double cycle_ms, size_t shm_step) {
     memset(t, 0, sizeof *t);
     t->warmup_steps = 3;
     t->discard_steps = 1;
@@ -28,9 +30,17 @@ void hvdc__autotune_init(hvdc_autotune *t, size_t threshold, double cycle_ms) {
     t->cycles[t->n_cycles++] = cycle_ms;
     for (size_t i = 0; i < sizeof grid_cycles / sizeof grid_cycles[0]; i++)
         if (grid_cycles[i] != cycle_ms) t->cycles[t->n_cycles++] = grid_cycles[i];
+    if (shm_step > 0) {
+        t->shm_steps[t->n_shm_steps++] = shm_step;
+        for (size_t i = 0; i < sizeof step_divisors / sizeof step_divisors[0]; i++) {
+            size_t step = shm_step / step_divisors[i] / 4096 * 4096; /* whole pages (shm.h) */
+            if (step >= MIN_SHM_STEP) t->shm_steps[t->n_shm_steps++] = step;
+        }
+    }
     t->phase = HVDC_AUTOTUNE_WARMUP;
     t->threshold = threshold;
     t->cycle_ms = cycle_ms;
+    t->shm_step = shm_step;
 }
 
 /* A new window from now; the anchor stays when the current response holds it (then the next
@@ -62,6 +72,38 @@ static int best_row(const hvdc_autotune_trial *rows, int n, int base) {
     return rows[best].score > rows[base].score * (1.0 + MARGIN) ? best : base;
 }
 
+/* The chosen setting becomes the one in force, for good. */
+static void settle(hvdc_autotune *t) {
+    t->phase = HVDC_AUTOTUNE_SETTLED;
+    t->threshold = t->chosen.threshold;
+    t->cycle_ms = t->chosen.cycle_ms;
+    t->shm_step = t->chosen.shm_step;
+}
+
+/* The end of phase 2 or 3: the best of the choice so far (which ran this phase's starting
+ * value) and the phase's rows. */
+static void choose_in_phase(hvdc_autotune *t) {
+    hvdc_autotune_trial rows[HVDC_AUTOTUNE_MAX_CANDIDATES + 1];
+    int n = 0;
+    rows[n++] = t->chosen;
+    for (int i = t->phase_first; i < t->n_results; i++) rows[n++] = t->results[i];
+    t->chosen = rows[best_row(rows, n, 0)];
+}
+
+/* Phase 3 when there is a shared-memory step to try, else settle. */
+static void try_shm_steps_or_settle(hvdc_autotune *t) {
+    if (t->n_shm_steps < 2) {
+        settle(t);
+        return;
+    }
+    t->phase = HVDC_AUTOTUNE_SHM_STEPS;
+    t->index = 1;
+    t->phase_first = t->n_results;
+    t->threshold = t->chosen.threshold;
+    t->cycle_ms = t->chosen.cycle_ms;
+    t->shm_step = t->shm_steps[1];
+}
+
 /* After a trial's row was recorded: the next setting, or settle. */
 static void advance(hvdc_autotune *t) {
     if (t->phase == HVDC_AUTOTUNE_THRESHOLDS) {
@@ -75,24 +117,26 @@ static void advance(hvdc_autotune *t) {
         if (t->n_cycles > 1) {
             t->phase = HVDC_AUTOTUNE_CYCLES;
             t->index = 1;
+            t->phase_first = t->n_results;
             t->cycle_ms = t->cycles[1];
             return;
         }
+        try_shm_steps_or_settle(t);
     } else if (t->phase == HVDC_AUTOTUNE_CYCLES) {
         if (++t->index < t->n_cycles) {
             t->cycle_ms = t->cycles[t->index];
             return;
         }
-        /* phase 2 rows follow phase 1's; the baseline is phase 1's choice (configured cycle) */
-        hvdc_autotune_trial rows[HVDC_AUTOTUNE_MAX_CANDIDATES + 1];
-        int n = 0;
-        rows[n++] = t->chosen;
-        for (int i = t->n_thresholds; i < t->n_results; i++) rows[n++] = t->results[i];
-        t->chosen = rows[best_row(rows, n, 0)];
+        choose_in_phase(t);
+        try_shm_steps_or_settle(t);
+    } else if (t->phase == HVDC_AUTOTUNE_SHM_STEPS) {
+        if (++t->index < t->n_shm_steps) {
+            t->shm_step = t->shm_steps[t->index];
+            return;
+        }
+        choose_in_phase(t);
+        settle(t);
     }
-    t->phase = HVDC_AUTOTUNE_SETTLED;
-    t->threshold = t->chosen.threshold;
-    t->cycle_ms = t->chosen.cycle_ms;
 }
 
 int hvdc__autotune_observe(hvdc_autotune *t, const char (*names)[HVD_MAX_NAME_LEN + 1],
@@ -134,6 +178,7 @@ int hvdc__autotune_observe(hvdc_autotune *t, const char (*names)[HVD_MAX_NAME_LE
     hvdc_autotune_trial *row = &t->results[t->n_results];
     *row = (hvdc_autotune_trial){
         .trial = t->n_results + 1, .threshold = t->threshold, .cycle_ms = t->cycle_ms,
+        .shm_step = t->shm_step,
         .bytes = !measured ? t->trial_bytes
                  : t->step_bytes ? t->step_bytes * (uint64_t)t->measure_steps : t->window_bytes,
         .seconds = now_s - (measured ? t->window_start_s : t->trial_start_s),
@@ -149,13 +194,15 @@ int hvdc__autotune_observe(hvdc_autotune *t, const char (*names)[HVD_MAX_NAME_LE
 }
 
 int hvdc__autotune_write_header(FILE *f) {
-    return fprintf(f, "trial,threshold,cycle_ms,bytes,seconds,score,chosen\n") < 0 || fflush(f)
+    return fprintf(f, "trial,threshold,cycle_ms,shm_step,bytes,seconds,score,chosen\n") < 0 ||
+                   fflush(f)
                ? -1 : 0;
 }
 
 int hvdc__autotune_write_row(FILE *f, const hvdc_autotune_trial *row, int chosen) {
-    return fprintf(f, "%d,%zu,%g,%llu,%.6f,%.0f,%d\n", row->trial, row->threshold, row->cycle_ms,
-                   (unsigned long long)row->bytes, row->seconds, row->score, chosen) < 0 ||
+    return fprintf(f, "%d,%zu,%g,%zu,%llu,%.6f,%.0f,%d\n", row->trial, row->threshold,
+                   row->cycle_ms, row->shm_step, (unsigned long long)row->bytes, row->seconds,
+                   row->score, chosen) < 0 ||
                    fflush(f)
                ? -1 : 0;
 }

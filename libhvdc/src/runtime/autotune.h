@@ -1,9 +1,10 @@
 /*
- * autotune.h - HVD_AUTOTUNE: rank 0 tries fusion thresholds and cycle times on the live
- * workload, scores each by bytes all-reduced per second, settles on the best, and logs every
- * trial (HVD_AUTOTUNE_LOG). Pure logic: it is told what ran and when, and says which setting
- * to use next; the background thread applies it (the threshold to rank 0's negotiator, the
- * cycle time to every rank through the next response list).
+ * autotune.h - HVD_AUTOTUNE: rank 0 tries fusion thresholds, cycle times and the
+ * shared-memory all-reduce's step on the live workload, scores each by bytes all-reduced per
+ * second, settles on the best, and logs every trial (HVD_AUTOTUNE_LOG). Pure logic: it is told
+ * what ran and when, and says which setting to use next; the background thread applies it (the
+ * threshold to rank 0's negotiator, the cycle time and the step to every rank through the next
+ * response list).
  *
  * Steps. A training step all-reduces the same names each time, so the tuner measures in
  * steps: the first name all-reduced under a setting is its anchor, and every time the anchor
@@ -19,8 +20,10 @@
  *   phase 1: thresholds {configured, 1M, 4M, 16M, 64M, 128M} at the configured cycle time
  *   phase 2: cycle times {0.5, 1, 2, 5} ms (less the configured one, scored in phase 1) at
  *            the best threshold
- *   settled: the best of each phase, kept only if it beats the configured value by more than
- *            3 %: a change must be worth more than the noise of one trial.
+ *   phase 3: with the shared-memory all-reduce (collectives/shm.h), its step {1/2, 1/4 of the
+ *            configured one (the slot), at least 64 KiB} at the best threshold and cycle time
+ *   settled: the best of each phase, kept only if it beats the phase's starting value by more
+ *            than 3 %: a change must be worth more than the noise of one trial.
  * A setting's score is a step's bytes over its median measured step time: one step slowed by
  * something else on the machine (another job, a page fault storm) does not move it.
  * A trial whose anchor does not come back within 10 s (a workload that never repeats a name)
@@ -47,6 +50,7 @@ typedef struct hvdc_autotune_trial {
     int trial;        /* 1, 2, ... in the order tried */
     size_t threshold; /* bytes */
     double cycle_ms;
+    size_t shm_step;  /* bytes; 0: no shared-memory all-reduce */
     uint64_t bytes;   /* all-reduced in the measured window (whole steps: see above) */
     double seconds;   /* the measured window */
     double score;     /* bytes per second: a step's bytes / the median step time (or, for a
@@ -57,6 +61,7 @@ typedef enum hvdc_autotune_phase {
     HVDC_AUTOTUNE_WARMUP,
     HVDC_AUTOTUNE_THRESHOLDS,
     HVDC_AUTOTUNE_CYCLES,
+    HVDC_AUTOTUNE_SHM_STEPS,
     HVDC_AUTOTUNE_SETTLED,
 } hvdc_autotune_phase;
 
@@ -68,12 +73,16 @@ typedef struct hvdc_autotune {
     int n_thresholds;
     double cycles[HVDC_AUTOTUNE_MAX_CANDIDATES];     /* (n_cycles) [0] is the configured one */
     int n_cycles;
+    size_t shm_steps[HVDC_AUTOTUNE_MAX_CANDIDATES];  /* (n_shm_steps) [0] is the configured one */
+    int n_shm_steps;                                 /* 0 without a shared-memory all-reduce */
     /* where the search is */
     hvdc_autotune_phase phase;
     int index;                 /* candidate being tried in this phase */
+    int phase_first;           /* results[phase_first ..] are this phase's rows (phases 2, 3) */
     size_t threshold;          /* the setting in force */
     double cycle_ms;
-    hvdc_autotune_trial results[2 * HVDC_AUTOTUNE_MAX_CANDIDATES]; /* (n_results) */
+    size_t shm_step;
+    hvdc_autotune_trial results[3 * HVDC_AUTOTUNE_MAX_CANDIDATES]; /* (n_results) */
     int n_results;
     hvdc_autotune_trial chosen; /* valid once phase is SETTLED */
     /* the current trial's window */
@@ -86,14 +95,17 @@ typedef struct hvdc_autotune {
     uint64_t trial_bytes, window_bytes;
 } hvdc_autotune;
 
-/* Starts a search from the configured setting (which is in force until the first change). */
-void hvdc__autotune_init(hvdc_autotune *t, size_t threshold, double cycle_ms);
+/* Starts a search from the configured setting (which is in force until the first change);
+ * shm_step: the shared-memory all-reduce's step in force, or 0 where there is none (phase 3 is
+ * then skipped). */
+void hvdc__autotune_init(hvdc_autotune *t, size_t threshold, double cycle_ms, size_t shm_step);
 
 /* Tells the tuner that an all-reduce of these names (one response, fused or not) moved bytes
  * and finished at now_s (seconds, any monotonic clock).
- * @return 1 when a trial ended: t->results[t->n_results - 1] is its row, and t->threshold and
- * t->cycle_ms hold the setting to use from now on (when t->phase is HVDC_AUTOTUNE_SETTLED, the
- * final one, also in t->chosen); 0 otherwise. Once settled it always returns 0. */
+ * @return 1 when a trial ended: t->results[t->n_results - 1] is its row, and t->threshold,
+ * t->cycle_ms and t->shm_step hold the setting to use from now on (when t->phase is
+ * HVDC_AUTOTUNE_SETTLED, the final one, also in t->chosen); 0 otherwise. Once settled it
+ * always returns 0. */
 int hvdc__autotune_observe(hvdc_autotune *t, const char (*names)[HVD_MAX_NAME_LEN + 1],
                            uint32_t n_names, uint64_t bytes, double now_s);
 

@@ -31,6 +31,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "collectives/reduce.h"
+#include "collectives/shm.h"
 #include "runtime/complete.h"
 #include "runtime/round.h"
 
@@ -246,7 +247,8 @@ static void remember(round_state *s, const hvdc_wire_response *r, hvdc_op **ops,
 
 /* HVD_AUTOTUNE on rank 0: an all-reduce of host tensors that ran is one observation. When a
  * trial ends it is logged and the next setting applied: the threshold to this rank's
- * negotiator (the only reader), the cycle time to every rank with the next answer. */
+ * negotiator (the only reader), the cycle time and shared-memory step to every rank with the
+ * next answer. */
 static void autotune_observe(round_state *s, const hvdc_wire_response *r, hvdc_op **ops, size_t n) {
     if (!s->tuning || r->kind != HVDC_KIND_ALLREDUCE || r->n_joined > 0 || ops[0]->desc.device >= 0)
         return;
@@ -256,11 +258,15 @@ static void autotune_observe(round_state *s, const hvdc_wire_response *r, hvdc_o
         for (size_t k = 0; k < ops[i]->n_tensors; k++) bytes += ops[i]->tensors[k].count * elem;
     hvdc_autotune *t = &s->tune;
     double cycle_before = t->cycle_ms;
+    size_t step_before = t->shm_step;
     if (!hvdc__autotune_observe(t, (const char (*)[HVD_MAX_NAME_LEN + 1])r->names, r->n_names,
                                 bytes, hvdc__now_seconds()))
         return;
     s->exchange.fusion_threshold = t->threshold;
-    if (t->cycle_ms != cycle_before) s->exchange.tune_cycle_ms = t->cycle_ms;
+    if (t->cycle_ms != cycle_before || t->shm_step != step_before) { /* both travel together */
+        s->exchange.tune_cycle_ms = t->cycle_ms;
+        s->exchange.tune_shm_step = t->shm_step;
+    }
     int settled = t->phase == HVDC_AUTOTUNE_SETTLED;
     FILE *log = s->rt->autotune_log;
     if (log && (hvdc__autotune_write_row(log, &t->results[t->n_results - 1], 0) != 0 ||
@@ -272,8 +278,8 @@ static void autotune_observe(round_state *s, const hvdc_wire_response *r, hvdc_o
     if (!settled) return;
     s->tuning = 0; /* nothing more to observe: every later all-reduce skips this function */
     HVDC_LOG(HVDC_LOG_INFO, "autotune settled after %d trials: fusion threshold %zu bytes, "
-             "cycle time %g ms (%.3g GB/s)", t->n_results, t->threshold, t->cycle_ms,
-             t->chosen.score * 1e-9);
+             "cycle time %g ms, shared-memory step %zu bytes (%.3g GB/s)", t->n_results,
+             t->threshold, t->cycle_ms, t->shm_step, t->chosen.score * 1e-9);
 }
 
 /* Executes one response and completes its ops. */
@@ -385,7 +391,9 @@ void *hvdc__background_main(void *arg) {
     if ((st = hvdc__exchange_init(&s.exchange)) != HVD_OK) goto stop;
     s.cycle_ms = rt->config.cycle_time_ms;
     s.tuning = rt->config.autotune && rt->topo.rank == 0;
-    if (s.tuning) hvdc__autotune_init(&s.tune, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms);
+    if (s.tuning)
+        hvdc__autotune_init(&s.tune, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms,
+                            rt->executor.shm ? hvdc__shm_step(rt->executor.shm) : 0);
     for (;;) {
         hvdc_op *fresh = wait_for_work(&s, progressed, &shutdown); /* completes device work too */
         size_t n_fresh = 0;
@@ -427,7 +435,11 @@ void *hvdc__background_main(void *arg) {
         atomic_store(&rt->stat_rounds, s.exchange.rounds);
         atomic_store(&rt->stat_bytes_sent, s.exchange.bytes_sent);
         atomic_store(&rt->stat_bytes_received, s.exchange.bytes_received);
-        if (responses.flags & HVDC_FLAG_TUNE) s.cycle_ms = responses.cycle_time_ms;
+        if (responses.flags & HVDC_FLAG_TUNE) { /* before executing the list, on every rank */
+            s.cycle_ms = responses.cycle_time_ms;
+            if (responses.shm_step_bytes && rt->executor.shm)
+                hvdc__shm_set_step(rt->executor.shm, responses.shm_step_bytes);
+        }
         if (responses.flags & HVDC_FLAG_ABORT) {
             st = hvdc__fail(HVDC_ABORT_STATUS(responses.flags), "%s",
                             responses.reason ? responses.reason : "rank 0 stopped the job");

@@ -50,7 +50,8 @@ static void build(void) {
     add(&off, "mpi: yes, %s\n", mpi);
     add(&off, "cuda: %s\n", HVDC_BUILD_CUDA);
     add(&off, "nccl: %s\n", HVDC_BUILD_NCCL);
-    add(&off, "autotune: %s\n", "yes, fusion threshold and cycle time, scored on the live workload");
+    add(&off, "autotune: %s\n", "yes, fusion threshold, cycle time and shared-memory step, scored "
+                                 "on the live workload");
     add(&off, "%s", "environment:");
     for (size_t i = 0; i < hvdc__n_settings; i++) {
         add(&off, " %s", hvdc__settings[i].name);

@@ -80,10 +80,10 @@ const hvdc_setting hvdc__settings[] = {
      "its slot number instead of its whole request; `0` turns the cache off", 1},
     {"HVD_AUTOTUNE", "HOROVOD_AUTOTUNE", HVDC_SETTING_CHOICE, FIELD(autotune), 0, 0, flag_choices,
      NULL, "`0`",
-     "`1`: during the first steps rank 0 tries fusion thresholds (host tensors) and cycle times "
-     "on the running workload, scores each by bytes all-reduced per second and keeps the best "
-     "(see [Autotuning](#autotuning)); `HVD_FUSION_THRESHOLD` and `HVD_CYCLE_TIME` are where it "
-     "starts", 1},
+     "`1`: during the first steps rank 0 tries fusion thresholds (host tensors), cycle times "
+     "and the shared-memory all-reduce's step on the running workload, scores each by bytes "
+     "all-reduced per second and keeps the best (see [Autotuning](#autotuning)); "
+     "`HVD_FUSION_THRESHOLD` and `HVD_CYCLE_TIME` are where it starts", 1},
     {"HVD_AUTOTUNE_LOG", "HOROVOD_AUTOTUNE_LOG", HVDC_SETTING_PATH, FIELD(autotune_log), 0, 0,
      NULL, NULL, "unset",
      "path of a CSV file where rank 0 logs every autotuning trial and the setting chosen "

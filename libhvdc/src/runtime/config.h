@@ -43,7 +43,8 @@ typedef struct hvdc_config {
     int hierarchical_allreduce; /* HVD_HIERARCHICAL_ALLREDUCE: 1 = two-level CPU all-reduce */
     int sigusr1_dump;           /* HVD_SIGUSR1_DUMP: 1 = install the SIGUSR1 state dump */
     size_t cache_capacity;      /* HVD_CACHE_CAPACITY: response cache slots; 0 = off */
-    int autotune;               /* HVD_AUTOTUNE: 1 = rank 0 tunes threshold and cycle time */
+    int autotune;               /* HVD_AUTOTUNE: 1 = rank 0 tunes threshold, cycle time and
+                                   the shared-memory step */
     char autotune_log[HVDC_PATH_MAX]; /* HVD_AUTOTUNE_LOG: CSV of every trial (rank 0) */
 } hvdc_config;
 

@@ -99,10 +99,10 @@ int main(void) {
     CHECK_TRUE(back.flags == HVDC_FLAG_TUNE && back.cycle_time_ms == 2.5 && back.n == 1 &&
                back.shm_step_bytes == 512 * 1024, "cycle time and step round trip");
     hvdc__response_list_free(&back);
-    tl.shm_step_bytes = 512 * 1024 + 8; /* not whole pages: no rank would take it */
-    CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &tl) == 0, "encode odd step");
+    tl.shm_step_bytes = ((uint64_t)1 << 30) + 4096; /* past any slot: a damaged message */
+    CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &tl) == 0, "encode huge step");
     CHECK_TRUE(hvdc__wire_decode_responses(bytes.data, bytes.len, &back, &why) != 0 && why &&
-               strstr(why, "shared-memory step"), "a step of part of a page is refused");
+               strstr(why, "shared-memory step"), "a step over 1 GiB is refused");
     tl.shm_step_bytes = 0; /* unchanged: the tuner sends it until it tries steps */
     tl.cycle_time_ms = 0; /* HVD_CYCLE_TIME=0 is a setting the tuner may settle on */
     CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &tl) == 0, "encode tune 0");

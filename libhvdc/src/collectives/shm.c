@@ -73,7 +73,7 @@ static char *slot(const hvdc_shm *s, int q) { return s->slots + (size_t)q * s->s
 /* SLOT_MAX, or less so that size + 1 slots fit STEP_BUDGET; a multiple of 4 KiB (whole pages,
  * and every dtype's size divides it). */
 static size_t slot_bytes_for(int size) {
-    size_t fit = STEP_BUDGET / ((size_t)size + 1) / 4096 * 4096;
+    size_t fit = STEP_BUDGET / ((size_t)size + 1) / STEP_ALIGN * STEP_ALIGN;
     return fit > SLOT_MAX ? SLOT_MAX : fit < SLOT_MIN ? SLOT_MIN : fit;
 }
 
@@ -181,8 +181,6 @@ fail:
 }
 
 size_t hvdc__shm_step(const hvdc_shm *s) { return s->step_bytes; }
-
-size_t hvdc__shm_max_step(const hvdc_shm *s) { return s->slot_bytes; }
 
 void hvdc__shm_set_step(hvdc_shm *s, size_t bytes) {
     bytes = bytes / STEP_ALIGN * STEP_ALIGN;

@@ -22,7 +22,7 @@
  * background threads execute the same responses in the same order).
  *
  * defines: hvdc_shm, hvdc__shm_create, _destroy, _allreduce, _reduce_scatter, _allgather_blocks,
- *          _step, _max_step, _set_step
+ *          _step, _set_step
  * Background thread (create: the thread that calls hvd_init).
  */
 #ifndef HVDC_SHM_H
@@ -41,10 +41,8 @@ typedef struct hvdc_shm hvdc_shm;
  * A failure on one rank is returned there only: the caller agrees on the outcome. */
 hvd_status hvdc__shm_create(MPI_Comm local, hvdc_shm **out);
 
-/* The bytes per rank and step now, and the most it can be (the slot: 1 MiB, less with many
- * ranks). */
+/* The bytes per rank and step now: the slot (1 MiB, less with many ranks) unless set lower. */
 size_t hvdc__shm_step(const hvdc_shm *shm);
-size_t hvdc__shm_max_step(const hvdc_shm *shm);
 
 /* Sets the bytes per rank and step from the next call on (HVD_AUTOTUNE tries several):
  * rounded down to a multiple of 4 KiB (every dtype's size divides it), within [4 KiB, the

@@ -315,8 +315,8 @@ static int get_request_tail(reader *r, uint32_t flags, void *ctx) {
 }
 
 /* After a response list's items: the abort reason (present with HVDC_FLAG_ABORT), then the
- * cycle time (with HVDC_FLAG_TUNE; HVD_CYCLE_TIME's range) and the shared-memory step (0, or
- * whole 4 KiB pages up to 1 GiB). */
+ * cycle time (with HVDC_FLAG_TUNE; HVD_CYCLE_TIME's range) and the shared-memory step (up to
+ * 1 GiB; every receiver rounds it alike, collectives/shm.h). */
 static int get_response_tail(reader *r, uint32_t flags, void *ctx) {
     hvdc_response_list *out = ctx;
     if (get_text(r, (flags & HVDC_FLAG_ABORT) != 0, &out->reason)) return -1;
@@ -325,7 +325,7 @@ static int get_response_tail(reader *r, uint32_t flags, void *ctx) {
     if (!(out->cycle_time_ms >= 0 && out->cycle_time_ms <= 10000))
         return fail_read(r, "cycle time out of range");
     if (get_uint(r, 8, &out->shm_step_bytes)) return -1;
-    if (out->shm_step_bytes % 4096 != 0 || out->shm_step_bytes > ((uint64_t)1 << 30))
+    if (out->shm_step_bytes > ((uint64_t)1 << 30))
         return fail_read(r, "shared-memory step out of range");
     return 0;
 }

@@ -99,8 +99,7 @@ static void try_shm_steps_or_settle(hvdc_autotune *t) {
     t->phase = HVDC_AUTOTUNE_SHM_STEPS;
     t->index = 1;
     t->phase_first = t->n_results;
-    t->threshold = t->chosen.threshold;
-    t->cycle_ms = t->chosen.cycle_ms;
+    t->cycle_ms = t->chosen.cycle_ms; /* the threshold is already the chosen one (phase 1) */
     t->shm_step = t->shm_steps[1];
 }
 

@@ -331,7 +331,8 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
         hvdc__clear_error();
         hvdc_gpu_pending *pending = NULL;
         st = hvdc__execute(&rt->executor, r, ops, n, &pending);
-        if (hvdc__watchdog_fired(rt->executor.watchdog)) { /* it failed them: maybe freed */
+        /* a watchdog that fired failed the ops (maybe freed now) and made execute fail */
+        if (st != HVD_OK && hvdc__watchdog_fired(rt->executor.watchdog)) {
             free(ops);
             return st;
         }

@@ -7,6 +7,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/clock.h"
 #include "base/status.h"
@@ -128,6 +129,8 @@ static hvd_status wait_entered(const char *fn, hvd_handle *handle, int stream_wa
     hvdc_op *op = NULL;
     hvd_status st = HVD_OK, waited = HVD_OK;
     char *error = NULL;
+    int timed = 0; /* a host op that succeeded: its phases count (phases.h) */
+    int64_t phase_at[HVDC_N_PHASES];
     if (rt) {
         hvd_handle local = HANDLE_IN_SET(*handle);
         pthread_mutex_lock(&rt->completion_mutex);
@@ -141,8 +144,8 @@ static hvd_status wait_entered(const char *fn, hvd_handle *handle, int stream_wa
             if (op && !op->done) waited = hvdc__gpu_stream_wait_on(stream, op->device_done);
         }
         if (op && waited == HVD_OK) {
-            if (op->done && op->status == HVD_OK && op->desc.device < 0)
-                hvdc__phases_add(&rt->phases, op->phase_at, hvdc__now_ns());
+            timed = op->done && op->status == HVD_OK && op->desc.device < 0;
+            if (timed) memcpy(phase_at, op->phase_at, sizeof phase_at); /* op may go at unlock */
             hvdc__handles_remove(&rt->handles, local);
             if (op->done) {
                 st = op->status;
@@ -152,6 +155,7 @@ static hvd_status wait_entered(const char *fn, hvd_handle *handle, int stream_wa
             hvdc__release_op(op);
         }
         pthread_mutex_unlock(&rt->completion_mutex);
+        if (timed) hvdc__phases_add(&rt->phases, phase_at, hvdc__now_ns()); /* outside the lock */
         hvdc__set_release(slot);
     }
     if (!op)

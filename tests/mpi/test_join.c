@@ -10,6 +10,7 @@
 #include "mpitest.h"
 
 enum { COUNT = 3000 }; /* large enough for the ring and a packed piece */
+enum { PAIRED = 1001 }; /* a second sum, usually fused with the first: a packed piece of two */
 
 static float value(int rank, int step, int i) { return (float)((rank + 1) * 10 + step + i % 5); }
 
@@ -17,7 +18,7 @@ int main(void) {
     mt_ctx t;
     if (mt_start(&t) != 0) return 1;
     int rank = t.rank, size = t.size;
-    static float sum[COUNT], avg[COUNT], small[3];
+    static float sum[COUNT], avg[COUNT], small[3], paired[PAIRED];
     int steps = 3 * (rank + 1);
     mt_begin(&t, "uneven steps: all-reduces complete without the ranks that joined");
     for (int step = 0; step < steps; step++) {
@@ -25,21 +26,30 @@ int main(void) {
         for (int r = 0; r < size; r++) contributors += 3 * (r + 1) > step;
         for (int i = 0; i < COUNT; i++) sum[i] = avg[i] = value(rank, step, i);
         for (int i = 0; i < 3; i++) small[i] = 1;
-        char n1[32], n2[32], n3[32];
+        for (int i = 0; i < PAIRED; i++) paired[i] = value(rank, step, i + 1);
+        char n1[32], n2[32], n3[32], n4[32];
         snprintf(n1, sizeof n1, "sum.%d", step);
         snprintf(n2, sizeof n2, "avg.%d", step);
         snprintf(n3, sizeof n3, "prod.%d", step);
-        hvd_handle h[3];
+        snprintf(n4, sizeof n4, "sum-paired.%d", step);
+        hvd_handle h[4];
         MT_CHECK(&t, hvd_allreduce_async(n1, sum, sum, COUNT, HVD_FLOAT32, HVD_SUM, NULL, &h[0]) == HVD_OK, "%s", hvd_last_error());
         MT_CHECK(&t, hvd_allreduce_async(n2, avg, avg, COUNT, HVD_FLOAT32, HVD_AVERAGE, NULL, &h[1]) == HVD_OK, "%s", hvd_last_error());
         MT_CHECK(&t, hvd_allreduce_async(n3, small, small, 3, HVD_FLOAT32, HVD_PRODUCT, NULL, &h[2]) == HVD_OK, "%s", hvd_last_error());
-        for (int k = 0; k < 3; k++) MT_CHECK(&t, hvd_wait(&h[k]) == HVD_OK, "step %d: %s", step, hvd_last_error());
+        MT_CHECK(&t, hvd_allreduce_async(n4, paired, paired, PAIRED, HVD_FLOAT32, HVD_SUM, NULL, &h[3]) == HVD_OK, "%s", hvd_last_error());
+        for (int k = 0; k < 4; k++) MT_CHECK(&t, hvd_wait(&h[k]) == HVD_OK, "step %d: %s", step, hvd_last_error());
         int bad = 0;
         for (int i = 0; i < COUNT; i++) {
             float want = 0;
             for (int r = 0; r < size; r++)
                 if (3 * (r + 1) > step) want += value(r, step, i);
             bad += sum[i] != want || avg[i] != want / (float)contributors;
+        }
+        for (int i = 0; i < PAIRED; i++) {
+            float want = 0;
+            for (int r = 0; r < size; r++)
+                if (3 * (r + 1) > step) want += value(r, step, i + 1);
+            bad += paired[i] != want;
         }
         bad += small[0] != 1 || small[2] != 1;
         MT_CHECK(&t, bad == 0, "step %d (%d contributors): %d wrong, sum[0]=%g avg[0]=%g", step,

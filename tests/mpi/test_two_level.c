@@ -11,7 +11,9 @@
  * order in many elements (else it could not see an order bug). Run with L = 3 and with 3
  * nodes, so both levels fold three terms (at two, a + b = b + a hides the order).
  * Every case runs with the node stages through shared memory and through MPI messages, with
- * the one-step exchange and without (small_bytes), out of place and in place.
+ * the one-step exchange and without (small_bytes), out of place and in place. The staged
+ * shared-memory all-reduce (a fused piece packed straight into the segment) must give the bits
+ * of hvdc__shm_allreduce on each node, and refuse more than one step.
  *
  * Usage: test_two_level L   (np a multiple of L). Main thread only; prints PASS or FAIL.
  */
@@ -140,6 +142,33 @@ int main(int argc, char **argv) {
                                 st == HVD_OK ? "ok" : hvd_last_error(), bad, first);
                     }
         }
+    for (size_t d = 0; shm && d < 2; d++)
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            hvd_dtype dt = dtypes[d];
+            size_t count = counts[c], e = hvd_dtype_size(dt), bytes = count * e;
+            if (bytes > hvdc__shm_step(shm)) continue;
+            fill(src, dt, rank, count);
+            st = hvdc__shm_allreduce(shm, src, ref, count, dt, HVD_SUM, NULL);
+            CHECK_T(st == HVD_OK, "hvdc__shm_allreduce: %s", hvd_last_error());
+            memcpy(hvdc__shm_staging(shm), src, bytes);
+            const void *result = NULL;
+            st = hvdc__shm_allreduce_staged(shm, count, dt, HVD_SUM, NULL, &result);
+            CHECK_T(st == HVD_OK && memcmp(result, ref, bytes) == 0,
+                    "staged %s count %zu: %s, differs from hvdc__shm_allreduce",
+                    dt == HVD_FLOAT32 ? "float32" : "float64", count,
+                    st == HVD_OK ? "ok" : hvd_last_error());
+        }
+    if (shm) {
+        const void *result = NULL;
+        size_t over = hvdc__shm_step(shm) / 4 + 1;
+        st = hvdc__shm_allreduce_staged(shm, over, HVD_FLOAT32, HVD_SUM, NULL, &result);
+        CHECK_T(st == HVD_ERR_INTERNAL && strstr(hvd_last_error(), "step"),
+                "a staged piece one element over the step: %s", hvd_last_error());
+        fill(src, HVD_FLOAT32, rank, 5); /* the segment still works: nothing arrived */
+        memcpy(hvdc__shm_staging(shm), src, 5 * sizeof(float));
+        st = hvdc__shm_allreduce_staged(shm, 5, HVD_FLOAT32, HVD_SUM, NULL, &result);
+        CHECK_T(st == HVD_OK, "a staged piece after a refused one: %s", hvd_last_error());
+    }
     /* the layout must make node order differ from rank order, or the test could not see it */
     CHECK_T(group == size || sensitive * 10 > elements,
             "node order and rank order differ in only %zu of %zu elements", sensitive, elements);

@@ -221,6 +221,28 @@ fail:
     return st;
 }
 
+void *hvdc__shm_staging(hvdc_shm *s) { return slot(s, s->rank); }
+
+hvd_status hvdc__shm_allreduce_staged(hvdc_shm *s, size_t count, hvd_dtype dtype,
+                                      hvd_reduce_op op, hvdc_liveness *watch, const void **result) {
+    hvd_status st = HVD_OK;
+    size_t elem = hvd_dtype_size(dtype), off, n;
+    *result = slot(s, s->rank);
+    if (count > s->step_bytes / elem)
+        return hvdc__fail(HVD_ERR_INTERNAL, "staged shared-memory all-reduce of %zu bytes: more than "
+                          "the %zu-byte step", count * elem, s->step_bytes);
+    if (s->size == 1 || count == 0) return HVD_OK;
+    char *out = slot(s, s->size);
+    hvdc__block_range(count, (size_t)s->size, (size_t)s->rank, &off, &n);
+    CHECK(arrive_and_wait(s, watch));
+    for (int q = 0; q < s->size; q++) s->in[q] = slot(s, q) + off * elem;
+    hvdc__fold(out + off * elem, s->in, s->size, n, dtype, op);
+    CHECK(arrive_and_wait(s, watch));
+    *result = out;
+fail:
+    return st;
+}
+
 hvd_status hvdc__shm_reduce_scatter(hvdc_shm *s, const void *src, void *dst, size_t count,
                                     hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch) {
     hvd_status st = HVD_OK;

@@ -21,8 +21,12 @@
  * Every rank of the node must make the same calls in the same order with the same counts (the
  * background threads execute the same responses in the same order).
  *
+ * A fused all-reduce need not pack its tensors into a buffer of its own first: it can pack them
+ * straight into slot r (hvdc__shm_staging) and unpack them from the result slot, which saves
+ * step 1's copy and step 3's (hvdc__shm_allreduce_staged).
+ *
  * defines: hvdc_shm, hvdc__shm_create, _destroy, _allreduce, _reduce_scatter, _allgather_blocks,
- *          _step, _set_step
+ *          _staging, _allreduce_staged, _step, _set_step
  * Background thread (create: the thread that calls hvd_init).
  */
 #ifndef HVDC_SHM_H
@@ -56,6 +60,16 @@ void hvdc__shm_destroy(hvdc_shm *shm);
 /* dst = every local rank's src, combined in local rank order (src may equal dst). */
 hvd_status hvdc__shm_allreduce(hvdc_shm *shm, const void *src, void *dst, size_t count,
                                hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch);
+
+/* This rank's slot: a caller writes up to hvdc__shm_step bytes there, then calls
+ * hvdc__shm_allreduce_staged. */
+void *hvdc__shm_staging(hvdc_shm *shm);
+
+/* The all-reduce of the count elements (at most hvdc__shm_step bytes) every local rank wrote
+ * to its staging slot; *result points at the combined elements (combined as by
+ * hvdc__shm_allreduce) and stays valid, read-only, until this rank's next call on shm. */
+hvd_status hvdc__shm_allreduce_staged(hvdc_shm *shm, size_t count, hvd_dtype dtype,
+                                      hvd_reduce_op op, hvdc_liveness *watch, const void **result);
 
 /* Block r (block.h, count over the node's ranks) of dst, for local rank r, gets every local
  * rank's block r of src combined in rank order; dst's other blocks are not written. src may

@@ -5,9 +5,12 @@
  * All-reduce: the response's tensors are planned by fusion.c; packed pieces are copied into the
  * fusion buffer (applying the prescale on the way in), reduced by one host all-reduce
  * (allreduce.h; or MPI_Allreduce), and copied out (applying postscale and the average's
- * division on the way out). Large tensors are reduced where they lie. The host all-reduces
- * combine every element in rank order, so which piece a tensor lands in, at which offset, and
- * which algorithm its piece's size selects never change its bits. Background thread.
+ * division on the way out). With the shared-memory all-reduce inside one node, pieces are at
+ * most one step long and packed straight into this rank's slot of the segment instead, then
+ * copied out of its result slot (shm.h): two copies fewer. Large tensors are reduced where
+ * they lie. The host all-reduces combine every element in rank order, so which piece a tensor
+ * lands in, at which offset, and which algorithm its piece's size selects never change its
+ * bits. Background thread.
  */
 #include "runtime/execute.h"
 
@@ -147,6 +150,12 @@ fail:
     return st;
 }
 
+/* Whether this response's packed pieces go through the shared-memory segment (shm.h's staged
+ * all-reduce) rather than the fusion buffer: the same on every rank, like the algorithm. */
+static int stages_in_shm(const hvdc_executor *ex, hvd_dtype acc, hvd_reduce_op op) {
+    return ex->shm && !ex->hierarchical && !uses_mpi(ex, acc, op);
+}
+
 /* Applies what follows the reduction: the average's division and the postscale. */
 static void finish_reduction(void *buf, size_t count, hvd_dtype dtype, hvd_reduce_op op,
                              double postscale, int size) {
@@ -196,7 +205,7 @@ fail:
  * buffer (a widened in-place tensor goes through it in chunks) and the algorithm's scratch. */
 static void allreduce_memory(const hvdc_executor *ex, const hvdc_pack_plan *plan,
                              const hvdc_tensor **tensors, hvd_dtype acc, hvd_reduce_op op,
-                             int widened, size_t *fusion_bytes, size_t *scratch_bytes) {
+                             int widened, int staged, size_t *fusion_bytes, size_t *scratch_bytes) {
     size_t acc_elem = hvd_dtype_size(acc);
     *fusion_bytes = *scratch_bytes = 0;
     for (size_t p = 0; p < plan->n_pieces; p++) {
@@ -204,7 +213,8 @@ static void allreduce_memory(const hvdc_executor *ex, const hvdc_pack_plan *plan
         size_t count = piece->in_place ? tensors[piece->first]->count : piece->count;
         if (piece->in_place && widened && count > WIDE_CHUNK_BYTES / acc_elem)
             count = WIDE_CHUNK_BYTES / acc_elem;
-        size_t fusion = piece->in_place && !widened ? 0 : count * acc_elem;
+        int in_buffer = piece->in_place ? widened : !staged; /* widened chunks, unstaged pieces */
+        size_t fusion = in_buffer ? count * acc_elem : 0;
         size_t scratch = scratch_for(ex, count, acc, op);
         if (fusion > *fusion_bytes) *fusion_bytes = fusion;
         if (scratch > *scratch_bytes) *scratch_bytes = scratch;
@@ -236,12 +246,15 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
             tensors[n] = &ops[i]->tensors[k];
             counts[n++] = ops[i]->tensors[k].count;
         }
-    if (hvdc__pack_plan_make(counts, n, acc_elem, ex->pack_piece_bytes, ex->large_tensor_bytes, &plan)) {
+    int staged = stages_in_shm(ex, acc, op);
+    size_t piece_bytes = ex->pack_piece_bytes;
+    if (staged && piece_bytes > hvdc__shm_step(ex->shm)) piece_bytes = hvdc__shm_step(ex->shm);
+    if (hvdc__pack_plan_make(counts, n, acc_elem, piece_bytes, ex->large_tensor_bytes, &plan)) {
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory planning an all-reduce of %zu tensors", n);
         goto fail;
     }
     size_t fusion_bytes, scratch_bytes;
-    allreduce_memory(ex, &plan, tensors, acc, op, widened, &fusion_bytes, &scratch_bytes);
+    allreduce_memory(ex, &plan, tensors, acc, op, widened, staged, &fusion_bytes, &scratch_bytes);
     CHECK(reserve_agreed(ex, "allreduce", tensors[0]->name, fusion_bytes, scratch_bytes));
     for (size_t p = 0; p < plan.n_pieces; p++) {
         const hvdc_pack_piece *piece = &plan.pieces[p];
@@ -254,7 +267,7 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
                                 hvdc__timeline_now_us(ex->timeline), ex->group);
             continue;
         }
-        char *buf = ex->fusion.data;
+        char *buf = staged ? hvdc__shm_staging(ex->shm) : ex->fusion.data;
         size_t end = 0;
         for (size_t i = piece->first; i < piece->first + piece->n; i++) {
             size_t at = plan.offsets[i];
@@ -269,16 +282,21 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
             end = at + tensors[i]->count;
         }
         int64_t t1 = hvdc__timeline_now_us(ex->timeline);
-        CHECK(allreduce_buffer(ex, buf, buf, piece->count, acc, op));
+        const void *reduced = buf;
+        if (staged) {
+            CHECK(hvdc__shm_allreduce_staged(ex->shm, piece->count, acc, op, ex->liveness, &reduced));
+        } else {
+            CHECK(allreduce_buffer(ex, buf, buf, piece->count, acc, op));
+        }
         int64_t t2 = hvdc__timeline_now_us(ex->timeline);
         for (size_t i = piece->first; i < piece->first + piece->n; i++) {
-            char *from = buf + plan.offsets[i] * acc_elem;
+            const char *from = (const char *)reduced + plan.offsets[i] * acc_elem;
             if (widened) {
                 hvdc__narrow_average(tensors[i]->recv, dtype, from, acc, tensors[i]->count,
                                      contributors, d->postscale);
-            } else {
-                finish_reduction(from, tensors[i]->count, dtype, op, d->postscale, contributors);
+            } else { /* the reduced piece may be shared (staged): finish in the caller's copy */
                 memcpy(tensors[i]->recv, from, tensors[i]->count * elem);
+                finish_reduction(tensors[i]->recv, tensors[i]->count, dtype, op, d->postscale, contributors);
             }
         }
         if (ex->timeline) {

@@ -5,7 +5,6 @@
 #include "base/liveness.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +26,7 @@ struct hvdc_liveness {
     int *local_ranks; /* (n_local) ranks in comm on this node */
     int *local_pids;  /* (n_local) */
     double next_check;
+    const hvdc_poll_policy *poll; /* how waits pause between polls */
     hvd_status failed;
     char message[NOTICE_MAX];
     char notice[NOTICE_MAX]; /* the bytes sent to every rank; must outlive the sends */
@@ -88,6 +88,10 @@ static void broadcast_notice(hvdc_liveness *l) {
     }
 }
 
+void hvdc__liveness_set_poll(hvdc_liveness *l, const hvdc_poll_policy *policy) { l->poll = policy; }
+
+const hvdc_poll_policy *hvdc__liveness_poll_policy(const hvdc_liveness *l) { return l ? l->poll : NULL; }
+
 hvd_status hvdc__liveness_check(hvdc_liveness *l) {
     if (!l) return HVD_OK;
     if (l->failed != HVD_OK) return hvdc__fail(l->failed, "%s", l->message);
@@ -129,12 +133,13 @@ hvd_status hvdc__wait_requests(int n, MPI_Request *requests, hvdc_liveness *l) {
         CHECK_MPI(MPI_Waitall(n, requests, MPI_STATUSES_IGNORE));
         return HVD_OK;
     }
+    hvdc_poll poll = hvdc__poll_begin(l->poll);
     for (;;) {
         int done = 0;
         CHECK_MPI(MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE));
         if (done) return HVD_OK;
         CHECK(hvdc__liveness_check(l));
-        sched_yield(); /* like Open MPI's own wait with mpi_yield_when_idle */
+        hvdc__poll_pause(&poll);
     }
 fail:
     return st;

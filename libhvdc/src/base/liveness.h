@@ -11,7 +11,10 @@
  * Limits: a node running a single rank has no neighbour to watch it. Under mpirun's default
  * policy the launcher itself tears the whole job down first (see README, Troubleshooting).
  *
- * defines: hvdc_liveness, hvdc__liveness_create, _destroy, _check, hvdc__wait_requests
+ * Its waits pause between polls as the runtime's poll policy says (base/poll.h).
+ *
+ * defines: hvdc_liveness, hvdc__liveness_create, _destroy, _check, _set_poll, _poll_policy,
+ *          hvdc__wait_requests
  * Thread that calls hvd_init (create), then the background thread only.
  */
 #ifndef HVDC_LIVENESS_H
@@ -19,6 +22,7 @@
 
 #include <mpi.h>
 
+#include "base/poll.h"
 #include "hvdc.h"
 
 #define HVDC_LIVENESS_PERIOD_S 0.05
@@ -33,6 +37,11 @@ void hvdc__liveness_destroy(hvdc_liveness *liveness); /* NULL-safe */
 /* Cheap when called often. @return HVD_OK, or HVD_ERR_RANK_FAILED with a message naming the
  * dead rank (seen here, or reported by another rank); once failed, always failed. */
 hvd_status hvdc__liveness_check(hvdc_liveness *liveness);
+
+/* The policy every wait that watches liveness pauses by (NULL until set: always yield); it
+ * must outlive liveness. Before the background thread starts. */
+void hvdc__liveness_set_poll(hvdc_liveness *liveness, const hvdc_poll_policy *policy);
+const hvdc_poll_policy *hvdc__liveness_poll_policy(const hvdc_liveness *liveness); /* NULL-safe */
 
 /* Completes n requests like MPI_Waitall, but checks liveness while it waits (NULL: plain).
  * On a failure the requests are left incomplete (the job is stopping). */

@@ -15,7 +15,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +26,7 @@
 #include <unistd.h>
 
 #include "base/dtype.h"
+#include "base/poll.h"
 #include "base/status.h"
 #include "collectives/block.h"
 #include "collectives/fold.h"
@@ -103,10 +103,12 @@ static void cpu_relax(void) {
 #endif
 }
 
-/* Arrives for the next step and waits until every rank of the node has. */
+/* Arrives for the next step and waits until every rank of the node has: SPINS busy polls,
+ * then as the watch's poll policy says (base/poll.h). */
 static hvd_status arrive_and_wait(hvdc_shm *s, hvdc_liveness *watch) {
     uint64_t e = ++s->epoch;
     atomic_store_explicit(counter(s, s->rank), e, memory_order_release);
+    hvdc_poll poll = hvdc__poll_begin(hvdc__liveness_poll_policy(watch));
     for (int q = 0; q < s->size; q++) {
         unsigned spins = 0;
         while (atomic_load_explicit(counter(s, q), memory_order_acquire) < e) {
@@ -114,7 +116,7 @@ static hvd_status arrive_and_wait(hvdc_shm *s, hvdc_liveness *watch) {
                 cpu_relax();
                 continue;
             }
-            sched_yield();
+            hvdc__poll_pause(&poll);
             if (watch && spins % 64 == 0) {
                 hvd_status st = hvdc__liveness_check(watch);
                 if (st != HVD_OK) return st;

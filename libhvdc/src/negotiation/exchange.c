@@ -3,18 +3,19 @@
  * sends rank 0 its new announcements; rank 0 feeds them to the negotiator as they arrive,
  * answers every rank with the same response list, and, because it sees who has not joined yet,
  * reports stalls while it waits and stops the job past HVD_STALL_SHUTDOWN_TIME.
- * Waits are Iprobe loops that yield the core and call the owner's between_steps hook.
+ * Waits are Iprobe loops that call the owner's between_steps hook and pause as the liveness
+ * watch's poll policy says (base/poll.h: a short spin while the application waits, else yield).
  * Background thread.
  */
 #include "negotiation/exchange.h"
 
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/poll.h"
 #include "base/status.h"
 #include "base/tags.h"
 
@@ -80,6 +81,7 @@ static hvd_status gather_announcements(hvdc_exchange *x) {
     hvd_status st = HVD_OK;
     int missing = x->size - 1;
     double started = hvdc__now_seconds();
+    hvdc_poll poll = hvdc__poll_begin(hvdc__liveness_poll_policy(x->liveness));
     memset(x->arrived, 0, (size_t)x->size);
     hvdc__negotiator_set_time(x->negotiator, started);
     CHECK(take_announcement(x, 0, x->message.data, x->message.len));
@@ -108,7 +110,7 @@ static hvd_status gather_announcements(hvdc_exchange *x) {
             }
         }
         CHECK(x->between_steps(x->ctx, "waiting for other ranks to join the negotiation round"));
-        sched_yield(); /* a waiting rank gives an oversubscribed core to the compute threads */
+        hvdc__poll_pause(&poll); /* yields an oversubscribed core to the compute threads */
     }
 fail:
     return st;
@@ -188,6 +190,7 @@ static hvd_status ask_coordinator(hvdc_exchange *x) {
                         x->comm, &sent));
     x->bytes_sent += x->message.len;
     double started = hvdc__now_seconds(), next_report = started + x->stall_check_s;
+    hvdc_poll poll = hvdc__poll_begin(hvdc__liveness_poll_policy(x->liveness));
     for (;;) {
         int flag = 0, len = 0;
         MPI_Status status;
@@ -213,7 +216,7 @@ static hvd_status ask_coordinator(hvdc_exchange *x) {
             }
         }
         CHECK(x->between_steps(x->ctx, "waiting for rank 0's answer"));
-        sched_yield();
+        hvdc__poll_pause(&poll);
     }
     /* rank 0 has read the announcement unless it aborted; then do not wait for it */
     int done = 0;

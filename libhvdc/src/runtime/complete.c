@@ -99,12 +99,17 @@ void hvdc__release_op(hvdc_op *op) {
     if (!held(op)) hvdc__op_free(op);
 }
 
+void hvdc__wait_completion(hvdc_runtime *rt) {
+    atomic_fetch_add_explicit(&rt->poll.app_waiting, 1, memory_order_relaxed);
+    pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
+    atomic_fetch_sub_explicit(&rt->poll.app_waiting, 1, memory_order_relaxed);
+}
+
 hvdc_op *hvdc__wait_for_op(hvdc_runtime *rt, hvd_handle local) {
     hvdc_op *op;
     /* look the handle up again after every wake-up: another thread may have released it */
     while ((op = hvdc__handles_find(&rt->handles, local)) != NULL && !op->done)
-        if (!hvdc__complete_on_device(rt, op, 1))
-            pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
+        if (!hvdc__complete_on_device(rt, op, 1)) hvdc__wait_completion(rt);
     return op;
 }
 

@@ -15,7 +15,8 @@
  *   hvd_wait:   device_done set ── hvdc__complete_on_device ─> done (or falls back to waiting)
  *
  * defines: hvdc__complete_ops, hvdc__publish_on_device, hvdc__drop_device_hold,
- *          hvdc__complete_on_device, hvdc__wait_for_op, hvdc__poll_op, hvdc__release_op,
+ *          hvdc__complete_on_device, hvdc__wait_completion, hvdc__wait_for_op, hvdc__poll_op,
+ *          hvdc__release_op,
  *          hvdc__fail_everything
  * Any thread; each function takes the runtime's locks it needs (never both at once).
  */
@@ -41,6 +42,11 @@ void hvdc__drop_device_hold(hvdc_runtime *rt, hvdc_op **ops, size_t n);
  * and completes op when its work has finished. @return 1 when it looked at the device (op may
  * now be done; look it up again), 0 when the caller must wait for the background thread. */
 int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block);
+
+/* With completion_mutex held: one pthread_cond_wait on completion_cond, counted in
+ * rt->poll.app_waiting meanwhile (the background thread's waits spin only while someone is
+ * blocked here: base/poll.h). */
+void hvdc__wait_completion(hvdc_runtime *rt);
 
 /* With completion_mutex held: blocks until the op of handle local (its index in rt->handles)
  * is done, waiting on its done event where it can. @return the op, done; NULL when the handle

@@ -204,6 +204,15 @@ fail:
     return st;
 }
 
+/* Background waits may spin where the node has a CPU for every rank (base/poll.h): with more
+ * ranks than CPUs, the rank a wait is for may need the waiter's core. Collective over comm. */
+static hvd_status choose_poll(hvdc_runtime *rt) {
+    int cpus = 0;
+    hvd_status st = hvdc__node_cpus(rt->control_comm, &cpus);
+    rt->poll.spin_ns = st == HVD_OK && cpus >= rt->topo.local_size ? HVDC_SPIN_NS : 0;
+    return st;
+}
+
 /* The segment, agreed: every rank uses it or none does. Where it cannot be had, `auto` goes on
  * with the ring (and says so once); `shm`, asked for by name, fails hvd_init. */
 static hvd_status agree_shm(hvdc_runtime *rt) {
@@ -382,6 +391,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     CHECK(hvdc__topology_detect(rt->control_comm, &rt->topo));
     hvdc__log_init((hvdc_log_level)rt->config.log_level, rt->topo.rank);
     CHECK(warn_single_cpu(rt->control_comm, rt->topo.rank));
+    CHECK(hvdc__agree(rt->control_comm, choose_poll(rt)));
     set_up_executor(rt);
     /* HVD_CPU_ALLREDUCE=shm across nodes means the two-level all-reduce, shared memory inside */
     if (rt->config.hierarchical_allreduce ||
@@ -391,6 +401,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     if (wants_shm(rt)) CHECK(agree_shm(rt));
     CHECK(hvdc__agree(rt->control_comm,
                       hvdc__liveness_create(rt->control_comm, &rt->executor.liveness)));
+    hvdc__liveness_set_poll(rt->executor.liveness, &rt->poll);
     CHECK(hvdc__agree(rt->control_comm, start_watchdog(rt)));
     st = HVD_OK;
     if (rt->topo.rank == 0) /* recording from the start only with HVD_TIMELINE */
@@ -400,11 +411,12 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     CHECK(hvdc__agree(rt->control_comm, open_autotune_log(rt)));
     CHECK(hvdc__agree(rt->control_comm, start_thread(rt)));
     release_thread(rt, 1);
-    HVDC_LOG(HVDC_LOG_INFO, "started: size %d, local %d/%d, cross %d/%d, fusion threshold %zu bytes, cycle %.3g ms, cpu allreduce %s%s",
+    HVDC_LOG(HVDC_LOG_INFO, "started: size %d, local %d/%d, cross %d/%d, fusion threshold %zu bytes, cycle %.3g ms, cpu allreduce %s%s, background waits %s",
              rt->topo.size, rt->topo.local_rank, rt->topo.local_size, rt->topo.cross_rank,
              rt->topo.cross_size, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms,
              cpu_allreduce_name(rt),
-             rt->executor.hierarchical ? " (hierarchical)" : "");
+             rt->executor.hierarchical ? " (hierarchical)" : "",
+             rt->poll.spin_ns ? "spin while the application waits" : "yield (more ranks than CPUs)");
     if (rt->config.sigusr1_dump) hvdc__dump_install(&rt->dump_requested, wake_background, rt);
     pthread_mutex_lock(&gate_mutex);
     hvdc__runtime = rt;
@@ -448,6 +460,8 @@ hvd_status hvdc__runtime_start_child(const hvdc_runtime *parent, MPI_Comm comm,
     if (wants_shm(rt)) CHECK(agree_shm(rt)); /* a set inside one node: its own segment */
     CHECK(hvdc__agree(rt->control_comm,
                       hvdc__liveness_create(rt->control_comm, &rt->executor.liveness)));
+    rt->poll.spin_ns = parent->poll.spin_ns; /* the node's ranks are the parent's */
+    hvdc__liveness_set_poll(rt->executor.liveness, &rt->poll);
     CHECK(hvdc__agree(rt->control_comm, start_watchdog(rt)));
     CHECK(hvdc__agree(rt->control_comm, start_thread(rt)));
     release_thread(rt, 1);

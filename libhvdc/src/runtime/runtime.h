@@ -20,6 +20,7 @@
 #include <stdio.h>
 
 #include "base/name_table.h"
+#include "base/poll.h"
 #include "runtime/config.h"
 #include "runtime/execute.h"
 #include "runtime/op.h"
@@ -61,6 +62,9 @@ typedef struct hvdc_runtime {
     pthread_mutex_t completion_mutex;
     pthread_cond_t completion_cond;
     hvdc_handles handles;
+    hvdc_poll_policy poll;    /* how the background thread's waits pause (base/poll.h): spin_ns
+                                 set by hvd_init; app_waiting counts the threads blocked on
+                                 completion_cond */
     int device_waiters;       /* threads inside a wait on a device op's done event (complete.h):
                                  the GPU backend, which owns the events, outlives them */
     atomic_int device_aborted; /* the GPU backend aborted its communicators (set before it

@@ -139,7 +139,7 @@ static hvd_status wait_entered(const char *fn, hvd_handle *handle, int stream_wa
         } else {
             while ((op = hvdc__handles_find(&rt->handles, local)) != NULL && !op->done &&
                    !op->device_done)
-                pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
+                hvdc__wait_completion(rt);
             /* with the mutex held the background thread cannot return the event to its pool */
             if (op && !op->done) waited = hvdc__gpu_stream_wait_on(stream, op->device_done);
         }

@@ -1,0 +1,54 @@
+/*
+ * poll.h - what a background wait does between two polls (of MPI, or of the flags in shared
+ * memory): spin for a short while when that is cheap and someone is waiting for the answer,
+ * give the core away otherwise.
+ *
+ * Why not always yield: sched_yield is a system call, and a message that arrives during one is
+ * seen only after it returns. Where system calls are dear (1.2-1.4 us each on the VMs we
+ * measure on) a negotiation round, which waits twice, paid several of them: spinning through
+ * the first SPIN_NS of a wait cut a lone 4-byte hvd_allreduce at np 2 by a fifth
+ * (benchmarks/results/poll_spin_np2.txt).
+ * Why not always spin: a spinning thread holds its core. So a wait spins only while
+ *   - an application thread is blocked waiting for this runtime (hvd_wait and the calls built
+ *     on it: app_waiting > 0) - not while it submits or computes, which needs the core; and
+ *   - the node has a CPU for every rank (spin_ns > 0, set by hvd_init from the ranks' affinity)
+ *     - with more ranks than CPUs the rank being waited for may need this very core.
+ * Otherwise every pause yields, as Open MPI's own waits do with mpi_yield_when_idle.
+ *
+ * defines: hvdc_poll_policy, hvdc_poll, HVDC_SPIN_NS, hvdc__poll_begin, hvdc__poll_spins,
+ *          hvdc__poll_pause
+ * policy: written by the thread that calls hvd_init, app_waiting by application threads;
+ * hvdc_poll: the waiting thread's own.
+ */
+#ifndef HVDC_POLL_H
+#define HVDC_POLL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* How long one wait may spin; past it every pause yields. A negotiation round's waits take a
+ * few microseconds when every rank is ready. */
+#ifndef HVDC_SPIN_NS
+#define HVDC_SPIN_NS 20000
+#endif
+
+typedef struct hvdc_poll_policy {
+    int64_t spin_ns;        /* HVDC_SPIN_NS, or 0: never spin (more ranks than CPUs) */
+    atomic_int app_waiting; /* application threads blocked waiting for an op of this runtime */
+} hvdc_poll_policy;
+
+typedef struct hvdc_poll {
+    const hvdc_poll_policy *policy; /* NULL: every pause yields */
+    int64_t spin_until_ns;          /* hvdc__now_ns() deadline of the spinning */
+} hvdc_poll;
+
+/* Starts a wait under policy (NULL-safe). */
+hvdc_poll hvdc__poll_begin(const hvdc_poll_policy *policy);
+
+/* Whether a pause at now_ns (hvdc__now_ns) spins rather than yields. Pure but for the atomic. */
+int hvdc__poll_spins(const hvdc_poll *poll, int64_t now_ns);
+
+/* Between two polls: a CPU pause while hvdc__poll_spins, else sched_yield. */
+void hvdc__poll_pause(const hvdc_poll *poll);
+
+#endif

@@ -21,19 +21,10 @@
 
 #include "base/affinity.h"
 #include "base/clock.h"
+#include "rank_check.h"
 #include "runtime/runtime.h"
 
-static int failures = 0, rank = 0;
-
-#define CHECK_T(cond, ...)                                                                    \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            failures++;                                                                      \
-            printf("[rank %d] FAILED %s:%d: ", rank, __FILE__, __LINE__);                   \
-            printf(__VA_ARGS__);                                                             \
-            printf("\n");                                                                    \
-        }                                                                                    \
-    } while (0)
+static int rank = 0;
 
 enum { COUNT = 1000 };
 
@@ -118,8 +109,7 @@ int main(int argc, char **argv) {
     free(in);
     free(out);
     hvd_shutdown();
-    int total = 0;
-    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int total = rank_check_total(MPI_COMM_WORLD);
     if (rank == 0) printf("%s\n", total ? "FAIL" : "PASS");
     MPI_Finalize();
     return total ? 1 : 0;

@@ -28,18 +28,7 @@
 #include "collectives/allreduce.h"
 #include "collectives/shm.h"
 #include "hvdc.h"
-
-static int failures = 0;
-
-#define CHECK_T(cond, ...)                                                                    \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            failures++;                                                                      \
-            printf("[rank %d] FAILED %s:%d: ", rank, __FILE__, __LINE__);                   \
-            printf(__VA_ARGS__);                                                             \
-            printf("\n");                                                                    \
-        }                                                                                    \
-    } while (0)
+#include "rank_check.h"
 
 static uint64_t mix(uint64_t x) {
     x ^= x >> 33;
@@ -180,8 +169,7 @@ int main(int argc, char **argv) {
     free(flat);
     MPI_Comm_free(&local);
     MPI_Comm_free(&cross);
-    int total = 0;
-    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int total = rank_check_total(MPI_COMM_WORLD);
     if (rank == 0) printf("%d fake nodes of %d ranks: %s\n", size / group, group, total ? "FAIL" : "PASS");
     MPI_Finalize();
     return total != 0;

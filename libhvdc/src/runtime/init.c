@@ -416,7 +416,8 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
              rt->topo.cross_size, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms,
              cpu_allreduce_name(rt),
              rt->executor.hierarchical ? " (hierarchical)" : "",
-             rt->poll.spin_ns ? "spin while the application waits" : "yield (more ranks than CPUs)");
+             rt->poll.spin_ns ? "spin while the application waits"
+                             : "yield (ranks outnumber the CPUs, or the CPUs are unknown)");
     if (rt->config.sigusr1_dump) hvdc__dump_install(&rt->dump_requested, wake_background, rt);
     pthread_mutex_lock(&gate_mutex);
     hvdc__runtime = rt;

@@ -1,9 +1,9 @@
 /*
  * Unit test: when a background wait spins and when it yields (base/poll.h). It spins only
  * under a policy with a spin budget, while an application thread is blocked waiting
- * (app_waiting > 0), and only until the budget from the wait's start runs out; without a
- * policy, with a zero budget or with nobody waiting it always yields. A pause must return
- * either way.
+ * (app_waiting > 0), and only until the budget from the wait's first pause runs out; without a
+ * policy, with a zero budget or with nobody waiting it always yields, and then reads no clock.
+ * A pause must return either way.
  */
 #include <stdint.h>
 
@@ -17,14 +17,22 @@ int main(void) {
 
     hvdc_poll none = hvdc__poll_begin(NULL);
     CHECK_TRUE(!hvdc__poll_spins(&none, hvdc__now_ns()), "no policy: spun");
+    hvdc__poll_pause(&none);
+    CHECK_TRUE(none.spin_until_ns == 0, "no policy: a deadline was set");
 
-    int64_t before = hvdc__now_ns();
+    /* the budget runs from the wait's first pause (a wait that never pauses reads no clock) */
     hvdc_poll poll = hvdc__poll_begin(&policy);
+    CHECK_TRUE(poll.spin_until_ns == 0, "hvdc__poll_begin set a deadline");
+    int64_t before = hvdc__now_ns();
+    hvdc__poll_pause(&poll); /* nobody waits: yields, but the budget starts */
     int64_t after = hvdc__now_ns();
     CHECK_TRUE(poll.spin_until_ns >= before + policy.spin_ns && poll.spin_until_ns <= after + policy.spin_ns,
-               "the budget runs from the wait's start: until %lld, started in [%lld, %lld]",
+               "the budget runs from the first pause: until %lld, paused in [%lld, %lld]",
                (long long)poll.spin_until_ns, (long long)before, (long long)after);
-    int64_t start = poll.spin_until_ns - policy.spin_ns;
+    int64_t deadline = poll.spin_until_ns;
+    hvdc__poll_pause(&poll);
+    CHECK_TRUE(poll.spin_until_ns == deadline, "a later pause moved the deadline");
+    int64_t start = deadline - policy.spin_ns;
     CHECK_TRUE(!hvdc__poll_spins(&poll, start), "nobody waiting: spun");
 
     atomic_store(&policy.app_waiting, 1);
@@ -41,10 +49,12 @@ int main(void) {
     atomic_init(&crowded.app_waiting, 1);
     hvdc_poll never = hvdc__poll_begin(&crowded);
     CHECK_TRUE(!hvdc__poll_spins(&never, hvdc__now_ns()), "zero budget: spun");
-
-    /* both kinds of pause return */
-    atomic_store(&policy.app_waiting, 1);
-    hvdc__poll_pause(&poll);
     hvdc__poll_pause(&never);
+    CHECK_TRUE(never.spin_until_ns == 0, "zero budget: a deadline was set (a clock read per pause)");
+
+    /* a pause that spins returns too */
+    atomic_store(&policy.app_waiting, 1);
+    hvdc_poll fresh = hvdc__poll_begin(&policy);
+    hvdc__poll_pause(&fresh);
     return check_verdict("test_poll");
 }

@@ -16,7 +16,7 @@
  * Otherwise every pause yields, as Open MPI's own waits do with mpi_yield_when_idle.
  *
  * defines: hvdc_poll_policy, hvdc_poll, HVDC_SPIN_NS, hvdc__poll_begin, hvdc__poll_spins,
- *          hvdc__poll_pause
+ *          hvdc__poll_pause, hvdc__cpu_relax
  * policy: written by the thread that calls hvd_init, app_waiting by application threads;
  * hvdc_poll: the waiting thread's own.
  */
@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 /* How long one wait may spin; past it every pause yields. A negotiation round's waits take a
- * few microseconds when every rank is ready. */
+ * few microseconds when every rank is ready (-D to measure others). */
 #ifndef HVDC_SPIN_NS
 #define HVDC_SPIN_NS 20000
 #endif
@@ -39,16 +39,30 @@ typedef struct hvdc_poll_policy {
 
 typedef struct hvdc_poll {
     const hvdc_poll_policy *policy; /* NULL: every pause yields */
-    int64_t spin_until_ns;          /* hvdc__now_ns() deadline of the spinning */
+    int64_t spin_until_ns;          /* hvdc__now_ns() deadline of the spinning, set by the
+                                       wait's first pause (0 before: a wait that never pauses
+                                       never reads the clock) */
 } hvdc_poll;
 
 /* Starts a wait under policy (NULL-safe). */
-hvdc_poll hvdc__poll_begin(const hvdc_poll_policy *policy);
+static inline hvdc_poll hvdc__poll_begin(const hvdc_poll_policy *policy) {
+    hvdc_poll poll = {policy, 0};
+    return poll;
+}
 
-/* Whether a pause at now_ns (hvdc__now_ns) spins rather than yields. Pure but for the atomic. */
+/* Whether a pause at now_ns (hvdc__now_ns) spins rather than yields: before the deadline, under
+ * a policy with a budget, while an application thread waits. Pure but for the atomic. */
 int hvdc__poll_spins(const hvdc_poll *poll, int64_t now_ns);
 
-/* Between two polls: a CPU pause while hvdc__poll_spins, else sched_yield. */
-void hvdc__poll_pause(const hvdc_poll *poll);
+/* Between two polls: hvdc__cpu_relax while hvdc__poll_spins, else sched_yield. The first pause
+ * of a wait under a policy with a budget sets the deadline. */
+void hvdc__poll_pause(hvdc_poll *poll);
+
+/* One busy-wait step: the CPU's pause hint where it has one. */
+static inline void hvdc__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
 
 #endif

@@ -97,12 +97,6 @@ static size_t piece_of(const hvdc_shm *s, size_t elem, size_t parts) {
     return piece ? piece : 1;
 }
 
-static void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
 /* Arrives for the next step and waits until every rank of the node has: SPINS busy polls,
  * then as the watch's poll policy says (base/poll.h). */
 static hvd_status arrive_and_wait(hvdc_shm *s, hvdc_liveness *watch) {
@@ -113,7 +107,7 @@ static hvd_status arrive_and_wait(hvdc_shm *s, hvdc_liveness *watch) {
         unsigned spins = 0;
         while (atomic_load_explicit(counter(s, q), memory_order_acquire) < e) {
             if (++spins < SPINS) {
-                cpu_relax();
+                hvdc__cpu_relax();
                 continue;
             }
             hvdc__poll_pause(&poll);
@@ -196,6 +190,22 @@ void hvdc__shm_destroy(hvdc_shm *s) {
     free(s);
 }
 
+/* The middle of an all-reduce step, once every rank's slot holds its step: elements
+ * [off, off + n) of the step (this rank's part) folded in rank order from every slot into the
+ * result slot, this rank's own from `own`; returns once every rank has folded its part, so the
+ * result slot is whole and the slots may be written again. */
+static hvd_status fold_step(hvdc_shm *s, size_t off, size_t n, size_t elem, const void *own,
+                            hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch) {
+    hvd_status st = HVD_OK;
+    CHECK(arrive_and_wait(s, watch));
+    for (int q = 0; q < s->size; q++) s->in[q] = slot(s, q) + off * elem;
+    s->in[s->rank] = own;
+    hvdc__fold(slot(s, s->size) + off * elem, s->in, s->size, n, dtype, op);
+    CHECK(arrive_and_wait(s, watch));
+fail:
+    return st;
+}
+
 hvd_status hvdc__shm_allreduce(hvdc_shm *s, const void *src, void *dst, size_t count,
                                hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
@@ -212,11 +222,7 @@ hvd_status hvdc__shm_allreduce(hvdc_shm *s, const void *src, void *dst, size_t c
         hvdc__block_range(len, (size_t)s->size, (size_t)s->rank, &off, &n);
         if (off > 0) memcpy(slot(s, s->rank), mine, off * elem);
         if (off + n < len) memcpy(slot(s, s->rank) + (off + n) * elem, mine + (off + n) * elem, (len - off - n) * elem);
-        CHECK(arrive_and_wait(s, watch));
-        for (int q = 0; q < s->size; q++) s->in[q] = slot(s, q) + off * elem;
-        s->in[s->rank] = mine + off * elem;
-        hvdc__fold(result + off * elem, s->in, s->size, n, dtype, op);
-        CHECK(arrive_and_wait(s, watch));
+        CHECK(fold_step(s, off, n, elem, mine + off * elem, dtype, op, watch));
         memcpy((char *)dst + at * elem, result, len * elem);
     }
 fail:
@@ -234,13 +240,9 @@ hvd_status hvdc__shm_allreduce_staged(hvdc_shm *s, size_t count, hvd_dtype dtype
         return hvdc__fail(HVD_ERR_INTERNAL, "staged shared-memory all-reduce of %zu bytes: more than "
                           "the %zu-byte step", count * elem, s->step_bytes);
     if (s->size == 1 || count == 0) return HVD_OK;
-    char *out = slot(s, s->size);
     hvdc__block_range(count, (size_t)s->size, (size_t)s->rank, &off, &n);
-    CHECK(arrive_and_wait(s, watch));
-    for (int q = 0; q < s->size; q++) s->in[q] = slot(s, q) + off * elem;
-    hvdc__fold(out + off * elem, s->in, s->size, n, dtype, op);
-    CHECK(arrive_and_wait(s, watch));
-    *result = out;
+    CHECK(fold_step(s, off, n, elem, slot(s, s->rank) + off * elem, dtype, op, watch));
+    *result = slot(s, s->size);
 fail:
     return st;
 }

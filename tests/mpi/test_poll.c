@@ -2,11 +2,16 @@
  * test_poll.c - the background waits' spin policy (base/poll.h) as hvd_init sets it up:
  *   1. hvdc__node_cpus against a reference computed here: every rank's affinity mask,
  *      gathered over the ranks that share memory and OR-ed by hand;
- *   2. the runtime's spin budget: HVDC_SPIN_NS where the node has a CPU for every rank, else
- *      0 (on a 2-CPU machine np 2 spins and np 3 does not: the suite runs both);
+ *   2. the runtime's spin budgets: HVDC_SPIN_NS where the node has a CPU for every rank, else
+ *      0; the hand-offs' HVDC_SPIN_NS where it has two, else 0 (on a 2-CPU machine np 1 spins
+ *      in both, np 2 in the waits only, np 3 in neither: the suite runs all three);
  *   3. app_waiting counts a thread blocked in hvd_wait: rank 0 waits on an all-reduce the
  *      others submit only once rank 0 has seen the count go up; it is 0 again afterwards, and
- *      the sum is exact (integer-valued floats, any order).
+ *      the sum is exact (integer-valued floats, any order). Needs a second rank to hold the
+ *      op back: not at np 1;
+ *   4. hand-offs either way: blocking all-reduces back to back (the background thread finds
+ *      the next op within its spin) and after pauses far longer than the spin (it has gone to
+ *      sleep, and the submission must wake it), every sum exact.
  * Main thread plus one waiting thread on rank 0; prints PASS or FAIL.
  */
 #ifndef _GNU_SOURCE
@@ -18,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/affinity.h"
 #include "base/clock.h"
@@ -26,7 +32,7 @@
 
 static int rank = 0;
 
-enum { COUNT = 1000 };
+enum { COUNT = 1000, HANDOFFS = 400 };
 
 /* The CPUs the ranks sharing this node's memory may run on together, gathered here. */
 static int reference_node_cpus(int *local_size) {
@@ -75,13 +81,20 @@ int main(int argc, char **argv) {
     int64_t want_spin = want_cpus >= local_size ? HVDC_SPIN_NS : 0;
     CHECK_T(hvdc__runtime->poll.spin_ns == want_spin, "spin budget %lld ns with %d ranks on %d CPUs, want %lld",
             (long long)hvdc__runtime->poll.spin_ns, local_size, want_cpus, (long long)want_spin);
+    int64_t want_handoff = want_cpus >= 2 * local_size ? HVDC_SPIN_NS : 0;
+    CHECK_T(hvdc__runtime->poll.handoff_spin_ns == want_handoff,
+            "hand-off spin %lld ns with %d ranks on %d CPUs, want %lld",
+            (long long)hvdc__runtime->poll.handoff_spin_ns, local_size, want_cpus, (long long)want_handoff);
     if (rank == 0)
-        printf("%d ranks on a node with %d CPUs: background waits %s\n", local_size, want_cpus,
-               want_spin ? "spin while the application waits" : "always yield");
+        printf("%d ranks on a node with %d CPUs: background waits %s, hand-offs %s\n", local_size,
+               want_cpus, want_spin ? "spin while the application waits" : "always yield",
+               want_handoff ? "spin before sleeping" : "sleep at once");
 
     float *in = malloc(COUNT * sizeof *in), *out = malloc(COUNT * sizeof *out);
     for (int i = 0; i < COUNT; i++) in[i] = (float)((rank + 1) * (i % 97));
-    if (rank == 0) {
+    if (size == 1) {
+        printf("np 1: no rank to hold an op back, app_waiting not checked\n");
+    } else if (rank == 0) {
         waiter w = {0};
         CHECK_T(hvd_allreduce_async("late", in, out, COUNT, HVD_FLOAT32, HVD_SUM, NULL, &w.handle) == HVD_OK,
                 "hvd_allreduce_async: %s", hvd_last_error());
@@ -103,8 +116,25 @@ int main(int argc, char **argv) {
                 hvd_last_error());
     }
     int bad = 0;
-    for (int i = 0; i < COUNT; i++) bad += out[i] != (float)(size * (size + 1) / 2 * (i % 97));
-    CHECK_T(bad == 0, "%d of %d sums wrong", bad, COUNT);
+    if (size > 1) {
+        for (int i = 0; i < COUNT; i++) bad += out[i] != (float)(size * (size + 1) / 2 * (i % 97));
+        CHECK_T(bad == 0, "%d of %d sums wrong", bad, COUNT);
+    }
+
+    /* 4: every fourth all-reduce after a 2 ms pause, a hundred times any spin */
+    int failed = 0;
+    bad = 0;
+    for (int k = 0; k < HANDOFFS && !failed; k++) {
+        if (k % 4 == 3) {
+            struct timespec pause = {0, 2000000L};
+            nanosleep(&pause, NULL);
+        }
+        float x = (float)(rank + 1 + k % 5), sum = 0;
+        failed = hvd_allreduce("handoff", &x, &sum, 1, HVD_FLOAT32, HVD_SUM) != HVD_OK;
+        bad += !failed && sum != (float)(size * (size + 1) / 2 + size * (k % 5));
+    }
+    CHECK_T(!failed, "hand-off all-reduce: %s", hvd_last_error());
+    CHECK_T(bad == 0, "%d of %d hand-off sums wrong", bad, HANDOFFS);
 
     free(in);
     free(out);

@@ -10,6 +10,9 @@
  *   - a name resubmitted right after a waiter completed is not dropped by the late completion
  *   - two waiters on one op: one waits on the device, the other for it; polling
  *   - 2000 rounds of a background thread racing a waiter
+ *   - the hand-off spin (base/poll.h): a waiter that spins first is answered whether the
+ *     completion comes within its spin or long after it has gone to sleep; the race again with
+ *     the spin on
  */
 #include <pthread.h>
 #include <sched.h>
@@ -293,9 +296,10 @@ static void *background_thread(void *arg) {
     return NULL;
 }
 
-static void test_race(void) {
+static void test_race(int64_t handoff_spin_ns) {
     enum { N = 2000 };
     hvdc_runtime *rt = runtime_new();
+    rt->poll.handoff_spin_ns = handoff_spin_ns; /* before any thread starts */
     hvdc_op **ops = calloc(N, sizeof *ops);
     hvd_handle *handles = calloc(N, sizeof *handles);
     fake_event *events = calloc(N, sizeof *events);
@@ -324,12 +328,61 @@ static void test_race(void) {
     runtime_delete(rt);
 }
 
+/* Completes host ops (no device) one by one, every other one after pause_ms: longer than any
+ * hand-off spin, so the waiter has gone to sleep on completion_cond and must be woken. */
+typedef struct host_completer {
+    hvdc_runtime *rt;
+    hvdc_op **ops;
+    int n, pause_ms;
+} host_completer;
+
+static void *complete_host_ops(void *arg) {
+    host_completer *c = arg;
+    for (int i = 0; i < c->n; i++) {
+        if (i % 2 == 1) pause_ms(c->pause_ms);
+        hvdc__complete_ops(c->rt, &c->ops[i], 1, HVD_OK, NULL);
+    }
+    return NULL;
+}
+
+static void test_handoff_spin(void) {
+    enum { N = 200 };
+    hvdc_runtime *rt = runtime_new();
+    rt->poll.handoff_spin_ns = HVDC_SPIN_NS;
+    hvdc_op *ops[N];
+    hvd_handle handles[N];
+    char names[N][16];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "spin.%d", i);
+        ops[i] = submit(rt, names[i], &handles[i]);
+    }
+    unsigned long long seq_before = atomic_load(&rt->completion_seq);
+    host_completer c = {rt, ops, N, 2}; /* 2 ms: a hundred times the spin */
+    pthread_t t;
+    pthread_create(&t, NULL, complete_host_ops, &c);
+    int ok = 0;
+    for (int i = 0; i < N; i++) {
+        waiter w = {rt, handles[i], 1, HVD_ERR_INTERNAL, "", 0};
+        wait_thread(&w);
+        ok += w.status == HVD_OK;
+    }
+    pthread_join(t, NULL);
+    CHECK_TRUE(ok == N, "with the hand-off spin, %d of %d ops completed OK", ok, N);
+    CHECK_TRUE(atomic_load(&rt->completion_seq) - seq_before == N,
+               "%llu changes counted for %d completions", atomic_load(&rt->completion_seq) - seq_before, N);
+    CHECK_TRUE(atomic_load(&rt->poll.app_waiting) == 0, "app_waiting %d after every wait returned",
+               atomic_load(&rt->poll.app_waiting));
+    runtime_delete(rt);
+}
+
 int main(void) {
     test_waiter_first();
     test_background_first();
     test_aborted();
     test_name_reused();
     test_two_waiters_and_poll();
-    test_race();
+    test_race(0);
+    test_handoff_spin();
+    test_race(HVDC_SPIN_NS);
     return check_verdict("test_complete");
 }

@@ -4,14 +4,52 @@
  * (app_waiting > 0), and only until the budget from the wait's first pause runs out; without a
  * policy, with a zero budget or with nobody waiting it always yields, and then reads no clock.
  * A pause must return either way.
+ * The hand-off spin (hvdc__spin_while_unchanged) returns 1 as soon as the counter moves, also
+ * when another thread moves it mid-spin, and 0 once its budget is spent, not before; with no
+ * budget it only looks.
  */
+#include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "base/clock.h"
 #include "base/poll.h"
 #include "check.h"
 
+static atomic_ullong moved;
+
+static void *move_later(void *arg) {
+    (void)arg;
+    struct timespec t = {0, 2000000L}; /* 2 ms into a spin of up to 10 s */
+    nanosleep(&t, NULL);
+    atomic_fetch_add(&moved, 1);
+    return NULL;
+}
+
+static void test_handoff_spin(void) {
+    atomic_init(&moved, 7);
+    CHECK_TRUE(!hvdc__spin_while_unchanged(&moved, 7, 0), "no budget, unchanged: said changed");
+    CHECK_TRUE(hvdc__spin_while_unchanged(&moved, 6, 0), "no budget, changed: said unchanged");
+    CHECK_TRUE(hvdc__spin_while_unchanged(&moved, 6, 1000000000), "changed before the spin: said unchanged");
+
+    int64_t budget = 200000, before = hvdc__now_ns();
+    int changed = hvdc__spin_while_unchanged(&moved, 7, budget);
+    int64_t spent = hvdc__now_ns() - before;
+    CHECK_TRUE(!changed, "nothing moved the counter, yet the spin saw a change");
+    CHECK_TRUE(spent >= budget, "the spin gave up after %lld ns of its %lld", (long long)spent, (long long)budget);
+
+    pthread_t t;
+    pthread_create(&t, NULL, move_later, NULL);
+    before = hvdc__now_ns();
+    changed = hvdc__spin_while_unchanged(&moved, 7, 10000000000LL);
+    spent = hvdc__now_ns() - before;
+    pthread_join(t, NULL);
+    CHECK_TRUE(changed, "a counter moved by another thread mid-spin was not seen");
+    CHECK_TRUE(spent < 5000000000LL, "the spin ran %lld ns past a change made after 2 ms", (long long)spent);
+}
+
 int main(void) {
+    test_handoff_spin();
     hvdc_poll_policy policy = {.spin_ns = 20000};
     atomic_init(&policy.app_waiting, 0);
 

@@ -1,5 +1,5 @@
 /*
- * poll.c - a background wait's pause between two polls (see poll.h).
+ * poll.c - a background wait's pause between two polls, and a hand-off's spin (see poll.h).
  * Any thread that waits; the policy's counter is shared with application threads.
  */
 #include "base/poll.h"
@@ -24,4 +24,14 @@ void hvdc__poll_pause(hvdc_poll *poll) {
         }
     }
     sched_yield();
+}
+
+int hvdc__spin_while_unchanged(const atomic_ullong *seq, unsigned long long seen, int64_t budget_ns) {
+    if (budget_ns <= 0) return atomic_load_explicit(seq, memory_order_acquire) != seen;
+    int64_t until = hvdc__now_ns() + budget_ns;
+    for (unsigned spins = 1;; spins++) {
+        if (atomic_load_explicit(seq, memory_order_acquire) != seen) return 1;
+        if (spins % 64 == 0 && hvdc__now_ns() >= until) return 0; /* a clock read per 64 */
+        hvdc__cpu_relax();
+    }
 }

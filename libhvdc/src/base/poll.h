@@ -15,8 +15,16 @@
  *     - with more ranks than CPUs the rank being waited for may need this very core.
  * Otherwise every pause yields, as Open MPI's own waits do with mpi_yield_when_idle.
  *
+ * Hand-offs between threads (an application thread waiting for its op's completion, the
+ * background thread waiting for the next op) spin too, for HVDC_SPIN_NS before they sleep,
+ * where the node has two CPUs for every rank (handoff_spin_ns > 0): then the other side of the
+ * hand-off runs on a CPU of its own, and waking a sleeping thread there costs a system call on
+ * one CPU and a wake-up from idle on the other (7-10 us each way on the VMs we measure on).
+ * With fewer CPUs the two threads of a rank share one, and a spinning thread would only delay
+ * the thread it waits for.
+ *
  * defines: hvdc_poll_policy, hvdc_poll, HVDC_SPIN_NS, hvdc__poll_begin, hvdc__poll_spins,
- *          hvdc__poll_pause, hvdc__cpu_relax
+ *          hvdc__poll_pause, hvdc__spin_while_unchanged, hvdc__cpu_relax
  * policy: written by the thread that calls hvd_init, app_waiting by application threads;
  * hvdc_poll: the waiting thread's own.
  */
@@ -33,7 +41,9 @@
 #endif
 
 typedef struct hvdc_poll_policy {
-    int64_t spin_ns;        /* HVDC_SPIN_NS, or 0: never spin (more ranks than CPUs) */
+    int64_t spin_ns;         /* HVDC_SPIN_NS, or 0: never spin (more ranks than CPUs) */
+    int64_t handoff_spin_ns; /* HVDC_SPIN_NS, or 0: hand-offs sleep at once (fewer than two
+                                CPUs per rank) */
     atomic_int app_waiting; /* application threads blocked waiting for an op of this runtime */
 } hvdc_poll_policy;
 
@@ -57,6 +67,10 @@ int hvdc__poll_spins(const hvdc_poll *poll, int64_t now_ns);
 /* Between two polls: hvdc__cpu_relax while hvdc__poll_spins, else sched_yield. The first pause
  * of a wait under a policy with a budget sets the deadline. */
 void hvdc__poll_pause(hvdc_poll *poll);
+
+/* A hand-off's spin: hvdc__cpu_relax while *seq still equals seen, for at most budget_ns.
+ * @return 1 once it differs, 0 when the budget ran out (budget_ns <= 0: no spin, one look). */
+int hvdc__spin_while_unchanged(const atomic_ullong *seq, unsigned long long seen, int64_t budget_ns);
 
 /* One busy-wait step: the CPU's pause hint where it has one. */
 static inline void hvdc__cpu_relax(void) {

@@ -157,6 +157,7 @@ static hvd_status between_steps(void *ctx, const char *doing) {
 static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
     hvdc_runtime *rt = s->rt;
     struct timespec deadline = hvdc__deadline_in(s->cycle_ms * 1e-3);
+    int spun = 0; /* the hand-off spin: once per call, before the first sleep for work */
 
     pthread_mutex_lock(&rt->queue_mutex);
     for (;;) {
@@ -175,6 +176,16 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
         if (rt->queue_head || rt->shutdown_requested) break;
         /* ops queued on the device need no round; only those still being negotiated do */
         size_t negotiating = s->n_in_flight - s->n_on_device;
+        if (negotiating == 0 && s->n_gpu_work == 0 && !spun && rt->poll.handoff_spin_ns > 0) {
+            /* a CPU to spare (base/poll.h): the next op may come within the spin, and is then
+             * taken without a wake-up; shutdown and dump requests wait for the spin's end */
+            spun = 1;
+            unsigned long long seen = atomic_load_explicit(&rt->queue_seq, memory_order_relaxed);
+            pthread_mutex_unlock(&rt->queue_mutex);
+            hvdc__spin_while_unchanged(&rt->queue_seq, seen, rt->poll.handoff_spin_ns);
+            pthread_mutex_lock(&rt->queue_mutex);
+            continue;
+        }
         if (negotiating == 0 && rt->topo.rank == 0 && rt->topo.size > 1) {
             /* idle rank 0 still coordinates the rounds others start (exchange.h) */
             struct timespec soon = hvdc__deadline_in(IDLE_PROBE_NS * 1e-9);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/poll.h"
 
 
 /* Takes the ops' names out of in_flight, each only where it still maps to its op (a completed
@@ -25,6 +26,13 @@ static void forget_names(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
     pthread_mutex_unlock(&rt->queue_mutex);
 }
 
+/* With completion_mutex held, before completion_cond is broadcast: counts the change, so that a
+ * waiter spinning without the mutex sees it, and one that finds the count unchanged once it holds
+ * the mutex again knows the broadcast is still to come (hvdc__wait_completion). */
+static void count_change(hvdc_runtime *rt) {
+    atomic_fetch_add_explicit(&rt->completion_seq, 1, memory_order_release);
+}
+
 void hvdc__complete_ops(hvdc_runtime *rt, hvdc_op **ops, size_t n, hvd_status status,
                         const char *message) {
     forget_names(rt, ops, n);
@@ -37,6 +45,7 @@ void hvdc__complete_ops(hvdc_runtime *rt, hvdc_op **ops, size_t n, hvd_status st
         if (status != HVD_OK) ops[i]->error = strdup(message ? message : hvd_status_string(status));
         ops[i]->done = 1;
     }
+    count_change(rt);
     pthread_mutex_unlock(&rt->completion_mutex);
     /* after unlocking: a waiter woken while the mutex is held would only block on it again
      * (the runtime outlives this call: its thread is joined, or its watchdog stopped, first) */
@@ -49,6 +58,7 @@ void hvdc__publish_on_device(hvdc_runtime *rt, hvdc_op **ops, size_t n, void *do
         ops[i]->on_device = 1;
         ops[i]->device_done = done_event;
     }
+    count_change(rt);
     pthread_cond_broadcast(&rt->completion_cond); /* waiters can wait on the device now */
     pthread_mutex_unlock(&rt->completion_mutex);
 }
@@ -86,6 +96,7 @@ int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block) {
     }
     op->device_waiting = 0;
     rt->device_waiters--;
+    count_change(rt);
     pthread_cond_broadcast(&rt->completion_cond); /* op done, or runtime_free may go on */
     /* not finished: the background thread completes it (with the error, if one); a wait
      * that failed does not wait on this event again */
@@ -101,7 +112,16 @@ void hvdc__release_op(hvdc_op *op) {
 
 void hvdc__wait_completion(hvdc_runtime *rt) {
     atomic_fetch_add_explicit(&rt->poll.app_waiting, 1, memory_order_relaxed);
-    pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
+    int changed = 0;
+    if (rt->poll.handoff_spin_ns > 0) { /* a CPU to spare: the answer may come within the spin */
+        unsigned long long seen = atomic_load_explicit(&rt->completion_seq, memory_order_relaxed);
+        pthread_mutex_unlock(&rt->completion_mutex);
+        hvdc__spin_while_unchanged(&rt->completion_seq, seen, rt->poll.handoff_spin_ns);
+        pthread_mutex_lock(&rt->completion_mutex);
+        /* counted under the mutex: unchanged now, the broadcast comes after we sleep */
+        changed = atomic_load_explicit(&rt->completion_seq, memory_order_relaxed) != seen;
+    }
+    if (!changed) pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
     atomic_fetch_sub_explicit(&rt->poll.app_waiting, 1, memory_order_relaxed);
 }
 

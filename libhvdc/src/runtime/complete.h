@@ -43,9 +43,11 @@ void hvdc__drop_device_hold(hvdc_runtime *rt, hvdc_op **ops, size_t n);
  * now be done; look it up again), 0 when the caller must wait for the background thread. */
 int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block);
 
-/* With completion_mutex held: one pthread_cond_wait on completion_cond, counted in
- * rt->poll.app_waiting meanwhile (the background thread's waits spin only while someone is
- * blocked here: base/poll.h). */
+/* With completion_mutex held: waits for the next change announced on completion_cond (or a
+ * spurious wake-up): first spinning for rt->poll.handoff_spin_ns with the mutex released, where
+ * a CPU is spare, then one pthread_cond_wait if nothing changed. Counted in
+ * rt->poll.app_waiting meanwhile (the background thread's waits spin only while someone waits
+ * here: base/poll.h). */
 void hvdc__wait_completion(hvdc_runtime *rt);
 
 /* With completion_mutex held: blocks until the op of handle local (its index in rt->handles)

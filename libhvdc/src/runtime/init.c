@@ -205,11 +205,14 @@ fail:
 }
 
 /* Background waits may spin where the node has a CPU for every rank (base/poll.h): with more
- * ranks than CPUs, the rank a wait is for may need the waiter's core. Collective over comm. */
+ * ranks than CPUs, the rank a wait is for may need the waiter's core. Hand-offs between a
+ * rank's two threads may spin where it has two per rank. Collective over comm. */
 static hvd_status choose_poll(hvdc_runtime *rt) {
     int cpus = 0;
     hvd_status st = hvdc__node_cpus(rt->control_comm, &cpus);
-    rt->poll.spin_ns = st == HVD_OK && cpus >= rt->topo.local_size ? HVDC_SPIN_NS : 0;
+    int known = st == HVD_OK;
+    rt->poll.spin_ns = known && cpus >= rt->topo.local_size ? HVDC_SPIN_NS : 0;
+    rt->poll.handoff_spin_ns = known && cpus >= 2 * rt->topo.local_size ? HVDC_SPIN_NS : 0;
     return st;
 }
 
@@ -411,13 +414,15 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     CHECK(hvdc__agree(rt->control_comm, open_autotune_log(rt)));
     CHECK(hvdc__agree(rt->control_comm, start_thread(rt)));
     release_thread(rt, 1);
-    HVDC_LOG(HVDC_LOG_INFO, "started: size %d, local %d/%d, cross %d/%d, fusion threshold %zu bytes, cycle %.3g ms, cpu allreduce %s%s, background waits %s",
+    HVDC_LOG(HVDC_LOG_INFO, "started: size %d, local %d/%d, cross %d/%d, fusion threshold %zu bytes, cycle %.3g ms, cpu allreduce %s%s, background waits %s, hand-offs %s",
              rt->topo.size, rt->topo.local_rank, rt->topo.local_size, rt->topo.cross_rank,
              rt->topo.cross_size, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms,
              cpu_allreduce_name(rt),
              rt->executor.hierarchical ? " (hierarchical)" : "",
              rt->poll.spin_ns ? "spin while the application waits"
-                             : "yield (ranks outnumber the CPUs, or the CPUs are unknown)");
+                             : "yield (ranks outnumber the CPUs, or the CPUs are unknown)",
+             rt->poll.handoff_spin_ns ? "spin before sleeping (two CPUs per rank)"
+                                      : "sleep at once (fewer than two CPUs per rank, or unknown)");
     if (rt->config.sigusr1_dump) hvdc__dump_install(&rt->dump_requested, wake_background, rt);
     pthread_mutex_lock(&gate_mutex);
     hvdc__runtime = rt;
@@ -462,6 +467,7 @@ hvd_status hvdc__runtime_start_child(const hvdc_runtime *parent, MPI_Comm comm,
     CHECK(hvdc__agree(rt->control_comm,
                       hvdc__liveness_create(rt->control_comm, &rt->executor.liveness)));
     rt->poll.spin_ns = parent->poll.spin_ns; /* the node's ranks are the parent's */
+    rt->poll.handoff_spin_ns = parent->poll.handoff_spin_ns;
     hvdc__liveness_set_poll(rt->executor.liveness, &rt->poll);
     CHECK(hvdc__agree(rt->control_comm, start_watchdog(rt)));
     CHECK(hvdc__agree(rt->control_comm, start_thread(rt)));

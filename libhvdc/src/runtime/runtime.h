@@ -45,6 +45,8 @@ typedef struct hvdc_runtime {
     pthread_mutex_t queue_mutex;
     pthread_cond_t queue_cond;
     hvdc_op *queue_head, *queue_tail;
+    atomic_ullong queue_seq; /* ops queued so far, counted under queue_mutex: what the background
+                                thread's hand-off spin watches (base/poll.h) */
     hvdc_name_table in_flight; /* name -> op, from submission to completion */
     int shutdown_requested;
     int stopped;            /* the background thread has exited; submissions fail */
@@ -62,9 +64,11 @@ typedef struct hvdc_runtime {
     pthread_mutex_t completion_mutex;
     pthread_cond_t completion_cond;
     hvdc_handles handles;
-    hvdc_poll_policy poll;    /* how the background thread's waits pause (base/poll.h): spin_ns
-                                 set by hvd_init; app_waiting counts the threads blocked on
-                                 completion_cond */
+    atomic_ullong completion_seq; /* changes announced on completion_cond, counted under
+                                     completion_mutex: what a waiter's hand-off spin watches */
+    hvdc_poll_policy poll;    /* how waits pause and hand-offs spin (base/poll.h): the budgets
+                                 set by hvd_init; app_waiting counts the threads waiting in
+                                 hvdc__wait_completion */
     int device_waiters;       /* threads inside a wait on a device op's done event (complete.h):
                                  the GPU backend, which owns the events, outlives them */
     atomic_int device_aborted; /* the GPU backend aborted its communicators (set before it

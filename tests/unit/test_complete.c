@@ -283,6 +283,22 @@ typedef struct race {
     int n;
 } race;
 
+/* Runs complete(arg) on a thread while this one waits for each of the n handles in order,
+ * releasing it; returns how many completed OK. */
+static int wait_each(hvdc_runtime *rt, const hvd_handle *handles, int n, void *(*complete)(void *),
+                     void *arg) {
+    pthread_t t;
+    pthread_create(&t, NULL, complete, arg);
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        waiter w = {rt, handles[i], 1, HVD_ERR_INTERNAL, "", 0};
+        wait_thread(&w);
+        ok += w.status == HVD_OK;
+    }
+    pthread_join(t, NULL);
+    return ok;
+}
+
 static void *background_thread(void *arg) {
     race *r = arg;
     for (int i = 0; i < r->n; i++) {
@@ -310,15 +326,7 @@ static void test_race(int64_t handoff_spin_ns) {
         ops[i] = submit(rt, names[i], &handles[i]);
     }
     race r = {rt, ops, events, N};
-    pthread_t t;
-    pthread_create(&t, NULL, background_thread, &r);
-    int ok = 0;
-    for (int i = 0; i < N; i++) {
-        waiter w = {rt, handles[i], 1, HVD_ERR_INTERNAL, "", 0};
-        wait_thread(&w);
-        ok += w.status == HVD_OK;
-    }
-    pthread_join(t, NULL);
+    int ok = wait_each(rt, handles, N, background_thread, &r);
     CHECK_TRUE(ok == N, "%d of %d ops completed OK", ok, N);
     for (int i = 0; i < N; i++) event_destroy(&events[i]);
     free(events);
@@ -358,15 +366,7 @@ static void test_handoff_spin(void) {
     }
     unsigned long long seq_before = atomic_load(&rt->completion_seq);
     host_completer c = {rt, ops, N, 2}; /* 2 ms: a hundred times the spin */
-    pthread_t t;
-    pthread_create(&t, NULL, complete_host_ops, &c);
-    int ok = 0;
-    for (int i = 0; i < N; i++) {
-        waiter w = {rt, handles[i], 1, HVD_ERR_INTERNAL, "", 0};
-        wait_thread(&w);
-        ok += w.status == HVD_OK;
-    }
-    pthread_join(t, NULL);
+    int ok = wait_each(rt, handles, N, complete_host_ops, &c);
     CHECK_TRUE(ok == N, "with the hand-off spin, %d of %d ops completed OK", ok, N);
     CHECK_TRUE(atomic_load(&rt->completion_seq) - seq_before == N,
                "%llu changes counted for %d completions", atomic_load(&rt->completion_seq) - seq_before, N);

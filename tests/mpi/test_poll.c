@@ -4,7 +4,8 @@
  *      gathered over the ranks that share memory and OR-ed by hand;
  *   2. the runtime's spin budgets: HVDC_SPIN_NS where the node has a CPU for every rank, else
  *      0; the hand-offs' HVDC_SPIN_NS where it has two, else 0 (on a 2-CPU machine np 1 spins
- *      in both, np 2 in the waits only, np 3 in neither: the suite runs all three);
+ *      in both, np 2 in the waits only, np 3 in neither: the suite runs all three); with the
+ *      hand-off spin, the queue and completion locks are adaptive (they spin too), else plain;
  *   3. app_waiting counts a thread blocked in hvd_wait: rank 0 waits on an all-reduce the
  *      others submit only once rank 0 has seen the count go up; it is 0 again afterwards, and
  *      the sum is exact (integer-valued floats, any order). Needs a second rank to hold the
@@ -85,6 +86,14 @@ int main(int argc, char **argv) {
     CHECK_T(hvdc__runtime->poll.handoff_spin_ns == want_handoff,
             "hand-off spin %lld ns with %d ranks on %d CPUs, want %lld",
             (long long)hvdc__runtime->poll.handoff_spin_ns, local_size, want_cpus, (long long)want_handoff);
+#ifdef __GLIBC__ /* the lock's kind is glibc's to record */
+    int want_kind = want_handoff ? PTHREAD_MUTEX_ADAPTIVE_NP : PTHREAD_MUTEX_TIMED_NP;
+    int queue_kind = hvdc__runtime->queue_mutex.__data.__kind & 3;
+    int completion_kind = hvdc__runtime->completion_mutex.__data.__kind & 3;
+    CHECK_T(queue_kind == want_kind && completion_kind == want_kind,
+            "lock kinds %d (queue) and %d (completion), want %d (%s)", queue_kind, completion_kind,
+            want_kind, want_handoff ? "adaptive" : "plain");
+#endif
     if (rank == 0)
         printf("%d ranks on a node with %d CPUs: background waits %s, hand-offs %s\n", local_size,
                want_cpus, want_spin ? "spin while the application waits" : "always yield",

@@ -216,6 +216,23 @@ static hvd_status choose_poll(hvdc_runtime *rt) {
     return st;
 }
 
+/* Where hand-offs spin (two CPUs per rank), the locks the application's threads share with the
+ * background thread spin briefly before sleeping too (glibc's adaptive mutex): each side then
+ * takes them from its own CPU, where sleeping on a held lock costs a system call and a wake-up
+ * from idle. With a CPU per rank the holder may be waiting for the spinner's CPU: plain locks.
+ * Before any other thread can touch them. */
+static void choose_lock_kind(hvdc_runtime *rt) {
+    if (rt->poll.handoff_spin_ns <= 0) return;
+    pthread_mutexattr_t adaptive;
+    pthread_mutexattr_init(&adaptive);
+    pthread_mutexattr_settype(&adaptive, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_destroy(&rt->queue_mutex);
+    pthread_mutex_init(&rt->queue_mutex, &adaptive);
+    pthread_mutex_destroy(&rt->completion_mutex);
+    pthread_mutex_init(&rt->completion_mutex, &adaptive);
+    pthread_mutexattr_destroy(&adaptive);
+}
+
 /* The segment, agreed: every rank uses it or none does. Where it cannot be had, `auto` goes on
  * with the ring (and says so once); `shm`, asked for by name, fails hvd_init. */
 static hvd_status agree_shm(hvdc_runtime *rt) {
@@ -395,6 +412,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     hvdc__log_init((hvdc_log_level)rt->config.log_level, rt->topo.rank);
     CHECK(warn_single_cpu(rt->control_comm, rt->topo.rank));
     CHECK(hvdc__agree(rt->control_comm, choose_poll(rt)));
+    choose_lock_kind(rt);
     set_up_executor(rt);
     /* HVD_CPU_ALLREDUCE=shm across nodes means the two-level all-reduce, shared memory inside */
     if (rt->config.hierarchical_allreduce ||
@@ -468,6 +486,7 @@ hvd_status hvdc__runtime_start_child(const hvdc_runtime *parent, MPI_Comm comm,
                       hvdc__liveness_create(rt->control_comm, &rt->executor.liveness)));
     rt->poll.spin_ns = parent->poll.spin_ns; /* the node's ranks are the parent's */
     rt->poll.handoff_spin_ns = parent->poll.handoff_spin_ns;
+    choose_lock_kind(rt);
     hvdc__liveness_set_poll(rt->executor.liveness, &rt->poll);
     CHECK(hvdc__agree(rt->control_comm, start_watchdog(rt)));
     CHECK(hvdc__agree(rt->control_comm, start_thread(rt)));

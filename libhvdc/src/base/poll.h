@@ -19,7 +19,7 @@
  * background thread waiting for the next op) spin too, for HVDC_SPIN_NS before they sleep,
  * where the node has two CPUs for every rank (handoff_spin_ns > 0): then the other side of the
  * hand-off runs on a CPU of its own, and waking a sleeping thread there costs a system call on
- * one CPU and a wake-up from idle on the other (7-10 us each way on the VMs we measure on).
+ * one CPU and a wake-up from idle on the other (7-15 us each way on the VMs we measure on).
  * With fewer CPUs the two threads of a rank share one, and a spinning thread would only delay
  * the thread it waits for.
  *

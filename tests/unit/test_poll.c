@@ -4,10 +4,11 @@
  * (app_waiting > 0), and only until the budget from the wait's first pause runs out; without a
  * policy, with a zero budget or with nobody waiting it always yields, and then reads no clock.
  * A pause must return either way.
- * The hand-off spin (hvdc__spin_while_unchanged) returns 1 as soon as the counter moves, also
- * when another thread moves it mid-spin, and 0 once its budget is spent, not before; with no
- * budget it only looks.
+ * The hand-off spin (hvdc__spin_unlocked) lets go of the mutex while it spins, so another
+ * thread can take it and move the counter, and then returns 1; with nothing moved it returns 0
+ * once its budget is spent, not before; with no budget at once. It returns holding the mutex.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
@@ -16,36 +17,45 @@
 #include "base/poll.h"
 #include "check.h"
 
+static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
 static atomic_ullong moved;
 
+/* What a completing thread does: the change and its count under the mutex. */
 static void *move_later(void *arg) {
     (void)arg;
     struct timespec t = {0, 2000000L}; /* 2 ms into a spin of up to 10 s */
     nanosleep(&t, NULL);
+    pthread_mutex_lock(&mutex);
     atomic_fetch_add(&moved, 1);
+    pthread_mutex_unlock(&mutex);
     return NULL;
 }
 
+/* Whether this thread holds the (default, non-recursive) mutex. */
+static int held_here(void) { return pthread_mutex_trylock(&mutex) == EBUSY; }
+
 static void test_handoff_spin(void) {
     atomic_init(&moved, 7);
-    CHECK_TRUE(!hvdc__spin_while_unchanged(&moved, 7, 0), "no budget, unchanged: said changed");
-    CHECK_TRUE(hvdc__spin_while_unchanged(&moved, 6, 0), "no budget, changed: said unchanged");
-    CHECK_TRUE(hvdc__spin_while_unchanged(&moved, 6, 1000000000), "changed before the spin: said unchanged");
+    pthread_mutex_lock(&mutex);
+    CHECK_TRUE(!hvdc__spin_unlocked(&mutex, &moved, 0), "no budget: said changed");
+    CHECK_TRUE(held_here(), "no budget: returned without the mutex");
 
     int64_t budget = 200000, before = hvdc__now_ns();
-    int changed = hvdc__spin_while_unchanged(&moved, 7, budget);
+    int changed = hvdc__spin_unlocked(&mutex, &moved, budget);
     int64_t spent = hvdc__now_ns() - before;
     CHECK_TRUE(!changed, "nothing moved the counter, yet the spin saw a change");
     CHECK_TRUE(spent >= budget, "the spin gave up after %lld ns of its %lld", (long long)spent, (long long)budget);
+    CHECK_TRUE(held_here(), "returned without the mutex after spending the budget");
 
+    /* the other thread needs the mutex to move the counter: the spin must have let it go */
     pthread_t t;
     pthread_create(&t, NULL, move_later, NULL);
-    before = hvdc__now_ns();
-    changed = hvdc__spin_while_unchanged(&moved, 7, 10000000000LL);
-    spent = hvdc__now_ns() - before;
-    pthread_join(t, NULL);
+    changed = hvdc__spin_unlocked(&mutex, &moved, 10000000000LL);
     CHECK_TRUE(changed, "a counter moved by another thread mid-spin was not seen");
-    CHECK_TRUE(spent < 5000000000LL, "the spin ran %lld ns past a change made after 2 ms", (long long)spent);
+    CHECK_TRUE(held_here(), "returned without the mutex after a change");
+    pthread_mutex_unlock(&mutex);
+    pthread_join(t, NULL);
+    CHECK_TRUE(atomic_load(&moved) == 8, "counter %llu, want 8", atomic_load(&moved));
 }
 
 int main(void) {

@@ -26,12 +26,15 @@ void hvdc__poll_pause(hvdc_poll *poll) {
     sched_yield();
 }
 
-int hvdc__spin_while_unchanged(const atomic_ullong *seq, unsigned long long seen, int64_t budget_ns) {
-    if (budget_ns <= 0) return atomic_load_explicit(seq, memory_order_acquire) != seen;
+int hvdc__spin_unlocked(pthread_mutex_t *mutex, const atomic_ullong *seq, int64_t budget_ns) {
+    if (budget_ns <= 0) return 0;
+    unsigned long long seen = atomic_load_explicit(seq, memory_order_relaxed);
+    pthread_mutex_unlock(mutex);
     int64_t until = hvdc__now_ns() + budget_ns;
-    for (unsigned spins = 1;; spins++) {
-        if (atomic_load_explicit(seq, memory_order_acquire) != seen) return 1;
-        if (spins % 64 == 0 && hvdc__now_ns() >= until) return 0; /* a clock read per 64 */
+    for (unsigned spins = 1; atomic_load_explicit(seq, memory_order_relaxed) == seen; spins++) {
+        if (spins % 64 == 0 && hvdc__now_ns() >= until) break; /* a clock read per 64 */
         hvdc__cpu_relax();
     }
+    pthread_mutex_lock(mutex);
+    return atomic_load_explicit(seq, memory_order_relaxed) != seen; /* counted under mutex */
 }

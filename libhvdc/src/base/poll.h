@@ -24,13 +24,14 @@
  * the thread it waits for.
  *
  * defines: hvdc_poll_policy, hvdc_poll, HVDC_SPIN_NS, hvdc__poll_begin, hvdc__poll_spins,
- *          hvdc__poll_pause, hvdc__spin_while_unchanged, hvdc__cpu_relax
+ *          hvdc__poll_pause, hvdc__spin_unlocked, hvdc__cpu_relax
  * policy: written by the thread that calls hvd_init, app_waiting by application threads;
  * hvdc_poll: the waiting thread's own.
  */
 #ifndef HVDC_POLL_H
 #define HVDC_POLL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -68,9 +69,12 @@ int hvdc__poll_spins(const hvdc_poll *poll, int64_t now_ns);
  * of a wait under a policy with a budget sets the deadline. */
 void hvdc__poll_pause(hvdc_poll *poll);
 
-/* A hand-off's spin: hvdc__cpu_relax while *seq still equals seen, for at most budget_ns.
- * @return 1 once it differs, 0 when the budget ran out (budget_ns <= 0: no spin, one look). */
-int hvdc__spin_while_unchanged(const atomic_ullong *seq, unsigned long long seen, int64_t budget_ns);
+/* A hand-off's spin, with mutex held: *seq counts, under mutex, the changes a waiter on the
+ * condition variable paired with it waits for. Releases mutex, spins (hvdc__cpu_relax) until
+ * *seq moves or budget_ns has passed, and takes mutex again. @return whether *seq moved since
+ * the call, read with mutex held: 0 means the change, and its signal, are still to come, so
+ * the caller may sleep on the condition variable. budget_ns <= 0: returns 0 at once. */
+int hvdc__spin_unlocked(pthread_mutex_t *mutex, const atomic_ullong *seq, int64_t budget_ns);
 
 /* One busy-wait step: the CPU's pause hint where it has one. */
 static inline void hvdc__cpu_relax(void) {

@@ -180,11 +180,8 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
             /* a CPU to spare (base/poll.h): the next op may come within the spin, and is then
              * taken without a wake-up; shutdown and dump requests wait for the spin's end */
             spun = 1;
-            unsigned long long seen = atomic_load_explicit(&rt->queue_seq, memory_order_relaxed);
-            pthread_mutex_unlock(&rt->queue_mutex);
-            hvdc__spin_while_unchanged(&rt->queue_seq, seen, rt->poll.handoff_spin_ns);
-            pthread_mutex_lock(&rt->queue_mutex);
-            continue;
+            hvdc__spin_unlocked(&rt->queue_mutex, &rt->queue_seq, rt->poll.handoff_spin_ns);
+            continue; /* whatever moved: look at everything again */
         }
         if (negotiating == 0 && rt->topo.rank == 0 && rt->topo.size > 1) {
             /* idle rank 0 still coordinates the rounds others start (exchange.h) */

@@ -26,11 +26,10 @@ static void forget_names(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
     pthread_mutex_unlock(&rt->queue_mutex);
 }
 
-/* With completion_mutex held, before completion_cond is broadcast: counts the change, so that a
- * waiter spinning without the mutex sees it, and one that finds the count unchanged once it holds
- * the mutex again knows the broadcast is still to come (hvdc__wait_completion). */
+/* With completion_mutex held, before completion_cond is broadcast: counts the change for a
+ * waiter's hand-off spin (hvdc__spin_unlocked in hvdc__wait_completion). */
 static void count_change(hvdc_runtime *rt) {
-    atomic_fetch_add_explicit(&rt->completion_seq, 1, memory_order_release);
+    atomic_fetch_add_explicit(&rt->completion_seq, 1, memory_order_relaxed);
 }
 
 void hvdc__complete_ops(hvdc_runtime *rt, hvdc_op **ops, size_t n, hvd_status status,
@@ -112,16 +111,9 @@ void hvdc__release_op(hvdc_op *op) {
 
 void hvdc__wait_completion(hvdc_runtime *rt) {
     atomic_fetch_add_explicit(&rt->poll.app_waiting, 1, memory_order_relaxed);
-    int changed = 0;
-    if (rt->poll.handoff_spin_ns > 0) { /* a CPU to spare: the answer may come within the spin */
-        unsigned long long seen = atomic_load_explicit(&rt->completion_seq, memory_order_relaxed);
-        pthread_mutex_unlock(&rt->completion_mutex);
-        hvdc__spin_while_unchanged(&rt->completion_seq, seen, rt->poll.handoff_spin_ns);
-        pthread_mutex_lock(&rt->completion_mutex);
-        /* counted under the mutex: unchanged now, the broadcast comes after we sleep */
-        changed = atomic_load_explicit(&rt->completion_seq, memory_order_relaxed) != seen;
-    }
-    if (!changed) pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
+    /* a CPU to spare (handoff_spin_ns > 0): the answer may come within the spin */
+    if (!hvdc__spin_unlocked(&rt->completion_mutex, &rt->completion_seq, rt->poll.handoff_spin_ns))
+        pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
     atomic_fetch_sub_explicit(&rt->poll.app_waiting, 1, memory_order_relaxed);
 }
 

@@ -71,8 +71,8 @@ static hvd_status queue_op(const char *fn, hvdc_runtime *rt, hvdc_op *op, hvd_ha
         if (rt->queue_tail) rt->queue_tail->next = op;
         else rt->queue_head = op;
         rt->queue_tail = op;
-        atomic_fetch_add_explicit(&rt->queue_seq, 1, memory_order_release); /* a spinning
-                                               background thread takes it without the signal */
+        atomic_fetch_add_explicit(&rt->queue_seq, 1, memory_order_relaxed); /* a spinning
+                                       background thread takes it before the signal comes */
     } else {
         for (size_t i = 0; i < added; i++) hvdc__name_table_remove(&rt->in_flight, op->tensors[i].name);
     }

@@ -8,7 +8,8 @@
  * benchmark sets it and re-initializes libhvdc whenever it switches between the two; MPI itself
  * stays up (we initialize it, with MPI_THREAD_MULTIPLE). "mpi" is MPI_Allreduce on
  * MPI_COMM_WORLD from the main thread, the baseline. At each size, each hvd pass alternates
- * one hvd call and one MPI call per iteration, so both see the same machine; the ratio vs_mpi
+ * one hvd call and one MPI call per iteration, so both see the same machine (each writing an
+ * output buffer of its own, so neither inherits the other's cache state there); the ratio vs_mpi
  * of an hvd row is busbw(hvd) / busbw(MPI) over the MPI calls of that same pass. "memcpy" is
  * rank 0 alone copying the same bytes with memcpy (the others wait): what one core can move, the
  * physical ceiling an all-reduce on this machine is measured against; its busbw column is
@@ -266,9 +267,16 @@ typedef struct row {
     double mpi_time_us; /* hvd rows: MPI's median in the same pass, 0 if not measured */
 } row;
 
+/* Each side of a pass writes its own output buffer: with Open MPI's default single-copy
+ * transfers (CMA), the hvd call after an MPI_Allreduce into the same buffer took 2.5x longer to
+ * write its result there (benchmarks/results/allreduce_np2_own_outputs.txt), a cost no
+ * training step pays: its gradients are last written by the step itself. */
+enum { OUT_HVD, OUT_BASELINE };
+
 typedef struct buffers {
-    void *send[2], *recv; /* where the collectives run: host, or device with --device gpu */
-    void *check;          /* --device gpu: a host copy of recv to check; else recv */
+    void *send[2], *recv[2]; /* where the collectives run: host, or device with --device gpu;
+                                recv[OUT_HVD] and recv[OUT_BASELINE] */
+    void *check;             /* --device gpu: a host copy of a recv to check; else unused */
 } buffers;
 
 /* One blocking hvd all-reduce; on the device with --device gpu. */
@@ -285,9 +293,10 @@ static void hvd_call(const char *name, const void *send, void *recv, size_t coun
     BENCH_CHECK_HVD(hvd_wait(&h));
 }
 
-/* The result to check, on the host. */
-static const void *result(const buffers *b, size_t nbytes) {
-    if (device >= 0 && bench_device_download(b->check, b->recv, nbytes) != 0) {
+/* The result in recv[out] to check, on the host. */
+static const void *result(const buffers *b, int out, size_t nbytes) {
+    if (device < 0) return b->recv[out];
+    if (bench_device_download(b->check, b->recv[out], nbytes) != 0) {
         fprintf(stderr, "allreduce_bench: copying a device result back failed\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -319,30 +328,31 @@ static void run_pass(int impl, int with_mpi, size_t count, const options *o, con
         if (do_hvd) {
             BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
             double t0 = bench_now_us();
-            hvd_call(name, b->send[parity], b->recv, count, o);
+            hvd_call(name, b->send[parity], b->recv[OUT_HVD], count, o);
             double t1 = bench_now_us();
             if (timed >= 0) t_hvd[timed] = t1 - t0;
             if (check)
-                wrong[0] += count_wrong(result(b, count * hvd_dtype_size(o->dtype)), count,
+                wrong[0] += count_wrong(result(b, OUT_HVD, count * hvd_dtype_size(o->dtype)), count,
                                         o->dtype, o->op, p, size, parity);
         }
         if (with_mpi) {
             BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
             double t0 = bench_now_us();
             if (device >= 0) {
-                if (bench_nccl_allreduce(b->send[parity], b->recv, count, o->dtype, o->op) != 0) {
+                if (bench_nccl_allreduce(b->send[parity], b->recv[OUT_BASELINE], count, o->dtype,
+                                         o->op) != 0) {
                     fprintf(stderr, "allreduce_bench: ncclAllReduce failed\n");
                     MPI_Abort(MPI_COMM_WORLD, 2);
                 }
             } else {
-                BENCH_CHECK_MPI(MPI_Allreduce(b->send[parity], b->recv, (int)count, type,
+                BENCH_CHECK_MPI(MPI_Allreduce(b->send[parity], b->recv[OUT_BASELINE], (int)count, type,
                                               bench_mpi_op(o->op), MPI_COMM_WORLD));
             }
             double t1 = bench_now_us();
             if (timed >= 0) t_mpi[timed] = t1 - t0;
             hvd_reduce_op mpi_op = o->op == HVD_AVERAGE ? HVD_SUM : o->op;
             if (check)
-                wrong[1] += count_wrong(result(b, count * hvd_dtype_size(o->dtype)), count,
+                wrong[1] += count_wrong(result(b, OUT_BASELINE, count * hvd_dtype_size(o->dtype)), count,
                                         o->dtype, mpi_op, p, size, parity);
         }
     }
@@ -369,7 +379,7 @@ static double time_memcpy(const options *o, buffers *b, size_t count, int rank) 
         BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
         if (rank != 0) continue;
         double t0 = bench_now_us();
-        memcpy(b->recv, b->send[it & 1], count * hvd_dtype_size(o->dtype));
+        memcpy(b->recv[OUT_BASELINE], b->send[it & 1], count * hvd_dtype_size(o->dtype));
         double t1 = bench_now_us();
         if (it >= o->warmup) t[it - o->warmup] = t1 - t0;
     }
@@ -411,30 +421,31 @@ int main(int argc, char **argv) {
         return 2;
     }
     size_t elem = hvd_dtype_size(o.dtype);
-    buffers b = {{malloc(o.max_bytes), malloc(o.max_bytes)}, malloc(o.max_bytes), NULL};
-    if (!b.send[0] || !b.send[1] || !b.recv) {
-        fprintf(stderr, "allreduce_bench: out of memory for 3 x %zu bytes\n", o.max_bytes);
+    buffers b = {{malloc(o.max_bytes), malloc(o.max_bytes)}, {malloc(o.max_bytes), malloc(o.max_bytes)}, NULL};
+    if (!b.send[0] || !b.send[1] || !b.recv[0] || !b.recv[1]) {
+        fprintf(stderr, "allreduce_bench: out of memory for 4 x %zu bytes\n", o.max_bytes);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     size_t max_count = o.max_bytes / elem;
     fill_input(b.send[0], max_count, &o, &p, rank, 0);
     fill_input(b.send[1], max_count, &o, &p, rank, 1);
-    b.check = b.recv;
     if (o.gpu) { /* the same inputs, on the device */
         if ((device = bench_device_open(MPI_COMM_WORLD, "allreduce_bench")) < 0) {
             MPI_Finalize();
             return 2;
         }
-        void *dev[3] = {bench_device_alloc(o.max_bytes), bench_device_alloc(o.max_bytes),
-                        bench_device_alloc(o.max_bytes)};
-        if (!dev[0] || !dev[1] || !dev[2] || bench_device_upload(dev[0], b.send[0], o.max_bytes) ||
+        void *dev[4] = {bench_device_alloc(o.max_bytes), bench_device_alloc(o.max_bytes),
+                        bench_device_alloc(o.max_bytes), bench_device_alloc(o.max_bytes)};
+        if (!dev[0] || !dev[1] || !dev[2] || !dev[3] ||
+            bench_device_upload(dev[0], b.send[0], o.max_bytes) ||
             bench_device_upload(dev[1], b.send[1], o.max_bytes)) {
-            fprintf(stderr, "allreduce_bench: out of device memory for 3 x %zu bytes\n", o.max_bytes);
+            fprintf(stderr, "allreduce_bench: out of device memory for 4 x %zu bytes\n", o.max_bytes);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
-        free(b.send[0]), free(b.send[1]);
+        free(b.send[0]), free(b.send[1]), free(b.recv[1]);
+        b.check = b.recv[0]; /* a host buffer: device results are copied there */
         b.send[0] = dev[0], b.send[1] = dev[1];
-        b.recv = dev[2]; /* b.check stays the host buffer: results are copied there */
+        b.recv[0] = dev[2], b.recv[1] = dev[3];
     }
 
     FILE *csv = NULL;
@@ -519,11 +530,12 @@ int main(int argc, char **argv) {
     free(mpi_all);
     free(p.expected);
     if (device >= 0) {
-        bench_device_free(b.send[0]), bench_device_free(b.send[1]), bench_device_free(b.recv);
+        bench_device_free(b.send[0]), bench_device_free(b.send[1]);
+        bench_device_free(b.recv[0]), bench_device_free(b.recv[1]);
         free(b.check);
         bench_device_close();
     } else {
-        free(b.send[0]), free(b.send[1]), free(b.recv);
+        free(b.send[0]), free(b.send[1]), free(b.recv[0]), free(b.recv[1]);
     }
     MPI_Finalize();
     return total_wrong ? 1 : 0;

@@ -191,16 +191,23 @@ void hvdc__shm_destroy(hvdc_shm *s) {
 }
 
 /* The middle of an all-reduce step, once every rank's slot holds its step: elements
- * [off, off + n) of the step (this rank's part) folded in rank order from every slot into the
- * result slot, this rank's own from `own`; returns once every rank has folded its part, so the
- * result slot is whole and the slots may be written again. */
+ * [off, off + n) of the step (this rank's part) folded in rank order from every slot, this
+ * rank's own from `own`, into `out`, and copied from there into the result slot; returns once
+ * every rank has done so, so the result slot is whole and the slots may be written again.
+ * out is this rank's own output (it may be own: in place), or the result slot itself (the
+ * staged all-reduce). Why not always the result slot: its lines were read by the other ranks in
+ * the step before, and folding straight into them took 1.4x as long as folding into the output
+ * and copying; the all-reduce took 1.3x as long at 1-4 MiB
+ * (benchmarks/results/shm_fold_into_output_np2.txt). */
 static hvd_status fold_step(hvdc_shm *s, size_t off, size_t n, size_t elem, const void *own,
-                            hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch) {
+                            void *out, hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
     CHECK(arrive_and_wait(s, watch));
     for (int q = 0; q < s->size; q++) s->in[q] = slot(s, q) + off * elem;
     s->in[s->rank] = own;
-    hvdc__fold(slot(s, s->size) + off * elem, s->in, s->size, n, dtype, op);
+    hvdc__fold(out, s->in, s->size, n, dtype, op);
+    char *shared = slot(s, s->size) + off * elem;
+    if (out != shared) memcpy(shared, out, n * elem);
     CHECK(arrive_and_wait(s, watch));
 fail:
     return st;
@@ -218,12 +225,15 @@ hvd_status hvdc__shm_allreduce(hvdc_shm *s, const void *src, void *dst, size_t c
     for (size_t at = 0; at < count; at += step) {
         size_t len = count - at < step ? count - at : step, off, n;
         const char *mine = (const char *)src + at * elem;
-        /* the others' parts only: this rank folds its own part from src itself */
+        char *out = (char *)dst + at * elem;
+        /* the others' parts only: this rank folds its own part from src itself, into dst */
         hvdc__block_range(len, (size_t)s->size, (size_t)s->rank, &off, &n);
         if (off > 0) memcpy(slot(s, s->rank), mine, off * elem);
         if (off + n < len) memcpy(slot(s, s->rank) + (off + n) * elem, mine + (off + n) * elem, (len - off - n) * elem);
-        CHECK(fold_step(s, off, n, elem, mine + off * elem, dtype, op, watch));
-        memcpy((char *)dst + at * elem, result, len * elem);
+        CHECK(fold_step(s, off, n, elem, mine + off * elem, out + off * elem, dtype, op, watch));
+        /* dst holds this rank's part already: the others' parts only */
+        if (off > 0) memcpy(out, result, off * elem);
+        if (off + n < len) memcpy(out + (off + n) * elem, result + (off + n) * elem, (len - off - n) * elem);
     }
 fail:
     return st;
@@ -241,7 +251,8 @@ hvd_status hvdc__shm_allreduce_staged(hvdc_shm *s, size_t count, hvd_dtype dtype
                           "the %zu-byte step", count * elem, s->step_bytes);
     if (s->size == 1 || count == 0) return HVD_OK;
     hvdc__block_range(count, (size_t)s->size, (size_t)s->rank, &off, &n);
-    CHECK(fold_step(s, off, n, elem, slot(s, s->rank) + off * elem, dtype, op, watch));
+    CHECK(fold_step(s, off, n, elem, slot(s, s->rank) + off * elem, slot(s, s->size) + off * elem,
+                    dtype, op, watch));
     *result = slot(s, s->size);
 fail:
     return st;

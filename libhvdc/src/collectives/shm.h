@@ -6,11 +6,13 @@
  * one slot per rank and one result slot. A buffer goes through in steps of one slot per rank
  * (1 MiB at most, less with many ranks: shm.c), sized to stay in cache; each step, for N ranks:
  *
- *   1. rank r copies its step's data into slot r                     then: all ranks arrive
- *   2. rank r folds part r of the step from slots 0..N-1, in rank     then: all ranks arrive
- *      order (fold.h), into the result slot (all-reduce) or straight
- *      into its own output (reduce-scatter)
- *   3. all-reduce: every rank copies the whole step out of the result slot
+ *   1. rank r copies its step's data into slot r (all-reduce: the    then: all ranks arrive
+ *      other ranks' parts only)
+ *   2. rank r folds part r of the step from slots 0..N-1 (its own    then: all ranks arrive
+ *      from its input), in rank order (fold.h), into its own output
+ *      and copies it into the result slot (all-reduce), or into its
+ *      own output only (reduce-scatter)
+ *   3. all-reduce: every rank copies the other parts out of the result slot
  *
  * The second arrival also says "slots free": nobody writes slot r again before every rank has
  * folded from it. Each element is combined in rank order, x0 op x1 op ... x(N-1), like every
@@ -23,7 +25,7 @@
  *
  * A fused all-reduce need not pack its tensors into a buffer of its own first: it can pack them
  * straight into slot r (hvdc__shm_staging) and unpack them from the result slot, which saves
- * step 1's copy and step 3's (hvdc__shm_allreduce_staged).
+ * step 1's copy and step 3's (hvdc__shm_allreduce_staged; step 2 folds into the result slot).
  *
  * defines: hvdc_shm, hvdc__shm_create, _destroy, _allreduce, _reduce_scatter, _allgather_blocks,
  *          _staging, _allreduce_staged, _step, _set_step

@@ -194,10 +194,10 @@ void hvdc__shm_destroy(hvdc_shm *s) {
  * [off, off + n) of the step (this rank's part) folded in rank order from every slot, this
  * rank's own from `own`, into `out`, and copied from there into the result slot; returns once
  * every rank has done so, so the result slot is whole and the slots may be written again.
- * out is this rank's own output (it may be own: in place), or the result slot itself (the
- * staged all-reduce). Why not always the result slot: its lines were read by the other ranks in
- * the step before, and folding straight into them took 1.4x as long as folding into the output
- * and copying; the all-reduce took 1.3x as long at 1-4 MiB
+ * out is memory this rank wrote last and nobody else reads: its own output, or its own part
+ * of its slot (staged); it may be own (in place). Why not fold straight into the result slot:
+ * its lines were read by the other ranks in the step before, and storing into them took 1.4x
+ * as long as folding here and copying; the all-reduce took 1.3x as long at 1-4 MiB
  * (benchmarks/results/shm_fold_into_output_np2.txt). */
 static hvd_status fold_step(hvdc_shm *s, size_t off, size_t n, size_t elem, const void *own,
                             void *out, hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch) {
@@ -206,8 +206,7 @@ static hvd_status fold_step(hvdc_shm *s, size_t off, size_t n, size_t elem, cons
     for (int q = 0; q < s->size; q++) s->in[q] = slot(s, q) + off * elem;
     s->in[s->rank] = own;
     hvdc__fold(out, s->in, s->size, n, dtype, op);
-    char *shared = slot(s, s->size) + off * elem;
-    if (out != shared) memcpy(shared, out, n * elem);
+    memcpy(slot(s, s->size) + off * elem, out, n * elem);
     CHECK(arrive_and_wait(s, watch));
 fail:
     return st;
@@ -251,8 +250,8 @@ hvd_status hvdc__shm_allreduce_staged(hvdc_shm *s, size_t count, hvd_dtype dtype
                           "the %zu-byte step", count * elem, s->step_bytes);
     if (s->size == 1 || count == 0) return HVD_OK;
     hvdc__block_range(count, (size_t)s->size, (size_t)s->rank, &off, &n);
-    CHECK(fold_step(s, off, n, elem, slot(s, s->rank) + off * elem, slot(s, s->size) + off * elem,
-                    dtype, op, watch));
+    char *own = slot(s, s->rank) + off * elem; /* only this rank reads its own part of its slot */
+    CHECK(fold_step(s, off, n, elem, own, own, dtype, op, watch));
     *result = slot(s, s->size);
 fail:
     return st;

@@ -25,7 +25,8 @@
  *
  * A fused all-reduce need not pack its tensors into a buffer of its own first: it can pack them
  * straight into slot r (hvdc__shm_staging) and unpack them from the result slot, which saves
- * step 1's copy and step 3's (hvdc__shm_allreduce_staged; step 2 folds into the result slot).
+ * step 1's copy and step 3's (hvdc__shm_allreduce_staged; step 2 folds in place, into this
+ * rank's own part of slot r, and copies it into the result slot).
  *
  * defines: hvdc_shm, hvdc__shm_create, _destroy, _allreduce, _reduce_scatter, _allgather_blocks,
  *          _staging, _allreduce_staged, _step, _set_step
@@ -69,7 +70,8 @@ void *hvdc__shm_staging(hvdc_shm *shm);
 
 /* The all-reduce of the count elements (at most hvdc__shm_step bytes) every local rank wrote
  * to its staging slot; *result points at the combined elements (combined as by
- * hvdc__shm_allreduce) and stays valid, read-only, until this rank's next call on shm. */
+ * hvdc__shm_allreduce) and stays valid, read-only, until this rank's next call on shm. The
+ * staging slot's contents are not kept. */
 hvd_status hvdc__shm_allreduce_staged(hvdc_shm *shm, size_t count, hvd_dtype dtype,
                                       hvd_reduce_op op, hvdc_liveness *watch, const void **result);
 

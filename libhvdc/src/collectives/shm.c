@@ -212,6 +212,14 @@ fail:
     return st;
 }
 
+/* Elements [0, len) of from into to, but for this rank's own part [off, off + n): the parts
+ * the other ranks fold (into this rank's slot) or folded (out of the result slot). */
+static void copy_others_parts(char *to, const char *from, size_t off, size_t n, size_t len,
+                              size_t elem) {
+    if (off > 0) memcpy(to, from, off * elem);
+    if (off + n < len) memcpy(to + (off + n) * elem, from + (off + n) * elem, (len - off - n) * elem);
+}
+
 hvd_status hvdc__shm_allreduce(hvdc_shm *s, const void *src, void *dst, size_t count,
                                hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
@@ -225,14 +233,11 @@ hvd_status hvdc__shm_allreduce(hvdc_shm *s, const void *src, void *dst, size_t c
         size_t len = count - at < step ? count - at : step, off, n;
         const char *mine = (const char *)src + at * elem;
         char *out = (char *)dst + at * elem;
-        /* the others' parts only: this rank folds its own part from src itself, into dst */
+        /* this rank folds its own part from src itself, into dst, where it then already is */
         hvdc__block_range(len, (size_t)s->size, (size_t)s->rank, &off, &n);
-        if (off > 0) memcpy(slot(s, s->rank), mine, off * elem);
-        if (off + n < len) memcpy(slot(s, s->rank) + (off + n) * elem, mine + (off + n) * elem, (len - off - n) * elem);
+        copy_others_parts(slot(s, s->rank), mine, off, n, len, elem);
         CHECK(fold_step(s, off, n, elem, mine + off * elem, out + off * elem, dtype, op, watch));
-        /* dst holds this rank's part already: the others' parts only */
-        if (off > 0) memcpy(out, result, off * elem);
-        if (off + n < len) memcpy(out + (off + n) * elem, result + (off + n) * elem, (len - off - n) * elem);
+        copy_others_parts(out, result, off, n, len, elem);
     }
 fail:
     return st;

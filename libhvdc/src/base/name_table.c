@@ -24,17 +24,27 @@ void hvdc__name_table_init(hvdc_name_table *table) {
     table->buckets = NULL;
     table->n_buckets = 0;
     table->count = 0;
+    table->spare = NULL;
+}
+
+static void free_chain(hvdc_name_node *node) {
+    while (node) {
+        hvdc_name_node *next = node->next;
+        free(node);
+        node = next;
+    }
+}
+
+/* Keeps a removed node for the next put. */
+static void retire(hvdc_name_table *table, hvdc_name_node *node) {
+    node->next = table->spare;
+    table->spare = node;
+    table->count--;
 }
 
 void hvdc__name_table_free(hvdc_name_table *table) {
-    for (size_t b = 0; b < table->n_buckets; b++) {
-        hvdc_name_node *node = table->buckets[b];
-        while (node) {
-            hvdc_name_node *next = node->next;
-            free(node);
-            node = next;
-        }
-    }
+    for (size_t b = 0; b < table->n_buckets; b++) free_chain(table->buckets[b]);
+    free_chain(table->spare);
     free(table->buckets);
     hvdc__name_table_init(table);
 }
@@ -70,8 +80,9 @@ static int grow(hvdc_name_table *table) {
 int hvdc__name_table_put(hvdc_name_table *table, const char *key, void *value) {
     if (hvdc__name_table_get(table, key)) return -1;
     if (table->count >= table->n_buckets && grow(table) != 0) return -2;
-    hvdc_name_node *node = malloc(sizeof *node);
-    if (!node) return -2;
+    hvdc_name_node *node = table->spare;
+    if (node) table->spare = node->next;
+    else if (!(node = malloc(sizeof *node))) return -2;
     node->key = key;
     node->value = value;
     node->hash = hash_name(key);
@@ -90,8 +101,7 @@ void *hvdc__name_table_remove(hvdc_name_table *table, const char *key) {
         if (node->hash == h && strcmp(node->key, key) == 0) {
             void *value = node->value;
             *link = node->next;
-            free(node);
-            table->count--;
+            retire(table, node);
             return value;
         }
     }
@@ -104,8 +114,7 @@ void *hvdc__name_table_pop(hvdc_name_table *table) {
         if (node) {
             void *value = node->value;
             table->buckets[b] = node->next;
-            free(node);
-            table->count--;
+            retire(table, node);
             return value;
         }
     }

@@ -1,6 +1,8 @@
 /*
  * name_table.h - a map from operation names to pointers (separate chaining). Keys are not
  * copied: each key must stay valid while its entry is in the table (it lives in the value).
+ * Removed nodes are kept for the next put: a rank's in-flight table sees a put and a remove per
+ * operation, and in steady state they allocate nothing.
  * defines: hvdc_name_table, hvdc__name_table_init, _free, _get, _put, _remove, _pop, _each
  * Not thread-safe; its owner locks.
  */
@@ -15,6 +17,7 @@ typedef struct hvdc_name_table {
     hvdc_name_node **buckets; /* (n_buckets) */
     size_t n_buckets;
     size_t count;
+    hvdc_name_node *spare;    /* removed nodes, for reuse by put */
 } hvdc_name_table;
 
 void hvdc__name_table_init(hvdc_name_table *table);

@@ -9,15 +9,24 @@
 
 static size_t align_up(size_t count, size_t align) { return (count + align - 1) / align * align; }
 
-hvd_status hvdc__pack_plan_make(const size_t *counts, size_t n, size_t elem_size,
-                                size_t piece_bytes, size_t large_bytes, hvdc_pack_plan *plan) {
-    memset(plan, 0, sizeof *plan);
-    plan->pieces = calloc(n ? n : 1, sizeof *plan->pieces);
-    plan->offsets = calloc(n ? n : 1, sizeof *plan->offsets);
+/* Makes plan's arrays hold n tensors (a plan has at most one piece per tensor). */
+static hvd_status reserve(hvdc_pack_plan *plan, size_t n) {
+    if (n <= plan->capacity) return HVD_OK;
+    hvdc__pack_plan_free(plan);
+    plan->pieces = malloc(n * sizeof *plan->pieces);
+    plan->offsets = malloc(n * sizeof *plan->offsets);
     if (!plan->pieces || !plan->offsets) {
         hvdc__pack_plan_free(plan);
         return HVD_ERR_NO_MEMORY;
     }
+    plan->capacity = n;
+    return HVD_OK;
+}
+
+hvd_status hvdc__pack_plan_make(const size_t *counts, size_t n, size_t elem_size,
+                                size_t piece_bytes, size_t large_bytes, hvdc_pack_plan *plan) {
+    if (reserve(plan, n ? n : 1) != HVD_OK) return HVD_ERR_NO_MEMORY;
+    plan->n_pieces = 0;
     size_t align = HVDC_PACK_ALIGN_BYTES / elem_size;
     size_t piece_count = piece_bytes / elem_size; /* capacity in elements */
     hvdc_pack_piece *open = NULL;                 /* the packed piece being filled */
@@ -25,6 +34,7 @@ hvd_status hvdc__pack_plan_make(const size_t *counts, size_t n, size_t elem_size
         int large = piece_count == 0 || counts[i] > piece_count || counts[i] * elem_size >= large_bytes;
         if (large) {
             open = NULL;
+            plan->offsets[i] = 0;
             plan->pieces[plan->n_pieces++] = (hvdc_pack_piece){i, 1, 1, counts[i]};
             continue;
         }

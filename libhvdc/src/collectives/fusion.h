@@ -31,12 +31,17 @@ typedef struct hvdc_pack_piece {
 typedef struct hvdc_pack_plan {
     size_t n_pieces;
     hvdc_pack_piece *pieces; /* (n_pieces) in tensor order */
-    size_t *offsets;         /* (n_tensors) element offset of each packed tensor in its piece */
+    size_t *offsets;         /* (n_tensors) element offset of each packed tensor in its piece
+                                (0 for a tensor reduced in place) */
+    size_t capacity;         /* tensors the two arrays have room for */
 } hvdc_pack_plan;
 
 /* Plans tensors of counts[n] elements of elem_size bytes: a tensor of at least large_bytes is
  * reduced in place; smaller ones are packed in order into pieces of at most piece_bytes; a
- * piece that ends up holding one tensor is reduced in place instead.
+ * piece that ends up holding one tensor is reduced in place instead. plan starts zeroed ({0})
+ * and keeps its arrays from one make to the next, growing them only for more tensors than ever
+ * (the executor plans every all-reduce with one plan: in steady state that allocates nothing);
+ * hvdc__pack_plan_free releases them.
  * @return HVD_OK or HVD_ERR_NO_MEMORY. */
 hvd_status hvdc__pack_plan_make(const size_t *counts, size_t n, size_t elem_size,
                                 size_t piece_bytes, size_t large_bytes, hvdc_pack_plan *plan);

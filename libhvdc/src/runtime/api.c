@@ -119,26 +119,15 @@ static hvd_status check_device_reduce(const char *fn, const char *name, int devi
     return HVD_OK;
 }
 
-static uint64_t *copy_counts(const size_t *counts, size_t n) {
-    uint64_t *out = malloc((n ? n : 1) * sizeof *out);
-    if (out)
-        for (size_t i = 0; i < n; i++) out[i] = counts[i];
-    return out;
-}
-
 /* An op with one tensor, named name. */
 static hvd_status single_op(const char *fn, hvdc_kind kind, const char *name, const void *send,
                             void *recv, size_t count, hvd_dtype dtype, hvdc_op **out) {
     hvdc_op *op = hvdc__op_create(1);
-    if (op) op->desc.counts = copy_counts(&count, 1);
-    if (!op || !op->desc.counts) {
-        hvdc__op_free(op);
-        return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory", fn, name);
-    }
+    if (!op) return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory", fn, name);
+    hvdc__op_set_counts(op, &count, 1); /* fits the op's own room: cannot fail */
     snprintf(op->desc.name, sizeof op->desc.name, "%s", name);
     op->desc.kind = (uint8_t)kind;
     op->desc.dtype = (uint8_t)dtype;
-    op->desc.n_counts = 1;
     op->tensors[0] = (hvdc_tensor){op->desc.name, send, recv, count};
     *out = op;
     return HVD_OK;
@@ -245,8 +234,7 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
         CHECK(check_device_buffers(fn, names[i], device, sendbufs[i], recvbufs[i]));
     hvdc_op *req = hvdc__op_create((size_t)n);
     if (req) req->member_names = malloc(names_bytes);
-    if (req) req->desc.counts = copy_counts(counts, (size_t)n);
-    if (!req || !req->member_names || !req->desc.counts) {
+    if (!req || !req->member_names) {
         hvdc__op_free(req);
         return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory", fn, names[0]);
     }
@@ -256,7 +244,7 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
     req->desc.op = (uint8_t)op;
     req->desc.prescale = o->prescale;
     req->desc.postscale = o->postscale;
-    req->desc.n_counts = (uint32_t)n;
+    hvdc__op_set_counts(req, counts, (size_t)n); /* fits the op's own room */
     req->desc.members_hash = hash_names(n, names);
     req->desc.device = device;
     req->ready_event = o->ready_event;
@@ -438,13 +426,10 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
     CHECK(check_output(fn, name, sendbuf, total, recvbuf, recv_capacity, dtype, alloc_out, o, &device));
     CHECK(single_op(fn, HVDC_KIND_ALLTOALL, name, sendbuf, recvbuf, total, dtype, &req));
     req->alloc_out = alloc_out;
-    free(req->desc.counts);
-    req->desc.counts = copy_counts(sendcounts, size);
-    if (!req->desc.counts) {
+    if (hvdc__op_set_counts(req, sendcounts, size) != 0) {
         hvdc__op_free(req);
         return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory", fn, name);
     }
-    req->desc.n_counts = (uint32_t)size;
     req->desc.capacity = recv_capacity == SIZE_MAX ? UINT64_MAX : recv_capacity;
     req->recv_count_out = recv_count;
     req->rank_counts_out = recvcounts;

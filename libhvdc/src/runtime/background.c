@@ -69,17 +69,25 @@ static void device_done(void *ctx) {
     pthread_mutex_unlock(&rt->queue_mutex);
 }
 
-static hvd_status keep_gpu_work(round_state *s, hvdc_gpu_pending *pending, hvdc_op **ops, size_t n) {
+/* Keeps a device response's ops (a copy of the list: ops is the round's scratch) until its
+ * work finishes. */
+static hvd_status keep_gpu_work(round_state *s, hvdc_gpu_pending *pending, hvdc_op *const *ops, size_t n) {
+    hvdc_op **kept = malloc((n ? n : 1) * sizeof *kept);
+    if (!kept) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory tracking device work");
+    memcpy(kept, ops, n * sizeof *kept);
     if (s->n_gpu_work == s->cap_gpu_work) {
         size_t cap = s->cap_gpu_work ? 2 * s->cap_gpu_work : 16;
         gpu_work *grown = realloc(s->gpu_work, cap * sizeof *grown);
-        if (!grown) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory tracking device work");
+        if (!grown) {
+            free(kept);
+            return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory tracking device work");
+        }
         s->gpu_work = grown;
         s->cap_gpu_work = cap;
     }
-    s->gpu_work[s->n_gpu_work++] = (gpu_work){pending, ops, n};
+    s->gpu_work[s->n_gpu_work++] = (gpu_work){pending, kept, n};
     s->n_on_device += n;
-    hvdc__publish_on_device(s->rt, ops, n, hvdc__gpu_pending_event(pending));
+    hvdc__publish_on_device(s->rt, kept, n, hvdc__gpu_pending_event(pending));
     return HVD_OK;
 }
 
@@ -293,8 +301,9 @@ static void autotune_observe(round_state *s, const hvdc_wire_response *r, hvdc_o
 /* Executes one response and completes its ops. */
 static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
     hvdc_runtime *rt = s->rt;
-    hvdc_op **ops = calloc(r->n_names, sizeof *ops);
-    if (!ops) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory running a response");
+    if (hvdc__buffer_reserve(&s->response_ops, (r->n_names ? r->n_names : 1) * sizeof(hvdc_op *)) != HVD_OK)
+        return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory running a response");
+    hvdc_op **ops = s->response_ops.data;
     pthread_mutex_lock(&rt->queue_mutex);
     size_t n = 0;
     for (uint32_t i = 0; i < r->n_names; i++) {
@@ -308,6 +317,7 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
     hvd_status st = HVD_OK;
     if (n == 0 && joined && (r->type == HVDC_RESPONSE_ERROR || r->n_joined > 0)) {
         /* others' operations while this rank has joined */
+        memset(ops, 0, r->n_names * sizeof *ops); /* stand-ins not made are NULL when freed */
         if (r->type == HVDC_RESPONSE_EXECUTE) {
             st = stand_in_ops(r, ops, &s->identity, &s->discard);
             hvdc_gpu_pending *none = NULL;
@@ -315,14 +325,11 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
             if (st != HVD_OK && rt->executor.failed_before_data) st = HVD_OK; /* in step */
         }
         for (uint32_t i = 0; i < r->n_names; i++) hvdc__op_free(ops[i]);
-        free(ops);
         return st;
     }
-    if (n != r->n_names) {
-        free(ops);
+    if (n != r->n_names)
         return hvdc__fail(HVD_ERR_INTERNAL, "rank 0 scheduled '%s', which this rank never announced",
                           r->names[0]);
-    }
     hvdc_timeline *tl = rt->executor.timeline;
     int64_t answered = hvdc__timeline_now_us(tl), group = ++rt->executor.group;
     for (size_t i = 0; tl && i < n; i++) {
@@ -340,10 +347,7 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
         hvdc_gpu_pending *pending = NULL;
         st = hvdc__execute(&rt->executor, r, ops, n, &pending);
         /* a watchdog that fired failed the ops (maybe freed now) and made execute fail */
-        if (st != HVD_OK && hvdc__watchdog_fired(rt->executor.watchdog)) {
-            free(ops);
-            return st;
-        }
+        if (st != HVD_OK && hvdc__watchdog_fired(rt->executor.watchdog)) return st;
         if (st == HVD_OK) remember(s, r, ops, n);
         if (st == HVD_OK) autotune_observe(s, r, ops, n);
         if (st == HVD_OK && pending) {
@@ -357,7 +361,6 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
         hvdc__complete_ops(rt, ops, n, st, hvd_last_error());
     }
     s->n_in_flight -= n;
-    free(ops);
     /* a collective that failed midway leaves the ranks out of step; one that every rank
      * refused before moving data (mismatches, memory it could not get) does not */
     return st != HVD_OK && rt->executor.failed_before_data ? HVD_OK : st;
@@ -482,6 +485,7 @@ done:
     free(s.gpu_work);
     hvdc__buffer_free(&s.identity);
     hvdc__buffer_free(&s.discard);
+    hvdc__buffer_free(&s.response_ops);
     free(fresh_descs);
     free(fresh_slots);
     hvdc__cache_destroy(s.cache);

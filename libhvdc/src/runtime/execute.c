@@ -233,13 +233,11 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
     int widened = acc != dtype;
     size_t elem = hvd_dtype_size(dtype), acc_elem = hvd_dtype_size(acc), n = 0;
     for (size_t i = 0; i < n_ops; i++) n += ops[i]->n_tensors;
-    hvdc_pack_plan plan = {0};
-    const hvdc_tensor **tensors = malloc((n ? n : 1) * sizeof *tensors);
-    size_t *counts = malloc((n ? n : 1) * sizeof *counts);
-    if (!tensors || !counts) {
-        st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory planning an all-reduce of %zu tensors", n);
-        goto fail;
-    }
+    hvdc_pack_plan *plan = &ex->plan;
+    if (hvdc__buffer_reserve(&ex->tensor_list, (n ? n : 1) * (sizeof(hvdc_tensor *) + sizeof(size_t))) != HVD_OK)
+        return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory planning an all-reduce of %zu tensors", n);
+    const hvdc_tensor **tensors = ex->tensor_list.data; /* then the counts: both 8-byte items */
+    size_t *counts = (size_t *)(tensors + (n ? n : 1));
     n = 0;
     for (size_t i = 0; i < n_ops; i++)
         for (size_t k = 0; k < ops[i]->n_tensors; k++) {
@@ -249,15 +247,13 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
     int staged = stages_in_shm(ex, acc, op);
     size_t piece_bytes = ex->pack_piece_bytes;
     if (staged && piece_bytes > hvdc__shm_step(ex->shm)) piece_bytes = hvdc__shm_step(ex->shm);
-    if (hvdc__pack_plan_make(counts, n, acc_elem, piece_bytes, ex->large_tensor_bytes, &plan)) {
-        st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory planning an all-reduce of %zu tensors", n);
-        goto fail;
-    }
+    if (hvdc__pack_plan_make(counts, n, acc_elem, piece_bytes, ex->large_tensor_bytes, plan))
+        return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory planning an all-reduce of %zu tensors", n);
     size_t fusion_bytes, scratch_bytes;
-    allreduce_memory(ex, &plan, tensors, acc, op, widened, staged, &fusion_bytes, &scratch_bytes);
+    allreduce_memory(ex, plan, tensors, acc, op, widened, staged, &fusion_bytes, &scratch_bytes);
     CHECK(reserve_agreed(ex, "allreduce", tensors[0]->name, fusion_bytes, scratch_bytes));
-    for (size_t p = 0; p < plan.n_pieces; p++) {
-        const hvdc_pack_piece *piece = &plan.pieces[p];
+    for (size_t p = 0; p < plan->n_pieces; p++) {
+        const hvdc_pack_piece *piece = &plan->pieces[p];
         int64_t t0 = hvdc__timeline_now_us(ex->timeline);
         if (piece->in_place) {
             const hvdc_tensor *t = tensors[piece->first];
@@ -270,7 +266,7 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
         char *buf = staged ? hvdc__shm_staging(ex->shm) : ex->fusion.data;
         size_t end = 0;
         for (size_t i = piece->first; i < piece->first + piece->n; i++) {
-            size_t at = plan.offsets[i];
+            size_t at = plan->offsets[i];
             if (at > end) memset(buf + end * acc_elem, 0, (at - end) * acc_elem); /* padding */
             if (widened) {
                 hvdc__widen(buf + at * acc_elem, acc, tensors[i]->send, dtype, tensors[i]->count,
@@ -290,7 +286,7 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
         }
         int64_t t2 = hvdc__timeline_now_us(ex->timeline);
         for (size_t i = piece->first; i < piece->first + piece->n; i++) {
-            const char *from = (const char *)reduced + plan.offsets[i] * acc_elem;
+            const char *from = (const char *)reduced + plan->offsets[i] * acc_elem;
             if (widened) {
                 hvdc__narrow_average(tensors[i]->recv, dtype, from, acc, tensors[i]->count,
                                      contributors, d->postscale);
@@ -309,9 +305,6 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
         }
     }
 fail:
-    hvdc__pack_plan_free(&plan);
-    free(tensors);
-    free(counts);
     return st;
 }
 

@@ -272,6 +272,8 @@ static void runtime_free(hvdc_runtime *rt) {
     hvdc__shm_destroy(rt->executor.shm);
     hvdc__buffer_free(&rt->executor.fusion);
     hvdc__buffer_free(&rt->executor.scratch);
+    hvdc__pack_plan_free(&rt->executor.plan);
+    hvdc__buffer_free(&rt->executor.tensor_list);
     hvdc__name_table_free(&rt->in_flight);
     hvdc__handles_free(&rt->handles);
     pthread_mutex_destroy(&rt->queue_mutex);

@@ -7,24 +7,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Where hvdc__op_create put op's counts: after its tensors, in the op's own allocation. */
+static uint64_t *inline_counts(hvdc_op *op) {
+    return (uint64_t *)(op->tensors + (op->n_tensors ? op->n_tensors : 1));
+}
+
 hvdc_op *hvdc__op_create(size_t n_tensors) {
-    hvdc_op *op = calloc(1, sizeof *op);
+    size_t n = n_tensors ? n_tensors : 1;
+    /* one allocation a submission (all 8-byte aligned): the op, its tensors, a count each */
+    hvdc_op *op = calloc(1, sizeof *op + n * (sizeof *op->tensors + sizeof *op->desc.counts));
     if (!op) return NULL;
-    op->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *op->tensors);
+    op->tensors = (hvdc_tensor *)(op + 1);
     op->n_tensors = n_tensors;
+    op->desc.counts = inline_counts(op);
     op->desc.prescale = op->desc.postscale = 1.0;
     op->desc.device = HVD_DEVICE_CPU;
-    if (!op->tensors) {
-        free(op);
-        return NULL;
-    }
     return op;
+}
+
+int hvdc__op_set_counts(hvdc_op *op, const size_t *counts, size_t n) {
+    uint64_t *to = inline_counts(op);
+    if (n > (op->n_tensors ? op->n_tensors : 1) && !(to = malloc(n * sizeof *to))) return -1;
+    if (op->desc.counts != inline_counts(op)) free(op->desc.counts);
+    for (size_t i = 0; i < n; i++) to[i] = counts[i];
+    op->desc.counts = to;
+    op->desc.n_counts = (uint32_t)n;
+    return 0;
 }
 
 void hvdc__op_free(hvdc_op *op) {
     if (!op) return;
+    if (op->desc.counts == inline_counts(op)) op->desc.counts = NULL; /* not an allocation */
     hvdc__wire_request_free(&op->desc);
-    free(op->tensors);
     free(op->member_names);
     free(op->error);
     free(op);

@@ -57,8 +57,12 @@ typedef struct hvdc_op {
     struct hvdc_op *next;       /* queue link */
 } hvdc_op;
 
-/* An op for n tensors with zeroed fields; NULL when out of memory. */
+/* An op for n tensors with zeroed fields, and room for a count each in desc.counts; NULL when
+ * out of memory. One allocation, with its tensors and counts. */
 hvdc_op *hvdc__op_create(size_t n_tensors);
+/* Copies counts[n] into op->desc.counts (in the op's own room when n fits it) and sets n_counts.
+ * @return 0, or -1 when out of memory (op unchanged). */
+int hvdc__op_set_counts(hvdc_op *op, const size_t *counts, size_t n);
 void hvdc__op_free(hvdc_op *op); /* NULL-safe */
 
 /* Handles are (generation << 32 | slot + 1), generation in 24 bits (the top byte is the process

@@ -20,6 +20,7 @@ typedef struct round_state {
     int64_t round_started_us;    /* timeline clock */
     uint64_t rounds;
     hvdc_buffer identity, discard; /* a joined rank's stand-in tensors */
+    hvdc_buffer response_ops;    /* the ops of the response being run (run_response) */
     struct gpu_work *gpu_work;   /* device responses queued, not finished: (n_gpu_work) */
     size_t n_gpu_work, cap_gpu_work;
     size_t n_in_flight;          /* announced ops not yet completed */

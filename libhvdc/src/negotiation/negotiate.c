@@ -23,12 +23,12 @@
 typedef struct entry {
     int64_t slot;               /* cache slot, or -1 for a named entry */
     hvdc_wire_request *by_rank; /* (size) what each rank announced; NULL for a slot entry */
-    unsigned char *announced;   /* (size) */
+    unsigned char *announced;   /* (size) in the entry's own allocation, after it */
     int n_announced;
     int taken;  /* already put in a response this round */
     int queued; /* on the ready list */
     double first_seen; /* when the first rank announced it */
-    struct entry *next_ready;
+    struct entry *next_ready;   /* the ready list; the spare list once retired */
 } entry;
 
 struct hvdc_negotiator {
@@ -42,6 +42,11 @@ struct hvdc_negotiator {
     double now;
     unsigned char *joined; /* (size) ranks that called hvd_join and wait for the rest */
     int n_joined, last_joined;
+    entry *spare;          /* retired slot entries, for reuse: in steady state every name is
+                              cached, and announcing it allocates nothing */
+    char **errors;         /* respond's working lists, (scratch_cap) each, kept between rounds */
+    entry **group;
+    size_t scratch_cap;
 };
 
 void hvdc__negotiator_set_time(hvdc_negotiator *n, double now) { n->now = now; }
@@ -68,14 +73,29 @@ static void entry_free(entry *e, int size) {
     if (!e) return;
     for (int r = 0; e->by_rank && r < size; r++) hvdc__wire_request_free(&e->by_rank[r]);
     free(e->by_rank);
-    free(e->announced);
     free(e);
+}
+
+/* An entry that is done with: a slot entry is kept for reuse, a named one freed. */
+static void entry_retire(hvdc_negotiator *n, entry *e) {
+    if (e->slot < 0) {
+        entry_free(e, n->size);
+        return;
+    }
+    e->next_ready = n->spare;
+    n->spare = e;
 }
 
 void hvdc__negotiator_destroy(hvdc_negotiator *n) {
     if (!n) return;
     entry *e;
     while ((e = hvdc__name_table_pop(&n->table)) != NULL) entry_free(e, n->size);
+    while ((e = n->spare) != NULL) {
+        n->spare = e->next_ready;
+        entry_free(e, n->size);
+    }
+    free(n->errors);
+    free(n->group);
     hvdc__name_table_free(&n->table);
     for (uint32_t s = 0; s < hvdc__cache_capacity(n->cache); s++) entry_free(n->by_slot[s], n->size);
     free(n->by_slot);
@@ -116,15 +136,22 @@ static const char *entry_name(const hvdc_negotiator *n, const entry *e) {
     return "";
 }
 
-static entry *entry_new(int size, int64_t slot) {
-    entry *e = calloc(1, sizeof *e);
-    if (e && slot < 0) e->by_rank = calloc((size_t)size, sizeof *e->by_rank);
-    if (e) e->announced = calloc((size_t)size, 1);
-    if (!e || (slot < 0 && !e->by_rank) || !e->announced) {
-        entry_free(e, 0);
+/* A zeroed entry for slot (-1: named), a retired one where there is one. */
+static entry *entry_new(hvdc_negotiator *n, int64_t slot) {
+    size_t bytes = sizeof(entry) + (size_t)n->size;
+    entry *e = slot >= 0 ? n->spare : NULL;
+    if (e) {
+        n->spare = e->next_ready;
+        memset(e, 0, bytes);
+    } else if (!(e = calloc(1, bytes))) {
         return NULL;
     }
+    e->announced = (unsigned char *)(e + 1);
     e->slot = slot;
+    if (slot < 0 && !(e->by_rank = calloc((size_t)n->size, sizeof *e->by_rank))) {
+        free(e);
+        return NULL;
+    }
     return e;
 }
 
@@ -155,7 +182,7 @@ static void note_announced(hvdc_negotiator *n, entry *e, int rank) {
  * that announced the slot announced exactly the cached request. @return the named entry, or
  * NULL out of memory. */
 static entry *materialize(hvdc_negotiator *n, entry *slotted) {
-    entry *e = entry_new(n->size, -1);
+    entry *e = entry_new(n, -1);
     if (!e) return NULL;
     const hvdc_wire_request *cached = hvdc__cache_request(n->cache, (uint32_t)slotted->slot);
     for (int r = 0; r < n->size; r++) {
@@ -174,7 +201,7 @@ static entry *materialize(hvdc_negotiator *n, entry *slotted) {
     }
     n->by_slot[slotted->slot] = NULL;
     n->n_slot_entries--;
-    entry_free(slotted, n->size);
+    entry_retire(n, slotted);
     return e;
 }
 
@@ -188,7 +215,7 @@ static hvd_status announce_named(hvdc_negotiator *n, int rank, hvdc_wire_request
         if (!e) return HVD_ERR_NO_MEMORY;
     }
     if (!e) {
-        e = entry_new(n->size, -1);
+        e = entry_new(n, -1);
         if (!e) return HVD_ERR_NO_MEMORY;
         e->first_seen = n->now;
         e->by_rank[rank] = *q;
@@ -221,7 +248,7 @@ static hvd_status announce_slot(hvdc_negotiator *n, int rank, uint32_t s) {
     }
     e = n->by_slot[s];
     if (!e) {
-        e = entry_new(n->size, (int64_t)s);
+        e = entry_new(n, (int64_t)s);
         if (!e) return HVD_ERR_NO_MEMORY;
         e->first_seen = n->now;
         n->by_slot[s] = e;
@@ -491,6 +518,22 @@ static hvd_status describe_for_joined(const hvdc_negotiator *n, hvdc_wire_respon
     return HVD_OK;
 }
 
+/* Makes respond's working lists hold n_ready entries. */
+static hvd_status reserve_scratch(hvdc_negotiator *n, size_t n_ready) {
+    if (n_ready <= n->scratch_cap) return HVD_OK;
+    free(n->errors);
+    free(n->group);
+    n->errors = malloc(n_ready * sizeof *n->errors);
+    n->group = malloc(n_ready * sizeof *n->group);
+    n->scratch_cap = n->errors && n->group ? n_ready : 0;
+    if (n->scratch_cap) return HVD_OK;
+    free(n->errors);
+    free(n->group);
+    n->errors = NULL;
+    n->group = NULL;
+    return HVD_ERR_NO_MEMORY;
+}
+
 hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
                                     size_t gpu_threshold, hvdc_response_list *out) {
     memset(out, 0, sizeof *out);
@@ -505,13 +548,13 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
     for (entry *e = n->ready_head; e; e = e->next_ready) n_ready++;
     if (n_ready == 0) return HVD_OK;
     out->items = calloc(n_ready, sizeof *out->items);
-    char **errors = calloc(n_ready, sizeof *errors);
-    entry **group = calloc(n_ready, sizeof *group);
-    hvd_status st = HVD_OK;
-    if (!out->items || !errors || !group) {
-        st = HVD_ERR_NO_MEMORY;
-        goto done;
-    }
+    hvd_status st = out->items ? reserve_scratch(n, n_ready) : HVD_ERR_NO_MEMORY;
+    char **errors = n->errors;
+    entry **group = n->group;
+    size_t n_errors = 0; /* of errors[], the entries in use: freed at the end */
+    if (st != HVD_OK) goto done;
+    n_errors = n_ready;
+    memset(errors, 0, n_errors * sizeof *errors);
 
     /* a disagreement fails the entry on its own; mark those first so fusion skips them */
     size_t idx = 0;
@@ -613,12 +656,10 @@ done:
         } else {
             hvdc__name_table_remove(&n->table, entry_name(n, e));
         }
-        entry_free(e, n->size);
+        entry_retire(n, e);
     }
     n->ready_tail = NULL;
-    for (size_t i = 0; errors && i < n_ready; i++) free(errors[i]);
-    free(errors);
-    free(group);
+    for (size_t i = 0; i < n_errors; i++) free(errors[i]);
     if (st != HVD_OK) hvdc__response_list_free(out);
     return st;
 }

@@ -212,7 +212,8 @@ static int get_items(reader *r, uint32_t n, size_t min_bytes, size_t item_size,
     *items = NULL;
     *got = 0;
     if (n > r->left / min_bytes) return fail_read(r, what);
-    *items = calloc(n ? n : 1, item_size);
+    if (n == 0) return 0; /* nothing to allocate (a list of cached slots only, say) */
+    *items = calloc(n, item_size);
     if (!*items) return fail_read(r, "out of memory");
     for (; *got < n; (*got)++) {
         if (get(r, (char *)*items + (size_t)*got * item_size)) {

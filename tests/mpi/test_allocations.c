@@ -127,12 +127,13 @@ int main(void) {
     for (int i = 0; i < WARM; i++) lone(i); /* caches the names, grows every kept buffer */
     for (int b = 0; b < 5; b++) batch(b);
 
-    /* self-check: counting sees an allocation made here */
+    /* self-check: counting sees an allocation made here (volatile: the compiler may not drop
+     * the pair; other threads may allocate meanwhile too) */
     atomic_store(&counting, 1);
-    void *probe = malloc(16);
+    void *volatile probe = malloc(16);
     atomic_store(&counting, 0);
     free(probe);
-    if (atomic_load(&allocations) != 1) {
+    if (atomic_load(&allocations) < 1) {
         failures++;
         printf("[rank %d] FAILED the counting malloc did not count (%ld)\n", rank, atomic_load(&allocations));
     }

@@ -4,28 +4,18 @@
  */
 #include "collectives/fusion.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 static size_t align_up(size_t count, size_t align) { return (count + align - 1) / align * align; }
 
-/* Makes plan's arrays hold n tensors (a plan has at most one piece per tensor). */
-static hvd_status reserve(hvdc_pack_plan *plan, size_t n) {
-    if (n <= plan->capacity) return HVD_OK;
-    hvdc__pack_plan_free(plan);
-    plan->pieces = malloc(n * sizeof *plan->pieces);
-    plan->offsets = malloc(n * sizeof *plan->offsets);
-    if (!plan->pieces || !plan->offsets) {
-        hvdc__pack_plan_free(plan);
-        return HVD_ERR_NO_MEMORY;
-    }
-    plan->capacity = n;
-    return HVD_OK;
-}
-
 hvd_status hvdc__pack_plan_make(const size_t *counts, size_t n, size_t elem_size,
                                 size_t piece_bytes, size_t large_bytes, hvdc_pack_plan *plan) {
-    if (reserve(plan, n ? n : 1) != HVD_OK) return HVD_ERR_NO_MEMORY;
+    size_t room = n ? n : 1; /* a plan has at most one piece per tensor */
+    if (hvdc__buffer_reserve(&plan->pieces_room, room * sizeof *plan->pieces) != HVD_OK ||
+        hvdc__buffer_reserve(&plan->offsets_room, room * sizeof *plan->offsets) != HVD_OK)
+        return HVD_ERR_NO_MEMORY;
+    plan->pieces = plan->pieces_room.data;
+    plan->offsets = plan->offsets_room.data;
     plan->n_pieces = 0;
     size_t align = HVDC_PACK_ALIGN_BYTES / elem_size;
     size_t piece_count = piece_bytes / elem_size; /* capacity in elements */
@@ -55,7 +45,7 @@ hvd_status hvdc__pack_plan_make(const size_t *counts, size_t n, size_t elem_size
 }
 
 void hvdc__pack_plan_free(hvdc_pack_plan *plan) {
-    free(plan->pieces);
-    free(plan->offsets);
+    hvdc__buffer_free(&plan->pieces_room);
+    hvdc__buffer_free(&plan->offsets_room);
     memset(plan, 0, sizeof *plan);
 }

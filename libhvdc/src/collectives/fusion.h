@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 
+#include "base/buffer.h"
 #include "hvdc.h"
 
 /* Each packed tensor starts on this boundary, so reduction loops see aligned data. */
@@ -33,7 +34,7 @@ typedef struct hvdc_pack_plan {
     hvdc_pack_piece *pieces; /* (n_pieces) in tensor order */
     size_t *offsets;         /* (n_tensors) element offset of each packed tensor in its piece
                                 (0 for a tensor reduced in place) */
-    size_t capacity;         /* tensors the two arrays have room for */
+    hvdc_buffer pieces_room, offsets_room; /* where the two live, kept from one make to the next */
 } hvdc_pack_plan;
 
 /* Plans tensors of counts[n] elements of elem_size bytes: a tensor of at least large_bytes is

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buffer.h"
 #include "base/dtype.h"
 #include "base/name_table.h"
 
@@ -44,9 +45,8 @@ struct hvdc_negotiator {
     int n_joined, last_joined;
     entry *spare;          /* retired slot entries, for reuse: in steady state every name is
                               cached, and announcing it allocates nothing */
-    char **errors;         /* respond's working lists, (scratch_cap) each, kept between rounds */
-    entry **group;
-    size_t scratch_cap;
+    hvdc_buffer errors, group; /* respond's working lists (char *, entry *), kept between
+                                  rounds */
 };
 
 void hvdc__negotiator_set_time(hvdc_negotiator *n, double now) { n->now = now; }
@@ -94,8 +94,8 @@ void hvdc__negotiator_destroy(hvdc_negotiator *n) {
         n->spare = e->next_ready;
         entry_free(e, n->size);
     }
-    free(n->errors);
-    free(n->group);
+    hvdc__buffer_free(&n->errors);
+    hvdc__buffer_free(&n->group);
     hvdc__name_table_free(&n->table);
     for (uint32_t s = 0; s < hvdc__cache_capacity(n->cache); s++) entry_free(n->by_slot[s], n->size);
     free(n->by_slot);
@@ -518,22 +518,6 @@ static hvd_status describe_for_joined(const hvdc_negotiator *n, hvdc_wire_respon
     return HVD_OK;
 }
 
-/* Makes respond's working lists hold n_ready entries. */
-static hvd_status reserve_scratch(hvdc_negotiator *n, size_t n_ready) {
-    if (n_ready <= n->scratch_cap) return HVD_OK;
-    free(n->errors);
-    free(n->group);
-    n->errors = malloc(n_ready * sizeof *n->errors);
-    n->group = malloc(n_ready * sizeof *n->group);
-    n->scratch_cap = n->errors && n->group ? n_ready : 0;
-    if (n->scratch_cap) return HVD_OK;
-    free(n->errors);
-    free(n->group);
-    n->errors = NULL;
-    n->group = NULL;
-    return HVD_ERR_NO_MEMORY;
-}
-
 hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
                                     size_t gpu_threshold, hvdc_response_list *out) {
     memset(out, 0, sizeof *out);
@@ -548,9 +532,11 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
     for (entry *e = n->ready_head; e; e = e->next_ready) n_ready++;
     if (n_ready == 0) return HVD_OK;
     out->items = calloc(n_ready, sizeof *out->items);
-    hvd_status st = out->items ? reserve_scratch(n, n_ready) : HVD_ERR_NO_MEMORY;
-    char **errors = n->errors;
-    entry **group = n->group;
+    hvd_status st = out->items && hvdc__buffer_reserve(&n->errors, n_ready * sizeof(char *)) == HVD_OK &&
+                            hvdc__buffer_reserve(&n->group, n_ready * sizeof(entry *)) == HVD_OK
+                        ? HVD_OK : HVD_ERR_NO_MEMORY;
+    char **errors = n->errors.data;
+    entry **group = n->group.data;
     size_t n_errors = 0; /* of errors[], the entries in use: freed at the end */
     if (st != HVD_OK) goto done;
     n_errors = n_ready;

@@ -38,8 +38,8 @@ typedef struct hvdc_executor {
     size_t small_bytes;        /* buffers up to this size take the one-step exchange (allreduce.h) */
     hvdc_buffer fusion;        /* packed pieces; also reducescatter's work area */
     hvdc_buffer scratch;       /* the all-reduces' receive space */
-    hvdc_pack_plan plan;       /* the all-reduce's packing plan, and the list of its tensors */
-    hvdc_buffer tensor_list;   /* and their counts: kept, so steady state allocates nothing */
+    hvdc_pack_plan plan;       /* the all-reduce's packing plan; kept, like tensor_list */
+    hvdc_buffer tensor_list;   /* the all-reduce's tensors, then their counts */
     size_t fusion_agreed, scratch_agreed; /* bytes every rank is known to hold (the same
                                              number on every rank) */
     int failed_before_data;    /* the last error came before any data moved, on every rank

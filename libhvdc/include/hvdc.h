@@ -174,6 +174,7 @@ typedef uint64_t hvd_handle;
  *   HVD_CACHE_CAPACITY (HOROVOD_CACHE_CAPACITY)                    default 1024
  *   HVD_AUTOTUNE (HOROVOD_AUTOTUNE)                                default 0
  *   HVD_AUTOTUNE_LOG (HOROVOD_AUTOTUNE_LOG)                        default unset
+ *   HVD_SHM_STEP                                                   default 1M
  *   HVD_SIGUSR1_DUMP                                               default 1
  *   (end settings)
  * @return HVD_OK; HVD_ERR_CONFIG for a malformed environment value (the message names the

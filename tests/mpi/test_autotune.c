@@ -5,7 +5,8 @@
  * same point, or the all-reduces would hang or go wrong), the search settles within the steps
  * autotune.h promises, and HVD_AUTOTUNE_LOG holds the header, one row per trial (every
  * documented threshold, cycle time and step) and a last row, chosen = 1, repeating one of the
- * trials. Steps go on after it settles, still exact.
+ * trials. Steps go on after it settles, still exact. With HVD_SHM_STEP set, the step trials
+ * start from it (so the setting reached the shared-memory all-reduce).
  *
  * Usage: test_autotune LOG.csv   (sets HVD_AUTOTUNE=1 and HVD_AUTOTUNE_LOG itself)
  * A step: every rank submits all tensors async in backward order, then waits for all, as a
@@ -73,6 +74,16 @@ static int seen_threshold(const size_t *v, int n, size_t x) {
     return 0;
 }
 
+/* HVD_SHM_STEP as the test's environment sets it (a number with an optional K suffix), else
+ * the 1 MiB slot. */
+static size_t configured_step(void) {
+    const char *text = getenv("HVD_SHM_STEP");
+    if (!text) return (size_t)1 << 20;
+    char *end = NULL;
+    size_t bytes = (size_t)strtoull(text, &end, 10);
+    return *end == 'K' ? bytes << 10 : bytes;
+}
+
 /* shared: the job all-reduces through shared memory (every rank on one host, more than one),
  * so the tuner tries steps too. */
 static void check_log(mt_ctx *t, const char *path, int shared) {
@@ -115,12 +126,12 @@ static void check_log(mt_ctx *t, const char *path, int shared) {
     fclose(f);
     int want_n = shared ? 10 : 8;
     MT_CHECK(t, n == want_n, "%d trials logged, want %d", n, want_n);
-    if (n > 0 && shared) { /* the slot (1 MiB here), then its half and quarter */
+    if (n > 0 && shared) { /* the configured step (the 1 MiB slot here), then its half and quarter */
         int seen = 0;
         for (int k = 0; k < n; k++)
             seen += steps[k] == steps[0] / 2 || steps[k] == steps[0] / 4;
-        MT_CHECK(t, steps[0] == (size_t)1 << 20 && seen == 2, "steps: first %zu, %d others",
-                 steps[0], seen);
+        MT_CHECK(t, steps[0] == configured_step() && seen == 2, "steps: first %zu (want %zu), %d others",
+                 steps[0], configured_step(), seen);
     }
     for (int k = 0; k < n && !shared; k++)
         MT_CHECK(t, steps[k] == 0, "trial %d: step %zu without shared memory", k + 1, steps[k]);

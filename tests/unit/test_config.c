@@ -32,6 +32,13 @@ int main(void) {
     CHECK_TRUE(c.cycle_time_ms == 0.5 && c.cpu_allreduce == HVDC_CPU_ALLREDUCE_MPI &&
                c.log_level == HVDC_LOG_DEBUG, "parsed values");
 
+    const char *step[] = {"HVD_SHM_STEP", "256K", NULL};
+    CHECK_TRUE(parse(&c, step) == HVD_OK && c.shm_step_bytes == 256u << 10, "HVD_SHM_STEP=256K: %zu",
+               c.shm_step_bytes);
+    const char *odd_step[] = {"HVD_SHM_STEP", "100000", NULL};
+    CHECK_TRUE(parse(&c, odd_step) == HVD_ERR_CONFIG && strstr(hvd_last_error(), "multiple of 4K"),
+               "a step that is not whole pages is refused, saying why: %s", hvd_last_error());
+
     const char *alias[] = {"HOROVOD_FUSION_THRESHOLD", "1024", NULL};
     CHECK_TRUE(parse(&c, alias) == HVD_OK && c.fusion_threshold_bytes == 1024, "HOROVOD_ alias");
     const char *both[] = {"HOROVOD_FUSION_THRESHOLD", "banana", "HVD_FUSION_THRESHOLD", "0", NULL};
@@ -43,6 +50,8 @@ int main(void) {
         {"HVD_CYCLE_TIME", "abc"},          {"HVD_CYCLE_TIME", "0"},
         {"HVD_CYCLE_TIME", "nan"},          {"HVD_CPU_ALLREDUCE", "gloo"},
         {"HVD_LOG_LEVEL", "loud"},          {"HOROVOD_CYCLE_TIME", "-1"},
+        {"HVD_SHM_STEP", "100000"},         {"HVD_SHM_STEP", "2M"},
+        {"HVD_SHM_STEP", "0"},              {"HVD_SHM_STEP", "2K"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *pairs[] = {bad[i].name, bad[i].value, NULL};

@@ -24,6 +24,9 @@
 #define DEFAULT_FUSION_THRESHOLD ((size_t)16 << 20)
 #define DEFAULT_GPU_FUSION_THRESHOLD ((size_t)128 << 20)
 #define MAX_BYTES ((double)((size_t)1 << 40))
+/* HVD_SHM_STEP: whole pages (collectives/shm.c's step unit), up to its 1 MiB slot */
+#define SHM_STEP_ALIGN 4096
+#define MAX_SHM_STEP ((double)(1 << 20))
 #define WEEK_S (7 * 24 * 3600.0)
 
 #define FIELD(f) offsetof(hvdc_config, f)
@@ -34,16 +37,16 @@ static const char *const level_choices[] = {"trace", "debug", "info", "warning",
 static const int level_values[] = {HVDC_LOG_TRACE, HVDC_LOG_DEBUG, HVDC_LOG_INFO,
                                    HVDC_LOG_WARNING, HVDC_LOG_ERROR, HVDC_LOG_WARNING};
 
-/* name, alias, type, field, min, max, choices, values, default, help, must agree */
+/* name, alias, type, field, min, max, choices, values, default, help, must agree, multiple */
 const hvdc_setting hvdc__settings[] = {
     {"HVD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD", HVDC_SETTING_BYTES,
      FIELD(fusion_threshold_bytes), 0, MAX_BYTES, NULL, NULL, "16M host, 128M device",
      "most bytes of all-reduces fused into one response; `0` turns fusion off; accepts `K`, "
      "`M`, `G` suffixes; when set, it applies to host and device tensors alike. The host "
      "default comes from `benchmarks/fusion_bench` (see [Performance](#performance)); the "
-     "device default is Horovod's", 1},
+     "device default is Horovod's", 1, 0},
     {"HVD_CYCLE_TIME", "HOROVOD_CYCLE_TIME", HVDC_SETTING_MS, FIELD(cycle_time_ms), 0, 10000,
-     NULL, NULL, "1", "ms to wait for new submissions after a round that made no progress", 0},
+     NULL, NULL, "1", "ms to wait for new submissions after a round that made no progress", 0, 0},
     {"HVD_CPU_ALLREDUCE", "HOROVOD_CPU_ALLREDUCE", HVDC_SETTING_CHOICE, FIELD(cpu_allreduce), 0,
      0, cpu_allreduce_choices, NULL, "`auto`",
      "`auto`: `shm` when every rank is on one node, or for the inside-node stage of "
@@ -53,45 +56,51 @@ const hvdc_setting hvdc__settings[] = {
      "bitwise reproducible and give the same bits (see [Reproducibility](#reproducibility)). "
      "`mpi`: `MPI_Allreduce` (`MPI_Iallreduce` from 32 MiB; a watchdog thread looks for dead "
      "ranks meanwhile), whose order is MPI's (float16/bfloat16 always use libhvdc's)",
-     1},
+     1, 0},
     {"HVD_LOG_LEVEL", "HOROVOD_LOG_LEVEL", HVDC_SETTING_CHOICE, FIELD(log_level), 0, 0,
      level_choices, level_values, "`warning`", "`trace`, `debug`, `info`, `warning`, `error`",
-     0},
+     0, 0},
     {"HVD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE", HVDC_SETTING_CHOICE,
      FIELD(hierarchical_allreduce), 0, 0, flag_choices, NULL, "`0`",
      "`1`: two-level all-reduce (inside each node, then across nodes; see [Running on several "
-     "nodes](#running-on-several-nodes))", 1},
+     "nodes](#running-on-several-nodes))", 1, 0},
     {"HVD_STALL_CHECK_TIME", "HOROVOD_STALL_CHECK_TIME_SECONDS", HVDC_SETTING_SECONDS,
      FIELD(stall_check_s), 0, WEEK_S, NULL, NULL, "60",
      "seconds a name may wait for other ranks before rank 0 logs it; `0` turns the check off",
-     1},
+     1, 0},
     {"HVD_STALL_SHUTDOWN_TIME", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", HVDC_SETTING_SECONDS,
      FIELD(stall_shutdown_s), 0, WEEK_S, NULL, NULL, "0",
      "seconds of stall after which every rank's operations fail with `HVD_ERR_STALLED`; `0` "
-     "waits forever", 1},
+     "waits forever", 1, 0},
     {"HVD_TIMELINE", "HOROVOD_TIMELINE", HVDC_SETTING_PATH, FIELD(timeline_path), 0, 0, NULL,
-     NULL, "unset", "path of a Chrome-trace JSON timeline written by rank 0", 0},
+     NULL, "unset", "path of a Chrome-trace JSON timeline written by rank 0", 0, 0},
     {"HVD_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES", HVDC_SETTING_CHOICE,
      FIELD(timeline_mark_cycles), 0, 0, flag_choices, NULL, "`0`",
-     "`1`: mark every negotiation round in the timeline", 0},
+     "`1`: mark every negotiation round in the timeline", 0, 0},
     {"HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY", HVDC_SETTING_COUNT, FIELD(cache_capacity), 0,
      1 << 20, NULL, NULL, "1024",
      "all-reduces remembered by the response cache: a tensor negotiated before is announced by "
-     "its slot number instead of its whole request; `0` turns the cache off", 1},
+     "its slot number instead of its whole request; `0` turns the cache off", 1, 0},
     {"HVD_AUTOTUNE", "HOROVOD_AUTOTUNE", HVDC_SETTING_CHOICE, FIELD(autotune), 0, 0, flag_choices,
      NULL, "`0`",
      "`1`: during the first steps rank 0 tries fusion thresholds (host tensors), cycle times "
      "and the shared-memory all-reduce's step on the running workload, scores each by bytes "
      "all-reduced per second and keeps the best (see [Autotuning](#autotuning)); "
-     "`HVD_FUSION_THRESHOLD` and `HVD_CYCLE_TIME` are where it starts", 1},
+     "`HVD_FUSION_THRESHOLD`, `HVD_CYCLE_TIME` and `HVD_SHM_STEP` are where it starts", 1, 0},
     {"HVD_AUTOTUNE_LOG", "HOROVOD_AUTOTUNE_LOG", HVDC_SETTING_PATH, FIELD(autotune_log), 0, 0,
      NULL, NULL, "unset",
      "path of a CSV file where rank 0 logs every autotuning trial and the setting chosen "
-     "(with `HVD_AUTOTUNE=1`)", 0},
+     "(with `HVD_AUTOTUNE=1`)", 0, 0},
+    {"HVD_SHM_STEP", NULL, HVDC_SETTING_BYTES, FIELD(shm_step_bytes), SHM_STEP_ALIGN,
+     MAX_SHM_STEP, NULL, NULL, "1M",
+     "bytes per rank and step of the shared-memory all-reduce (`HVD_CPU_ALLREDUCE`): a multiple "
+     "of 4K from 4K to 1M (with more than 15 ranks on a node, at most 16M / (ranks + 1)); "
+     "`HVD_AUTOTUNE=1` tries smaller ones from here, and its log's `shm_step` column can be set "
+     "here to keep its choice", 1, SHM_STEP_ALIGN},
     {"HVD_SIGUSR1_DUMP", NULL, HVDC_SETTING_CHOICE, FIELD(sigusr1_dump), 0, 0, flag_choices,
      NULL, "`1`",
      "`0`: do not install the SIGUSR1 state dump (it is never installed over an "
-     "application's own handler)", 0},
+     "application's own handler)", 0, 0},
 };
 const size_t hvdc__n_settings = sizeof hvdc__settings / sizeof hvdc__settings[0];
 
@@ -106,11 +115,13 @@ void hvdc__config_default(hvdc_config *config) {
         .stall_shutdown_s = 0.0,
         .sigusr1_dump = 1,
         .cache_capacity = 1024,
+        .shm_step_bytes = (size_t)MAX_SHM_STEP,
     };
 }
 
-/* Bytes with an optional binary suffix: 1048576, 1024K, 64M, 1G (a trailing B is allowed). */
-static int parse_bytes(const char *text, double max, size_t *out) {
+/* Bytes with an optional binary suffix: 1048576, 1024K, 64M, 1G (a trailing B is allowed),
+ * from min to max. */
+static int parse_bytes(const char *text, double min, double max, size_t *out) {
     errno = 0;
     char *end = NULL;
     if (!isdigit((unsigned char)text[0])) return 0;
@@ -125,7 +136,9 @@ static int parse_bytes(const char *text, double max, size_t *out) {
     }
     if (toupper((unsigned char)*end) == 'B') end++;
     if (*end != '\0') return 0;
-    if (value > (SIZE_MAX >> shift) || (double)(value << shift) > max) return 0;
+    if (value > (SIZE_MAX >> shift) || (double)(value << shift) > max ||
+        (double)(value << shift) < min)
+        return 0;
     *out = (size_t)(value << shift);
     return 1;
 }
@@ -155,6 +168,12 @@ static int parse_choice(const hvdc_setting *s, const char *text, int *out) {
 static void describe_expected(const hvdc_setting *s, char *out, size_t len) {
     switch (s->type) {
     case HVDC_SETTING_BYTES:
+        if (s->multiple) {
+            snprintf(out, len, "a size in bytes, a multiple of %zuK from %.0fK to %.0fK, with an "
+                     "optional K or M suffix (e.g. %zu or %zuK)", s->multiple >> 10, s->min / 1024,
+                     s->max / 1024, s->multiple * 64, s->multiple * 64 >> 10);
+            return;
+        }
         snprintf(out, len, "a size in bytes: a whole number with an optional K, M or G suffix, "
                  "at most 1T (e.g. 67108864 or 64M)");
         return;
@@ -184,7 +203,10 @@ static void describe_expected(const hvdc_setting *s, char *out, size_t len) {
 static int parse_setting(const hvdc_setting *s, const char *text, hvdc_config *config) {
     char *field = (char *)config + s->offset;
     switch (s->type) {
-    case HVDC_SETTING_BYTES: return parse_bytes(text, s->max, (size_t *)(void *)field);
+    case HVDC_SETTING_BYTES:
+        if (!parse_bytes(text, s->min, s->max, (size_t *)(void *)field)) return 0;
+        /* refused rather than rounded where the user would not see it */
+        return !s->multiple || *(size_t *)(void *)field % s->multiple == 0;
     case HVDC_SETTING_MS: return parse_number(text, s->min, s->max, 1, (double *)(void *)field);
     case HVDC_SETTING_SECONDS: return parse_number(text, s->min, s->max, 0, (double *)(void *)field);
     case HVDC_SETTING_CHOICE: return parse_choice(s, text, (int *)(void *)field);

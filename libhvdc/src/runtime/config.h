@@ -46,6 +46,8 @@ typedef struct hvdc_config {
     int autotune;               /* HVD_AUTOTUNE: 1 = rank 0 tunes threshold, cycle time and
                                    the shared-memory step */
     char autotune_log[HVDC_PATH_MAX]; /* HVD_AUTOTUNE_LOG: CSV of every trial (rank 0) */
+    size_t shm_step_bytes;      /* HVD_SHM_STEP: the shared-memory all-reduce's bytes per rank
+                                   and step (at most the slot: collectives/shm.h) */
 } hvdc_config;
 
 typedef enum hvdc_setting_type {
@@ -68,6 +70,7 @@ typedef struct hvdc_setting {
     const char *default_text; /* the default as users write it */
     const char *help;        /* one line: what it does */
     int must_agree;          /* 1: it changes what a rank sends, so every rank must agree */
+    size_t multiple;         /* BYTES: the value must be a multiple of this (0: any) */
 } hvdc_setting;
 
 extern const hvdc_setting hvdc__settings[];

@@ -183,6 +183,7 @@ static hvd_status setup_shm(hvdc_runtime *rt) {
     hvdc_executor *ex = &rt->executor;
     if (ex->local_comm == MPI_COMM_NULL) CHECK(hvdc__split_node(ex->comm, &ex->local_comm));
     CHECK(hvdc__shm_create(ex->local_comm, &ex->shm));
+    hvdc__shm_set_step(ex->shm, rt->config.shm_step_bytes); /* HVD_SHM_STEP (at most the slot) */
 fail:
     return st;
 }
@@ -434,11 +435,14 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     CHECK(hvdc__agree(rt->control_comm, open_autotune_log(rt)));
     CHECK(hvdc__agree(rt->control_comm, start_thread(rt)));
     release_thread(rt, 1);
-    HVDC_LOG(HVDC_LOG_INFO, "started: size %d, local %d/%d, cross %d/%d, fusion threshold %zu bytes, cycle %.3g ms, cpu allreduce %s%s, background waits %s, hand-offs %s",
+    char step[48] = "";
+    if (rt->executor.shm)
+        snprintf(step, sizeof step, ", shared-memory step %zu bytes", hvdc__shm_step(rt->executor.shm));
+    HVDC_LOG(HVDC_LOG_INFO, "started: size %d, local %d/%d, cross %d/%d, fusion threshold %zu bytes, cycle %.3g ms, cpu allreduce %s%s%s, background waits %s, hand-offs %s",
              rt->topo.size, rt->topo.local_rank, rt->topo.local_size, rt->topo.cross_rank,
              rt->topo.cross_size, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms,
              cpu_allreduce_name(rt),
-             rt->executor.hierarchical ? " (hierarchical)" : "",
+             rt->executor.hierarchical ? " (hierarchical)" : "", step,
              rt->poll.spin_ns ? "spin while the application waits"
                              : "yield (ranks outnumber the CPUs, or the CPUs are unknown)",
              rt->poll.handoff_spin_ns ? "spin before sleeping (two CPUs per rank)"

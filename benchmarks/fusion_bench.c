@@ -21,7 +21,10 @@
  * --autotune: after each model's sweep, one more setting with HVD_AUTOTUNE=1: hvd steps alone
  * (no MPI steps between them: the tuner scores the live workload) until the tuner's log says it
  * settled, then the same timed alternation as every setting. Its row is compared with the best
- * and the default threshold of the sweep (ratios of median step times, same run).
+ * and the default threshold of the sweep (ratios of median step times, same run). Then, on the
+ * host, --confirm-rounds rounds (default 3) rerun the tuned setting (HVD_FUSION_THRESHOLD,
+ * HVD_CYCLE_TIME and HVD_SHM_STEP as the tuner's log chose them), the best swept one and the
+ * default side by side, and compare within each round (confirm_autotuned says why).
  *
  * Correctness: x_r[t][i] = 1 + (i + 7t + 3r + parity) mod 1009, exact in float for any order;
  * hvd steps send parity 0 and MPI steps parity 1 into the same recv buffers, so a stale result
@@ -67,6 +70,7 @@ typedef struct options {
     int n_cycles;
     int steps, warmup;
     int autotune;          /* --autotune: also the autotuned step, against the sweep */
+    int confirm_rounds;    /* --autotune: rounds rerunning tuned, best swept and default side by side */
     const char *csv, *plot;
     int gpu;               /* --device gpu */
 } options;
@@ -90,6 +94,9 @@ static void usage(FILE *out) {
             "  --autotune         also run HVD_AUTOTUNE=1 (tuning steps until it settles, then\n"
             "                     timed like the others) and compare it with the best and the\n"
             "                     default threshold of the sweep\n"
+            "  --confirm-rounds N with --autotune: then rerun the tuned setting, the best swept\n"
+            "                     and the default side by side, N rounds (default 3; 0: none),\n"
+            "                     and compare within each round\n"
             "  --device cpu|gpu   gpu: the tensors in device memory, hvd steps with\n"
             "                     options.device, the baseline raw NCCL (one call per tensor in\n"
             "                     one group), plus rows nccl and nccl-fused (one call over the\n"
@@ -147,6 +154,8 @@ static int parse_option(void *out, const char *flag, const char *value) {
         }
     } else if (strcmp(flag, "--steps") == 0) {
         ok = (o->steps = atoi(value)) >= 1;
+    } else if (strcmp(flag, "--confirm-rounds") == 0) {
+        ok = (o->confirm_rounds = atoi(value)) >= 0;
     } else if (strcmp(flag, "--warmup") == 0) {
         ok = (o->warmup = atoi(value)) >= 0;
     } else if (strcmp(flag, "--csv") == 0) {
@@ -168,7 +177,7 @@ static int parse_option(void *out, const char *flag, const char *value) {
 static int parse_options(int argc, char **argv, void *out, int rank) {
     options *o = out;
     *o = (options){.models = {"resnet50"}, .n_models = 1, .n_thresholds = 6, .n_cycles = 1,
-                   .cycles = {0}, .steps = 10, .warmup = 2,
+                   .cycles = {0}, .steps = 10, .warmup = 2, .confirm_rounds = 3,
                    .thresholds = {0, 1L << 20, 4L << 20, 16L << 20, 64L << 20, 128L << 20}};
     /* --autotune takes no value: taken out before the shared parser, which reads pairs */
     char *rest[256];
@@ -335,9 +344,11 @@ static void read_chosen(const char *path, long chosen[3]) {
     fclose(f);
 }
 
-static fusion_result run_setting(const fusion_model *m, long threshold, double cycle,
+/* shm_step: HVD_SHM_STEP in bytes, or 0 to leave it unset (the library's default). */
+static fusion_result run_setting(const fusion_model *m, long threshold, double cycle, long shm_step,
                                  const options *o, int size, hvd_handle *handles, step_times *t) {
     set_env_bytes("HVD_FUSION_THRESHOLD", threshold);
+    set_env_bytes("HVD_SHM_STEP", shm_step > 0 ? shm_step : -1);
     if (cycle > 0) {
         char text[32];
         snprintf(text, sizeof text, "%g", cycle);
@@ -348,6 +359,7 @@ static fusion_result run_setting(const fusion_model *m, long threshold, double c
     BENCH_CHECK_HVD(hvd_init());
     timed_steps(m, o, size, handles, t);
     BENCH_CHECK_HVD(hvd_shutdown());
+    unsetenv("HVD_SHM_STEP");
     return finish_result(m, threshold, cycle, threshold < 0 ? default_threshold() : threshold, o, t);
 }
 
@@ -392,9 +404,78 @@ static fusion_result run_autotuned(const fusion_model *m, const options *o, int 
                          threshold < 0 ? default_threshold() : threshold, o, t);
 }
 
+/* A setting as run_setting takes it. */
+typedef struct setting {
+    long threshold;   /* bytes; -1: the library's default */
+    double cycle;     /* ms; 0: the library's default */
+    long shm_step;    /* bytes; 0: the library's default */
+} setting;
+
+static double median_of(double *v, int n) {
+    for (int i = 1; i < n; i++) /* insertion sort: a handful of rounds */
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double x = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = x;
+        }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* --autotune's confirmation: the tuned setting (which[0]), the best swept one (which[1]) and,
+ * when it is another, the default (which[2]) run again one after another, o->confirm_rounds
+ * times, the order reversed every other round, and every ratio divides two timings of one
+ * round. Why: the sweep's rows ran minutes before the tuned one, and on this shared machine one
+ * setting's step moved ~10 % between two such timings (tiny's default: 7.39 vs 8.10 ms), the
+ * size of the differences being judged. @return wrong elements over all its steps. */
+static long confirm_autotuned(const fusion_model *m, const options *o, int rank, int size,
+                              hvd_handle *handles, step_times *t, const setting *which, int n,
+                              FILE *csv) {
+    enum { MAX_ROUNDS = 64 };
+    static const char *const label[3] = {"tuned", "best swept", "default"};
+    double ms[MAX_ROUNDS][3], vs_best[MAX_ROUNDS], vs_default[MAX_ROUNDS];
+    int rounds = o->confirm_rounds < MAX_ROUNDS ? o->confirm_rounds : MAX_ROUNDS;
+    long wrong = 0;
+    for (int r = 0; r < rounds; r++) {
+        for (int k = 0; k < n; k++) {
+            int i = r % 2 ? n - 1 - k : k;
+            fusion_result x = run_setting(m, which[i].threshold, which[i].cycle, which[i].shm_step,
+                                          o, size, handles, t);
+            wrong += x.wrong;
+            ms[r][i] = x.step_ms;
+        }
+        vs_best[r] = ms[r][0] / ms[r][1];
+        vs_default[r] = n > 2 ? ms[r][0] / ms[r][2] : vs_best[r];
+        if (rank != 0) continue;
+        char line[256];
+        int at = snprintf(line, sizeof line, "# confirm %s round %d:", m->set.model, r + 1);
+        for (int i = 0; i < n; i++)
+            at += snprintf(line + at, sizeof line - (size_t)at, " %s %.3f ms%s", label[i], ms[r][i],
+                           i + 1 < n ? "," : ";");
+        snprintf(line + at, sizeof line - (size_t)at, " tuned / best swept %.3f, tuned / default %.3f",
+                 vs_best[r], vs_default[r]);
+        printf("%s\n", line);
+        if (csv) fprintf(csv, "%s\n", line);
+        fflush(stdout);
+    }
+    if (rank == 0 && rounds > 0) {
+        double lo_b = vs_best[0], hi_b = vs_best[0], lo_d = vs_default[0], hi_d = vs_default[0];
+        for (int r = 1; r < rounds; r++) {
+            lo_b = vs_best[r] < lo_b ? vs_best[r] : lo_b, hi_b = vs_best[r] > hi_b ? vs_best[r] : hi_b;
+            lo_d = vs_default[r] < lo_d ? vs_default[r] : lo_d, hi_d = vs_default[r] > hi_d ? vs_default[r] : hi_d;
+        }
+        printf("# confirmed for %s over %d rounds side by side: tuned / best swept median %.3f "
+               "(%.3f-%.3f), tuned / default median %.3f (%.3f-%.3f)%s (targets: <= 1.10 and <= 1.00)\n",
+               m->set.model, rounds, median_of(vs_best, rounds), lo_b, hi_b,
+               median_of(vs_default, rounds), lo_d, hi_d,
+               n > 2 ? "" : "; the best swept is the default");
+        fflush(stdout);
+    }
+    return wrong;
+}
+
 /* --autotune for one model: the autotuned row, then its ratios to the best swept setting and
- * to the library's default (find_default), if swept.
- * @return the autotuned run's wrong elements (its baselines' included). */
+ * to the library's default (find_default), if swept; then confirm_autotuned.
+ * @return the wrong elements of its runs (their baselines' included). */
 static long compare_autotuned(const fusion_model *m, const options *o, int rank, int size,
                               hvd_handle *handles, step_times *t, const fusion_result *swept,
                               int n_swept, FILE *csv) {
@@ -402,10 +483,18 @@ static long compare_autotuned(const fusion_model *m, const options *o, int rank,
     long shm_step = 0;
     fusion_result a = run_autotuned(m, o, rank, size, handles, t, &tune_steps, &shm_step);
     long wrong = a.wrong + a.nccl_wrong[0] + a.nccl_wrong[1];
-    if (rank != 0) return wrong;
     const fusion_result *best = NULL, *dflt = find_default(swept, n_swept);
     for (int i = 0; i < n_swept; i++)
         if (!best || swept[i].step_ms < best->step_ms) best = &swept[i];
+    /* every rank saw the same medians (the slowest rank's), so picks the same rows */
+    setting which[3] = {{a.threshold, a.cycle, shm_step}, {best->threshold, best->cycle, 0},
+                        {-1, 0, 0}};
+    int n_which = dflt && dflt != best ? 3 : 2;
+    if (rank != 0) {
+        if (tune_steps > 0 && m->device < 0)
+            wrong += confirm_autotuned(m, o, rank, size, handles, t, which, n_which, csv);
+        return wrong;
+    }
     char thr[32], best_thr[32], dflt_text[96] = "default not swept", step_text[64] = "";
     printf("# autotune (HVD_AUTOTUNE=1, from the default setting): %s after %d tuning steps\n",
            tune_steps > 0 ? "settled" : "NOT settled", tune_steps > 0 ? tune_steps : 400);
@@ -420,6 +509,8 @@ static long compare_autotuned(const fusion_model *m, const options *o, int rank,
            m->set.model, thr, a.cycle, step_text, a.step_ms, a.step_ms / best->step_ms, best_thr,
            best->step_ms, dflt_text);
     fflush(stdout);
+    if (tune_steps > 0 && m->device < 0)
+        wrong += confirm_autotuned(m, o, rank, size, handles, t, which, n_which, csv);
     return wrong;
 }
 
@@ -486,7 +577,7 @@ int main(int argc, char **argv) {
             const fusion_result *off = NULL;
             int first = k, best = -1;
             for (int ti = 0; ti < o.n_thresholds; ti++, k++) {
-                res[k] = run_setting(&m, o.thresholds[ti], o.cycles[ci], &o, size, handles, &t);
+                res[k] = run_setting(&m, o.thresholds[ti], o.cycles[ci], 0, &o, size, handles, &t);
                 total_wrong += res[k].wrong + res[k].nccl_wrong[0] + res[k].nccl_wrong[1];
                 if (o.gpu) {
                     memcpy(all_nccl + n_all, t.base, steps * sizeof(double));

@@ -1,9 +1,11 @@
 /* Unit test: the name table (base/name_table.h): put, get, remove, pop, growth, and the reuse
  * of removed nodes, which keeps a rank's in-flight table from allocating in steady state. */
 #include <stdio.h>
+#include <string.h>
 
 #include "base/name_table.h"
 #include "check.h"
+#include "hvdc.h"
 
 int main(void) {
     hvdc_name_table t;
@@ -35,11 +37,49 @@ int main(void) {
     }
     CHECK_TRUE(t.count == 200 && t.spare == NULL, "steady state: count %zu", t.count);
 
+    /* remove_value: only where the key maps to that value */
+    CHECK_TRUE(hvdc__name_table_remove_value(&t, "grad.9", &values[8]) == 0 &&
+                   hvdc__name_table_get(&t, "grad.9") != NULL, "another value: kept");
+    CHECK_TRUE(hvdc__name_table_remove_value(&t, "grad.9", &values[0]) == 1 &&
+                   hvdc__name_table_get(&t, "grad.9") == NULL && t.count == 199, "its value: removed");
+    CHECK_TRUE(hvdc__name_table_remove_value(&t, "grad.9", &values[0]) == 0, "absent: nothing");
+    CHECK_TRUE(hvdc__name_table_put(&t, keys[9], &values[0]) == 0, "put back");
+
     int popped = 0;
     while (hvdc__name_table_pop(&t)) popped++;
     CHECK_TRUE(popped == 200 && t.count == 0, "pop drains every entry: %d", popped);
     CHECK_TRUE(hvdc__name_table_get(&t, "grad.1") == NULL, "drained table finds nothing");
     hvdc__name_table_free(&t); /* frees the spare nodes too (ASan counts leaks) */
     CHECK_TRUE(t.buckets == NULL && t.spare == NULL && t.count == 0, "free leaves an empty table");
+
+    /* long names as frameworks make them: every length up to the limit (each tail length of the
+     * 8-byte hash), names that differ only in their last byte or only in the middle of a long
+     * common prefix; and the buckets they fall into are spread (a hash whose low bits missed
+     * some bytes would crowd such names into few buckets) */
+    enum { N_LONG = 1024 };
+    static char names[N_LONG][HVD_MAX_NAME_LEN + 1];
+    for (int i = 0; i < N_LONG; i++) {
+        int len = i % 4 == 0 ? i / 4 % (HVD_MAX_NAME_LEN + 1) : 120;
+        memset(names[i], 'x', (size_t)len);
+        names[i][len] = '\0';
+        if (len > 0 && i % 4 == 1) names[i][len - 1] = (char)('A' + i / 4 % 60); /* last byte */
+        if (i % 4 >= 2) snprintf(names[i] + 40, 12, "%05d", i), names[i][45] = '.'; /* middle */
+    }
+    int put_long = 0, got_long = 0;
+    for (int i = 0; i < N_LONG; i++) {
+        int st = hvdc__name_table_put(&t, names[i], names[i]);
+        put_long += st == 0 || (st == -1 && hvdc__name_table_get(&t, names[i]) != names[i]);
+    }
+    for (int i = 0; i < N_LONG; i++) {
+        const char *v = hvdc__name_table_get(&t, names[i]);
+        got_long += v != NULL && strcmp(v, names[i]) == 0;
+    }
+    CHECK_TRUE(put_long == N_LONG && got_long == N_LONG, "long names: %d put, %d found", put_long,
+               got_long);
+    size_t used = 0;
+    for (size_t b = 0; b < t.n_buckets; b++) used += t.buckets[b] != NULL;
+    CHECK_TRUE(used * 2 > t.count, "%zu distinct names spread over %zu of %zu buckets", t.count,
+               used, t.n_buckets);
+    hvdc__name_table_free(&t);
     return check_verdict("name table");
 }

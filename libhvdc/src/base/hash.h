@@ -1,7 +1,8 @@
 /*
- * hash.h - FNV-1a, the one hash libhvdc uses: name table buckets, grouped all-reduce member
- * lists, the optimizer's cross-rank signature. Not cryptographic; fast and well spread for
- * short strings.
+ * hash.h - FNV-1a, the hash of what is compared across ranks or saved: grouped all-reduce
+ * member lists, the optimizer's cross-rank signature, the elastic state's signature. Not
+ * cryptographic; well spread for short strings. (The name table's buckets use a faster hash
+ * of their own, name_table.c: it never leaves the process.)
  * defines: HVDC_FNV_OFFSET, hvdc__fnv1a, hvdc__fnv1a_string
  * Pure; any thread.
  */

@@ -3,7 +3,8 @@
  * copied: each key must stay valid while its entry is in the table (it lives in the value).
  * Removed nodes are kept for the next put: a rank's in-flight table sees a put and a remove per
  * operation, and in steady state they allocate nothing.
- * defines: hvdc_name_table, hvdc__name_table_init, _free, _get, _put, _remove, _pop, _each
+ * defines: hvdc_name_table, hvdc__name_table_init, _free, _get, _put, _remove, _remove_value,
+ *          _pop, _each
  * Not thread-safe; its owner locks.
  */
 #ifndef HVDC_NAME_TABLE_H
@@ -27,6 +28,8 @@ void *hvdc__name_table_get(const hvdc_name_table *table, const char *key);
 int hvdc__name_table_put(hvdc_name_table *table, const char *key, void *value);
 /* @return the removed value, or NULL if absent. */
 void *hvdc__name_table_remove(hvdc_name_table *table, const char *key);
+/* Removes key only where it maps to value. @return 1 if it did. */
+int hvdc__name_table_remove_value(hvdc_name_table *table, const char *key, const void *value);
 /* Calls fn on every entry (the table must not change meanwhile). */
 void hvdc__name_table_each(const hvdc_name_table *table, void (*fn)(void *value, void *ctx), void *ctx);
 /* Removes and returns any one value, or NULL when empty (for draining at shutdown). */

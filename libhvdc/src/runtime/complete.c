@@ -19,9 +19,7 @@ static void forget_names(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
     pthread_mutex_lock(&rt->queue_mutex);
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < ops[i]->n_tensors; k++) {
-            const char *name = ops[i]->tensors[k].name;
-            if (hvdc__name_table_get(&rt->in_flight, name) == ops[i])
-                hvdc__name_table_remove(&rt->in_flight, name);
+            hvdc__name_table_remove_value(&rt->in_flight, ops[i]->tensors[k].name, ops[i]);
         }
     pthread_mutex_unlock(&rt->queue_mutex);
 }

@@ -15,7 +15,11 @@
  * shared-memory all-reduce (a fused piece packed straight into the segment) must give the bits
  * of hvdc__shm_allreduce on each node, and refuse more than one step.
  *
- * Usage: test_two_level L   (np a multiple of L). Main thread only; prints PASS or FAIL.
+ * With STEP_BYTES, the shared-memory stages run in steps of that many bytes (HVD_SHM_STEP),
+ * so the larger counts take many steps, with pieces that do not divide evenly.
+ *
+ * Usage: test_two_level L [STEP_BYTES]   (np a multiple of L). Main thread only; prints PASS
+ * or FAIL.
  */
 #include <mpi.h>
 
@@ -77,11 +81,13 @@ static void reference(void *ref, hvd_dtype dt, int size, int group, size_t count
 
 int main(int argc, char **argv) {
     int rank = 0, size = 1, group = argc > 1 ? atoi(argv[1]) : 0;
+    long step = argc > 2 ? atol(argv[2]) : 0; /* bytes; 0: the slot */
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (group < 1 || size % group != 0) {
-        if (rank == 0) printf("usage: test_two_level L, with np a multiple of L (np %d)\nFAIL\n", size);
+        if (rank == 0)
+            printf("usage: test_two_level L [STEP_BYTES], with np a multiple of L (np %d)\nFAIL\n", size);
         MPI_Finalize();
         return 1;
     }
@@ -91,6 +97,10 @@ int main(int argc, char **argv) {
     hvdc_shm *shm = NULL;
     hvd_status st = hvdc__shm_create(local, &shm);
     CHECK_T(st == HVD_OK, "hvdc__shm_create: %s", hvd_last_error());
+    if (shm && step > 0) { /* what HVD_SHM_STEP sets: many steps per buffer */
+        hvdc__shm_set_step(shm, (size_t)step);
+        CHECK_T(hvdc__shm_step(shm) == (size_t)step, "step %zu, set %ld", hvdc__shm_step(shm), step);
+    }
 
     static const hvd_dtype dtypes[] = {HVD_FLOAT32, HVD_FLOAT64};
     static const size_t counts[] = {1, 2, 5, 100, 4099, 70001, 300001};
@@ -161,6 +171,7 @@ int main(int argc, char **argv) {
     /* the layout must make node order differ from rank order, or the test could not see it */
     CHECK_T(group == size || sensitive * 10 > elements,
             "node order and rank order differ in only %zu of %zu elements", sensitive, elements);
+    size_t step_used = shm ? hvdc__shm_step(shm) : 0;
     hvdc__shm_destroy(shm);
     hvdc__buffer_free(&scratch);
     free(src);
@@ -170,7 +181,9 @@ int main(int argc, char **argv) {
     MPI_Comm_free(&local);
     MPI_Comm_free(&cross);
     int total = rank_check_total(MPI_COMM_WORLD);
-    if (rank == 0) printf("%d fake nodes of %d ranks: %s\n", size / group, group, total ? "FAIL" : "PASS");
+    if (rank == 0)
+        printf("%d fake nodes of %d ranks, shared-memory step %zu bytes: %s\n", size / group, group,
+               step_used, total ? "FAIL" : "PASS");
     MPI_Finalize();
     return total != 0;
 }

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 struct hvdc_name_node {
     const char *key;
     void *value;

@@ -359,7 +359,6 @@ static fusion_result run_setting(const fusion_model *m, long threshold, double c
     BENCH_CHECK_HVD(hvd_init());
     timed_steps(m, o, size, handles, t);
     BENCH_CHECK_HVD(hvd_shutdown());
-    unsetenv("HVD_SHM_STEP");
     return finish_result(m, threshold, cycle, threshold < 0 ? default_threshold() : threshold, o, t);
 }
 
@@ -378,6 +377,7 @@ static fusion_result run_autotuned(const fusion_model *m, const options *o, int 
              m->set.model);
     unsetenv("HVD_FUSION_THRESHOLD");
     unsetenv("HVD_CYCLE_TIME");
+    unsetenv("HVD_SHM_STEP"); /* a confirmation round before may have set it */
     setenv("HVD_AUTOTUNE", "1", 1);
     setenv("HVD_AUTOTUNE_LOG", log_path, 1);
     BENCH_CHECK_HVD(hvd_init());
@@ -410,16 +410,6 @@ typedef struct setting {
     double cycle;     /* ms; 0: the library's default */
     long shm_step;    /* bytes; 0: the library's default */
 } setting;
-
-static double median_of(double *v, int n) {
-    for (int i = 1; i < n; i++) /* insertion sort: a handful of rounds */
-        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-            double x = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = x;
-        }
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* --autotune's confirmation: the tuned setting (which[0]), the best swept one (which[1]) and,
  * when it is another, the default (which[2]) run again one after another, o->confirm_rounds
@@ -457,17 +447,12 @@ static long confirm_autotuned(const fusion_model *m, const options *o, int rank,
         if (csv) fprintf(csv, "%s\n", line);
         fflush(stdout);
     }
-    if (rank == 0 && rounds > 0) {
-        double lo_b = vs_best[0], hi_b = vs_best[0], lo_d = vs_default[0], hi_d = vs_default[0];
-        for (int r = 1; r < rounds; r++) {
-            lo_b = vs_best[r] < lo_b ? vs_best[r] : lo_b, hi_b = vs_best[r] > hi_b ? vs_best[r] : hi_b;
-            lo_d = vs_default[r] < lo_d ? vs_default[r] : lo_d, hi_d = vs_default[r] > hi_d ? vs_default[r] : hi_d;
-        }
+    if (rank == 0 && rounds > 0) { /* bench_median sorts: the ends are the range */
+        double best = bench_median(vs_best, (size_t)rounds), dflt = bench_median(vs_default, (size_t)rounds);
         printf("# confirmed for %s over %d rounds side by side: tuned / best swept median %.3f "
                "(%.3f-%.3f), tuned / default median %.3f (%.3f-%.3f)%s (targets: <= 1.10 and <= 1.00)\n",
-               m->set.model, rounds, median_of(vs_best, rounds), lo_b, hi_b,
-               median_of(vs_default, rounds), lo_d, hi_d,
-               n > 2 ? "" : "; the best swept is the default");
+               m->set.model, rounds, best, vs_best[0], vs_best[rounds - 1], dflt, vs_default[0],
+               vs_default[rounds - 1], n > 2 ? "" : "; the best swept is the default");
         fflush(stdout);
     }
     return wrong;

@@ -33,21 +33,17 @@
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the arrival counters must be lock-free to be shared");
 
-/* Bytes per rank and step (-D to measure others). Fewer, bigger steps win while a step stays
- * in cache: each step costs two arrivals and hands every slot line from core to core; 1 MiB
- * steps made hvd_allreduce 1.3-1.5x faster than 256 KiB ones from 1 to 64 MiB, and larger
- * ones gained nothing more (benchmarks/results/shm_slot_bytes_np2.txt). With many ranks a
- * slot shrinks so that the N + 1 slots a step touches stay within STEP_BUDGET (a node's L3),
- * never below SLOT_MIN. */
-#ifndef HVDC_SHM_SLOT_BYTES
-#define HVDC_SHM_SLOT_BYTES (1024 * 1024)
-#endif
-
+/* Bytes per rank and step: HVDC_SHM_SLOT_BYTES (shm.h). Fewer, bigger steps win while a step
+ * stays in cache: each step costs two arrivals and hands every slot line from core to core;
+ * 1 MiB steps made hvd_allreduce 1.3-1.5x faster than 256 KiB ones from 1 to 64 MiB, and
+ * larger ones gained nothing more (benchmarks/results/shm_slot_bytes_np2.txt). With many
+ * ranks a slot shrinks so that the N + 1 slots a step touches stay within STEP_BUDGET (a
+ * node's L3), never below SLOT_MIN. */
 enum {
     SLOT_MAX = HVDC_SHM_SLOT_BYTES,
     SLOT_MIN = 64 * 1024,
     STEP_BUDGET = 16 * 1024 * 1024,
-    STEP_ALIGN = 4096,       /* steps are whole pages: every dtype's size divides them */
+    STEP_ALIGN = HVDC_SHM_STEP_ALIGN,
     LINE = 64,               /* one counter per cache line */
     SPINS = 200,             /* busy polls before yielding the core to another rank */
     NAME_MAX_BYTES = 64,

@@ -43,6 +43,14 @@
 
 typedef struct hvdc_shm hvdc_shm;
 
+/* Bytes per rank and step at most (-D to measure others; shm.c says why 1 MiB), and the unit
+ * of a step: whole pages, so every dtype's size divides it. HVD_SHM_STEP's range comes from
+ * these (runtime/config.c). */
+#ifndef HVDC_SHM_SLOT_BYTES
+#define HVDC_SHM_SLOT_BYTES (1024 * 1024)
+#endif
+#define HVDC_SHM_STEP_ALIGN 4096
+
 /* Collective over local (the ranks of one node): local rank 0 creates the segment, the others
  * map it, and its name is removed at once (nothing is left in /dev/shm, even after a crash).
  * A failure on one rank is returned there only: the caller agrees on the outcome. */

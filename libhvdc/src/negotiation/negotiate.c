@@ -531,14 +531,18 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
     size_t n_ready = 0;
     for (entry *e = n->ready_head; e; e = e->next_ready) n_ready++;
     if (n_ready == 0) return HVD_OK;
-    out->items = calloc(n_ready, sizeof *out->items);
-    hvd_status st = out->items && hvdc__buffer_reserve(&n->errors, n_ready * sizeof(char *)) == HVD_OK &&
-                            hvdc__buffer_reserve(&n->group, n_ready * sizeof(entry *)) == HVD_OK
-                        ? HVD_OK : HVD_ERR_NO_MEMORY;
-    char **errors = n->errors.data;
-    entry **group = n->group.data;
+    hvd_status st = HVD_OK;
     size_t n_errors = 0; /* of errors[], the entries in use: freed at the end */
-    if (st != HVD_OK) goto done;
+    char **errors = NULL;
+    entry **group = NULL;
+    out->items = calloc(n_ready, sizeof *out->items);
+    if (!out->items || hvdc__buffer_reserve(&n->errors, n_ready * sizeof *errors) != HVD_OK ||
+        hvdc__buffer_reserve(&n->group, n_ready * sizeof *group) != HVD_OK) {
+        st = HVD_ERR_NO_MEMORY;
+        goto done;
+    }
+    errors = n->errors.data;
+    group = n->group.data;
     n_errors = n_ready;
     memset(errors, 0, n_errors * sizeof *errors);
 

@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "base/status.h"
+#include "collectives/shm.h" /* HVD_SHM_STEP's unit and largest value */
 
 /* Host: chosen with benchmarks/fusion_bench (README, Performance): 16 MiB was best or within
  * noise of best for resnet50, bert-base and tiny at np = 2. Device: Horovod's 128 MiB, which
@@ -24,9 +25,6 @@
 #define DEFAULT_FUSION_THRESHOLD ((size_t)16 << 20)
 #define DEFAULT_GPU_FUSION_THRESHOLD ((size_t)128 << 20)
 #define MAX_BYTES ((double)((size_t)1 << 40))
-/* HVD_SHM_STEP: whole pages (collectives/shm.c's step unit), up to its 1 MiB slot */
-#define SHM_STEP_ALIGN 4096
-#define MAX_SHM_STEP ((double)(1 << 20))
 #define WEEK_S (7 * 24 * 3600.0)
 
 #define FIELD(f) offsetof(hvdc_config, f)
@@ -91,12 +89,12 @@ const hvdc_setting hvdc__settings[] = {
      NULL, NULL, "unset",
      "path of a CSV file where rank 0 logs every autotuning trial and the setting chosen "
      "(with `HVD_AUTOTUNE=1`)", 0, 0},
-    {"HVD_SHM_STEP", NULL, HVDC_SETTING_BYTES, FIELD(shm_step_bytes), SHM_STEP_ALIGN,
-     MAX_SHM_STEP, NULL, NULL, "1M",
+    {"HVD_SHM_STEP", NULL, HVDC_SETTING_BYTES, FIELD(shm_step_bytes), HVDC_SHM_STEP_ALIGN,
+     HVDC_SHM_SLOT_BYTES, NULL, NULL, "1M",
      "bytes per rank and step of the shared-memory all-reduce (`HVD_CPU_ALLREDUCE`): a multiple "
      "of 4K from 4K to 1M (with more than 15 ranks on a node, at most 16M / (ranks + 1)); "
      "`HVD_AUTOTUNE=1` tries smaller ones from here, and its log's `shm_step` column can be set "
-     "here to keep its choice", 1, SHM_STEP_ALIGN},
+     "here to keep its choice", 1, HVDC_SHM_STEP_ALIGN},
     {"HVD_SIGUSR1_DUMP", NULL, HVDC_SETTING_CHOICE, FIELD(sigusr1_dump), 0, 0, flag_choices,
      NULL, "`1`",
      "`0`: do not install the SIGUSR1 state dump (it is never installed over an "
@@ -115,7 +113,7 @@ void hvdc__config_default(hvdc_config *config) {
         .stall_shutdown_s = 0.0,
         .sigusr1_dump = 1,
         .cache_capacity = 1024,
-        .shm_step_bytes = (size_t)MAX_SHM_STEP,
+        .shm_step_bytes = HVDC_SHM_SLOT_BYTES,
     };
 }
 

@@ -4,8 +4,9 @@
 #         test (meson --suite unit --suite mpi, soak included). UBSan halts at the first report;
 #         LeakSanitizer checks every process at exit, so memory or handles libhvdc leaks fail.
 #   tsan: build-tsan (gcc, -fsanitize=thread): the tests whose threads do the most (user threads
-#         submitting at once, shutdown with operations in flight, orders, stall, join, the
-#         SIGUSR1 dump, a shorter soak, device-op completion on a fake device); see TSAN_TESTS.
+#         submitting at once, shutdown with operations in flight, orders, stall, a stop on one
+#         rank, join, the SIGUSR1 dump, a shorter soak, device-op completion on a fake device);
+#         see TSAN_TESTS.
 # Suppressed: only what lies inside Open MPI and the libraries it brings, listed with reasons in
 # tests/sanitizers/lsan.supp, tsan.supp (and tsan_process_sets.supp, tsan_comm_create.supp for the tests named below alone).
 # Ranks get tests/sanitizers/nodlclose.c preloaded so Open MPI's plugins stay mapped until the
@@ -25,7 +26,8 @@ passed=0 failed=0
 TSAN_TESTS=('threads np=2' 'threads np=4' 'shutdown inflight np=2' 'shutdown early np=2'
             'shutdown early np=3' 'order np=2' 'order np=3' 'order np=3 app-initialized MPI'
             'collectives np=2' 'mismatch np=2' 'stall np=3 idle withholder'
-            'stall np=3 busy withholder' 'join np=2' 'join np=3' 'sigusr1 state dump np=2'
+            'stall np=3 busy withholder' 'stop on one rank np=3 encode_requests on rank 2'
+            'join np=2' 'join np=3' 'sigusr1 state dump np=2'
             'timeline complete' 'timeline startstop' 'test_complete')
 # several threads inside MPI at once (the background thread in MPI_Allreduce and the watchdog
 # probing beside it; the runtimes of process sets, below): with tsan_process_sets.supp as well

@@ -209,11 +209,16 @@ run_case "determinism $on2" 240 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_determin
 run_case "determinism $on2 HVD_HIERARCHICAL_ALLREDUCE=1 (node order)" 240 \
     "${hvdcrun_2h[@]}" "${np4[@]}" -x HVD_HIERARCHICAL_ALLREDUCE=1 "$t/test_determinism" --hierarchical
 
-# ---- orders, threads, mismatches -----------------------------------------------------------------
+# ---- orders, threads, mismatches, a stop on one rank ---------------------------------------------
 run_case "order $on2" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_order"
 run_case "order $on2 hvd_init_comm on split halves" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_order" --split
 run_case "threads $on2" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_threads"
 run_case "mismatch $on2" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_mismatch"
+# libhvdc stops on one rank alone: node2's rank 3 tells node1's ranks over TCP; rank 0 aborts all
+run_case "stop on one rank $on2 encode_requests on rank 3" 60 \
+    "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_stop" encode_requests 3
+run_case "stop on one rank $on2 negotiate_respond on rank 0" 60 \
+    "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_stop" negotiate_respond 0
 # {0, 2} and {1, 3}: each process set spans both hosts
 run_case "process sets $on2" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_process_sets"
 

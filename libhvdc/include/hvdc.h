@@ -194,9 +194,11 @@ HVD_API hvd_status hvd_init_comm(MPI_Comm comm);
 /* Stops the background thread, completes every operation still in flight with HVD_ERR_SHUTDOWN,
  * frees everything, and finalizes MPI if hvd_init initialized it. Collective: when one rank
  * shuts down, the others' pending and later operations fail with HVD_ERR_SHUTDOWN.
- * @return HVD_OK; HVD_ERR_NOT_INITIALIZED; HVD_ERR_RANK_FAILED when a rank died earlier: then
- *         everything is freed but MPI is not finalized (a dead rank never answers that), and
- *         the process should exit with a non-zero status. Blocks. */
+ * @return HVD_OK; HVD_ERR_NOT_INITIALIZED; HVD_ERR_RANK_FAILED when a rank died earlier, or
+ *         the error that stopped libhvdc on this rank alone (the others then failed with
+ *         HVD_ERR_RANK_FAILED naming it): then everything is freed but MPI is not finalized (a
+ *         rank that is gone never answers that), and the process should exit with a non-zero
+ *         status. Blocks. */
 HVD_API hvd_status hvd_shutdown(void);
 
 /* @return 1 between a successful hvd_init and hvd_shutdown, else 0. Never blocks. */

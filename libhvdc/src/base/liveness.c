@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,7 @@ struct hvdc_liveness {
     const hvdc_poll_policy *poll; /* how waits pause between polls */
     hvd_status failed;
     char message[NOTICE_MAX];
-    char notice[NOTICE_MAX]; /* the bytes sent to every rank; must outlive the sends */
+    char notice[NOTICE_MAX]; /* what this rank tells every rank (a copy goes out) */
 };
 
 hvd_status hvdc__liveness_create(MPI_Comm comm, hvdc_liveness **out) {
@@ -77,13 +78,22 @@ void hvdc__liveness_destroy(hvdc_liveness *l) {
     free(l);
 }
 
+/* The bytes of sent notices. Their sends are never waited for, so the bytes must outlive the
+ * runtime that sent them (it is freed soon after it stops); a ring of process-lifetime copies,
+ * each reused only after SENT_KEPT later notices. */
+enum { SENT_KEPT = 8 };
+static char sent[SENT_KEPT][NOTICE_MAX];
+static atomic_uint n_sent;
+
 /* Tells every other rank, eagerly and without waiting for them: they may be blocked anywhere. */
 static void broadcast_notice(hvdc_liveness *l) {
-    int len = (int)strlen(l->notice) + 1;
+    char *bytes = sent[atomic_fetch_add(&n_sent, 1) % SENT_KEPT];
+    snprintf(bytes, NOTICE_MAX, "%s", l->notice);
+    int len = (int)strlen(bytes) + 1;
     for (int r = 0; r < l->size; r++) {
         if (r == l->rank) continue;
         MPI_Request request;
-        if (MPI_Isend(l->notice, len, MPI_CHAR, r, HVDC_TAG_FAILURE, l->comm, &request) == MPI_SUCCESS)
+        if (MPI_Isend(bytes, len, MPI_CHAR, r, HVDC_TAG_FAILURE, l->comm, &request) == MPI_SUCCESS)
             MPI_Request_free(&request);
     }
 }
@@ -125,6 +135,12 @@ hvd_status hvdc__liveness_check(hvdc_liveness *l) {
         return hvdc__fail(l->failed, "%s", l->message);
     }
     return HVD_OK;
+}
+
+void hvdc__liveness_tell_stopped(hvdc_liveness *l, const char *why) {
+    if (!l || l->size == 1) return;
+    snprintf(l->notice, sizeof l->notice, "rank %d's libhvdc stopped: %s", l->rank, why);
+    broadcast_notice(l);
 }
 
 hvd_status hvdc__wait_requests(int n, MPI_Request *requests, hvdc_liveness *l) {

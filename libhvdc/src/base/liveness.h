@@ -7,14 +7,15 @@
  * small eager message on the control communicator. Every wait in libhvdc (negotiation, the
  * ring, the collectives) calls hvdc__liveness_check, which looks at most every
  * HVDC_LIVENESS_PERIOD_S seconds, so survivors fail with HVD_ERR_RANK_FAILED about that long
- * after the dead process was reaped.
+ * after the dead process was reaped. A rank whose runtime stops on an error of its own (out of
+ * memory, say) is alive but will not answer either: it sends the same notice.
  * Limits: a node running a single rank has no neighbour to watch it. Under mpirun's default
  * policy the launcher itself tears the whole job down first (see README, Troubleshooting).
  *
  * Its waits pause between polls as the runtime's poll policy says (base/poll.h).
  *
- * defines: hvdc_liveness, hvdc__liveness_create, _destroy, _check, _set_poll, _poll_policy,
- *          hvdc__wait_requests
+ * defines: hvdc_liveness, hvdc__liveness_create, _destroy, _check, _tell_stopped, _set_poll,
+ *          _poll_policy, hvdc__wait_requests
  * Thread that calls hvd_init (create), then the background thread only.
  */
 #ifndef HVDC_LIVENESS_H
@@ -42,6 +43,12 @@ hvd_status hvdc__liveness_check(hvdc_liveness *liveness);
  * must outlive liveness. Before the background thread starts. */
 void hvdc__liveness_set_poll(hvdc_liveness *liveness, const hvdc_poll_policy *policy);
 const hvdc_poll_policy *hvdc__liveness_poll_policy(const hvdc_liveness *liveness); /* NULL-safe */
+
+/* Tells every other rank that this rank's runtime stopped on an error of its own (why), sent
+ * like a death notice: a rank that stops answering is as good as dead to ranks waiting for
+ * it, so their waits fail with HVD_ERR_RANK_FAILED naming it instead of waiting forever. Not
+ * for failures every rank meets anyway (a death, rank 0's abort). */
+void hvdc__liveness_tell_stopped(hvdc_liveness *liveness, const char *why); /* NULL-safe */
 
 /* Completes n requests like MPI_Waitall, but checks liveness while it waits (NULL: plain).
  * On a failure the requests are left incomplete (the job is stopping). */

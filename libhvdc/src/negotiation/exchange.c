@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/fault.h"
 #include "base/log.h"
 #include "base/poll.h"
 #include "base/status.h"
@@ -128,42 +129,48 @@ fail:
     return st;
 }
 
-/* The bytes of a stall abort, sent without waiting: they must outlive this runtime (a rank that
+/* The bytes of an abort, sent without waiting: they must outlive this runtime (a rank that
  * has not read them yet may read them after rank 0's runtime is gone), so they are kept for the
  * life of the process and reused by a later abort. */
 static hvdc_bytes abort_answer;
 
-/* Rank 0's round: gather, negotiate, answer. A stall past HVD_STALL_SHUTDOWN_TIME answers
- * with an abort instead, so every rank stops with the same message. */
-static hvd_status coordinate(hvdc_exchange *x) {
+/* Rank 0, when its round fails: every other rank gets, in place of the answer it waits for,
+ * an abort with the same status and message, so the job stops the same way everywhere instead
+ * of the others waiting for an answer that never comes. Never waits for these: a rank with
+ * nothing in flight makes no MPI progress until it next submits, and a blocking send to it
+ * would hold rank 0 until then; it reads the abort when it next negotiates. */
+static void answer_abort(hvdc_exchange *x, hvd_status status, const char *why) {
+    char reason[HVDC_ERROR_MAX];
+    snprintf(reason, sizeof reason, "%s", why);
+    hvdc_response_list responses = {.flags = HVDC_ABORT_FLAGS(status), .reason = reason};
+    if (hvdc__wire_encode_responses(&abort_answer, &responses) != 0) return;
+    for (int r = 1; r < x->size; r++) {
+        MPI_Request request;
+        if (MPI_Isend(abort_answer.data, (int)abort_answer.len, MPI_BYTE, r, HVDC_TAG_ANSWER,
+                      x->comm, &request) == MPI_SUCCESS)
+            MPI_Request_free(&request);
+    }
+    x->aborted = 1;
+}
+
+/* Rank 0: gather, inspect stalls, negotiate; the answer encoded into x->answer. A stall past
+ * HVD_STALL_SHUTDOWN_TIME fails with HVD_ERR_STALLED. */
+static hvd_status decide(hvdc_exchange *x) {
     hvd_status st = HVD_OK;
     hvdc_response_list responses = {0};
-    hvd_status gathered = gather_announcements(x);
-    if (gathered == HVD_OK && inspect_period(x) > 0) {
+    CHECK(gather_announcements(x));
+    if (inspect_period(x) > 0) {
         double now = hvdc__now_seconds();
         if (now >= x->next_stall_check) {
-            gathered = inspect_stalls(x, now, now);
+            CHECK(inspect_stalls(x, now, now));
             x->next_stall_check = now + inspect_period(x);
         }
     }
-    if (gathered == HVD_ERR_STALLED) {
-        responses.flags = HVDC_ABORT_FLAGS(HVD_ERR_STALLED);
-        responses.reason = strdup(hvd_last_error());
-        if (hvdc__wire_encode_responses(&abort_answer, &responses) == 0) {
-            /* never wait for these: a rank with nothing in flight makes no MPI progress until
-             * it next submits, and a blocking send to it would hold rank 0 (and its own
-             * waiting operations) until then. It reads the abort when it next negotiates. */
-            for (int r = 1; r < x->size; r++) {
-                MPI_Request request;
-                if (MPI_Isend(abort_answer.data, (int)abort_answer.len, MPI_BYTE, r, HVDC_TAG_ANSWER,
-                              x->comm, &request) == MPI_SUCCESS)
-                    MPI_Request_free(&request);
-            }
-        }
-        st = hvdc__fail(HVD_ERR_STALLED, "%s", responses.reason ? responses.reason : "stall");
+    if (x->fault_respond) {
+        st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory negotiating the round's responses "
+                        "(HVDC_TEST_FAULTS=negotiate_respond)");
         goto fail;
     }
-    CHECK(gathered);
     CHECK(hvdc__negotiator_respond(x->negotiator, x->fusion_threshold,
                                    x->gpu_fusion_threshold, &responses));
     if (x->tune_cycle_ms >= 0) {
@@ -176,9 +183,17 @@ static hvd_status coordinate(hvdc_exchange *x) {
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory encoding %u responses", responses.n);
         goto fail;
     }
-    CHECK(send_answer(x));
 fail:
     hvdc__response_list_free(&responses);
+    return st;
+}
+
+/* Rank 0's round: decide, answer. Any failure before the answer goes out is answered with an
+ * abort instead, but a dead rank: every rank learns of that itself (liveness.h). */
+static hvd_status coordinate(hvdc_exchange *x) {
+    hvd_status st = decide(x);
+    if (st == HVD_OK) return send_answer(x);
+    if (st != HVD_ERR_RANK_FAILED) answer_abort(x, st, hvd_last_error());
     return st;
 }
 
@@ -231,6 +246,7 @@ fail:
 
 hvd_status hvdc__exchange_init(hvdc_exchange *x) {
     if (x->rank != 0) return HVD_OK;
+    x->fault_respond = hvdc__fault("negotiate_respond"); /* read once, off the hot path */
     x->negotiator = hvdc__negotiator_create(x->size, x->cache);
     x->arrived = calloc((size_t)x->size, 1);
     x->requests = calloc((size_t)x->size, sizeof *x->requests);

@@ -2,7 +2,8 @@
  * exchange.h - one negotiation round over MPI point-to-point: every rank sends rank 0 its new
  * announcements, rank 0 feeds them to the negotiator, then answers every rank with the same
  * response list. Because rank 0 sees who has not joined a round yet, it reports stalls while
- * it waits (HVD_STALL_CHECK_TIME) and stops the job past HVD_STALL_SHUTDOWN_TIME.
+ * it waits (HVD_STALL_CHECK_TIME) and stops the job past HVD_STALL_SHUTDOWN_TIME. A round rank 0
+ * cannot finish (a stall, memory) is answered with an abort, so every rank stops alike.
  *
  *   rank 1 ──announce──┐                         ┌──answer──> rank 1
  *   rank 2 ──announce──┼─> rank 0: negotiator ───┼──answer──> rank 2
@@ -55,6 +56,8 @@ typedef struct hvdc_exchange {
     unsigned char *arrived;      /* (size) rank 0: whose announcement this round has */
     MPI_Request *requests;       /* (size - 1) rank 0: answers in flight */
     double next_stall_check;     /* rank 0 */
+    int fault_respond;           /* rank 0, tests (base/fault.h): responding fails */
+    int aborted;                 /* rank 0: a failed round was answered with an abort */
     /* what negotiation has cost this rank so far (benchmarks/negotiation_bench reads them) */
     uint64_t rounds, bytes_sent, bytes_received;
 } hvdc_exchange;
@@ -72,8 +75,10 @@ int hvdc__exchange_awaited(hvdc_exchange *x);
 
 /* One round: x->message in, the response list every rank gets out (the caller frees it), with
  * the names of cached responses filled in from x->cache.
- * @return HVD_OK; HVD_ERR_STALLED on rank 0 when the stall limit passed (the other ranks get
- * an abort list); HVD_ERR_RANK_FAILED, HVD_ERR_MPI, HVD_ERR_NO_MEMORY, HVD_ERR_INTERNAL. */
+ * Rank 0 answers a round it cannot finish with an abort list carrying its status and message
+ * (x->aborted), so the other ranks stop as it does; not when a rank died: each learns that itself.
+ * @return HVD_OK; HVD_ERR_STALLED on rank 0 when the stall limit passed; HVD_ERR_RANK_FAILED,
+ * HVD_ERR_MPI, HVD_ERR_NO_MEMORY, HVD_ERR_INTERNAL. */
 hvd_status hvdc__exchange_round(hvdc_exchange *x, hvdc_response_list *responses);
 
 #endif

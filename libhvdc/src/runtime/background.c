@@ -28,6 +28,7 @@
 
 #include "base/clock.h"
 #include "base/dtype.h"
+#include "base/fault.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "collectives/reduce.h"
@@ -387,6 +388,8 @@ void *hvdc__background_main(void *arg) {
     uint32_t *fresh_slots = NULL;
     size_t fresh_cap = 0;
     int progressed = 0, shutdown = 0;
+    int told = 0; /* the error that stops this thread reached every rank already */
+    int fault_encode = hvdc__fault("encode_requests"); /* tests: read once, off the hot path */
     s.cache = hvdc__cache_create((uint32_t)rt->config.cache_capacity);
     if (!s.cache) {
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the response cache");
@@ -436,10 +439,12 @@ void *hvdc__background_main(void *arg) {
         }
         s.n_in_flight += n_fresh + n_slots;
 
-        if (hvdc__wire_encode_requests(&s.exchange.message, shutdown ? HVDC_FLAG_SHUTDOWN : 0,
+        if (fault_encode ||
+            hvdc__wire_encode_requests(&s.exchange.message, shutdown ? HVDC_FLAG_SHUTDOWN : 0,
                                        fresh_descs, (uint32_t)n_fresh, fresh_slots,
                                        (uint32_t)n_slots) != 0) {
-            st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory encoding %zu requests", n_fresh);
+            st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory encoding %zu requests%s", n_fresh,
+                            fault_encode ? " (HVDC_TEST_FAULTS=encode_requests)" : "");
             goto stop;
         }
         hvdc_response_list responses = {0};
@@ -453,6 +458,7 @@ void *hvdc__background_main(void *arg) {
                 hvdc__shm_set_step(rt->executor.shm, responses.shm_step_bytes);
         }
         if (responses.flags & HVDC_FLAG_ABORT) {
+            told = 1; /* rank 0 stopped every rank */
             st = hvdc__fail(HVDC_ABORT_STATUS(responses.flags), "%s",
                             responses.reason ? responses.reason : "rank 0 stopped the job");
             hvdc__response_list_free(&responses);
@@ -477,6 +483,12 @@ stop:
     {
         char message[HVDC_ERROR_MAX];
         snprintf(message, sizeof message, "%s", hvd_last_error());
+        /* an error of this rank's own: the others may be waiting for it, in negotiation or
+         * inside a collective, and would wait forever */
+        if (st != HVD_ERR_RANK_FAILED && !told && !s.exchange.aborted) {
+            hvdc__liveness_tell_stopped(rt->executor.liveness, message);
+            rt->told_stopped = 1;
+        }
         drain_gpu_work(&s, 1, message);
         hvdc__fail_everything(rt, st, message);
     }

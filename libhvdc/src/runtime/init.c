@@ -549,13 +549,21 @@ hvd_status hvd_shutdown(void) {
     closing = 0;
     pthread_mutex_unlock(&gate_mutex);
     int we_initialized = rt->we_initialized_mpi;
-    /* finalizing waits for every process, which a dead rank never answers: leave MPI as is */
-    int peer_died = rt->stop_status == HVD_ERR_RANK_FAILED;
+    /* finalizing waits for every process, which a dead rank never answers: leave MPI as is;
+     * so do the others after this rank told them it stopped (they count it as dead) */
+    int peer_died = rt->stop_status == HVD_ERR_RANK_FAILED, told = rt->told_stopped;
+    hvd_status stop_status = rt->stop_status;
+    char stop_message[sizeof rt->stop_message];
+    snprintf(stop_message, sizeof stop_message, "%s", rt->stop_message);
     runtime_free(rt);
-    if (we_initialized && !peer_died) MPI_Finalize();
+    if (we_initialized && !peer_died && !told) MPI_Finalize();
     if (peer_died)
         return hvdc__fail(HVD_ERR_RANK_FAILED, "hvd_shutdown: a rank died, so MPI was not finalized; "
                           "exit the process with a non-zero status");
+    if (told)
+        return hvdc__fail(stop_status, "hvd_shutdown: libhvdc stopped on this rank (%s) and the other "
+                          "ranks stopped with it, so MPI was not finalized; exit the process with a "
+                          "non-zero status", stop_message);
     return HVD_OK;
 }
 

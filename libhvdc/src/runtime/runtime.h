@@ -52,6 +52,8 @@ typedef struct hvdc_runtime {
     int stopped;            /* the background thread has exited; submissions fail */
     hvd_status stop_status; /* why: HVD_ERR_SHUTDOWN, or the error that stopped it */
     char stop_message[512];
+    int told_stopped;       /* it stopped on an error of its own and told every rank so (the
+                               others then do not finalize MPI: neither may this one) */
     unsigned long long barrier_count; /* names the n-th hvd_barrier */
     /* negotiation's cost so far, copied from the exchange after every round */
     atomic_ullong stat_rounds, stat_bytes_sent, stat_bytes_received;

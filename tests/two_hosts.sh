@@ -214,11 +214,14 @@ run_case "order $on2" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_order"
 run_case "order $on2 hvd_init_comm on split halves" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_order" --split
 run_case "threads $on2" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_threads"
 run_case "mismatch $on2" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_mismatch"
-# libhvdc stops on one rank alone: node2's rank 3 tells node1's ranks over TCP; rank 0 aborts all
+# libhvdc stops on one rank alone: node2's rank 3 tells node1's ranks over TCP (in negotiation,
+# inside the all-reduce); rank 0 aborts all
 run_case "stop on one rank $on2 encode_requests on rank 3" 60 \
     "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_stop" encode_requests 3
 run_case "stop on one rank $on2 negotiate_respond on rank 0" 60 \
     "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_stop" negotiate_respond 0
+run_case "stop on one rank $on2 run_response on rank 3" 60 \
+    "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_stop" run_response 3
 # {0, 2} and {1, 3}: each process set spans both hosts
 run_case "process sets $on2" 120 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_process_sets"
 

@@ -8,6 +8,8 @@
  *   encode_requests on rank R (rank 0 too): R cannot announce its operations; it tells the others,
  *     which fail with HVD_ERR_RANK_FAILED and a message naming rank R and its reason (one and
  *     the same on each of them), while R fails with its own HVD_ERR_NO_MEMORY.
+ *   run_response on rank R: R cannot run the all-reduce every rank was told to run; the others
+ *     are inside it, waiting for R's data, when they hear, and fail the same way.
  * Every rank's operation must end within BOUND_S, later operations fail at once with the same
  * status, and hvd_shutdown returns (HVD_OK after an abort; after a notice the stopped rank's
  * error or HVD_ERR_RANK_FAILED, MPI left unfinalized). The test initializes MPI itself, so the

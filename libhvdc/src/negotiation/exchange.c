@@ -9,6 +9,7 @@
  */
 #include "negotiation/exchange.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,10 +130,13 @@ fail:
     return st;
 }
 
-/* The bytes of an abort, sent without waiting: they must outlive this runtime (a rank that
- * has not read them yet may read them after rank 0's runtime is gone), so they are kept for the
- * life of the process and reused by a later abort. */
-static hvdc_bytes abort_answer;
+/* The bytes of aborts, sent without waiting: they must outlive this runtime (a rank that has
+ * not read them yet may read them after rank 0's runtime is gone), so they are kept for the
+ * life of the process, each reused only after ABORTS_KEPT later aborts (several runtimes: a
+ * later hvd_init, process sets). */
+enum { ABORTS_KEPT = 8 };
+static hvdc_bytes abort_answers[ABORTS_KEPT];
+static atomic_uint n_aborts;
 
 /* Rank 0, when its round fails: every other rank gets, in place of the answer it waits for,
  * an abort with the same status and message, so the job stops the same way everywhere instead
@@ -143,11 +147,12 @@ static void answer_abort(hvdc_exchange *x, hvd_status status, const char *why) {
     char reason[HVDC_ERROR_MAX];
     snprintf(reason, sizeof reason, "%s", why);
     hvdc_response_list responses = {.flags = HVDC_ABORT_FLAGS(status), .reason = reason};
-    if (hvdc__wire_encode_responses(&abort_answer, &responses) != 0) return;
+    hvdc_bytes *bytes = &abort_answers[atomic_fetch_add(&n_aborts, 1) % ABORTS_KEPT];
+    if (hvdc__wire_encode_responses(bytes, &responses) != 0) return;
     for (int r = 1; r < x->size; r++) {
         MPI_Request request;
-        if (MPI_Isend(abort_answer.data, (int)abort_answer.len, MPI_BYTE, r, HVDC_TAG_ANSWER,
-                      x->comm, &request) == MPI_SUCCESS)
+        if (MPI_Isend(bytes->data, (int)bytes->len, MPI_BYTE, r, HVDC_TAG_ANSWER, x->comm,
+                      &request) == MPI_SUCCESS)
             MPI_Request_free(&request);
     }
     x->aborted = 1;

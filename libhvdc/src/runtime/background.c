@@ -302,8 +302,10 @@ static void autotune_observe(round_state *s, const hvdc_wire_response *r, hvdc_o
 /* Executes one response and completes its ops. */
 static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
     hvdc_runtime *rt = s->rt;
-    if (hvdc__buffer_reserve(&s->response_ops, (r->n_names ? r->n_names : 1) * sizeof(hvdc_op *)) != HVD_OK)
-        return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory running a response");
+    if (s->fault_run ||
+        hvdc__buffer_reserve(&s->response_ops, (r->n_names ? r->n_names : 1) * sizeof(hvdc_op *)) != HVD_OK)
+        return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory running a response%s",
+                          s->fault_run ? " (HVDC_TEST_FAULTS=run_response)" : "");
     hvdc_op **ops = s->response_ops.data;
     pthread_mutex_lock(&rt->queue_mutex);
     size_t n = 0;
@@ -390,6 +392,7 @@ void *hvdc__background_main(void *arg) {
     int progressed = 0, shutdown = 0;
     int told = 0; /* the error that stops this thread reached every rank already */
     int fault_encode = hvdc__fault("encode_requests"); /* tests: read once, off the hot path */
+    s.fault_run = hvdc__fault("run_response");
     s.cache = hvdc__cache_create((uint32_t)rt->config.cache_capacity);
     if (!s.cache) {
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the response cache");

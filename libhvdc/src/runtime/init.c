@@ -309,8 +309,8 @@ static void join_background(hvdc_runtime *rt) {
     if (pthread_timedjoin_np(rt->thread, NULL, &at) == 0) return;
     pthread_detach(rt->thread);
     rt->left_behind = 1;
-    HVDC_LOG(HVDC_LOG_WARNING, "the background thread is still inside MPI_Allreduce with a dead "
-             "peer; left behind (exit the process)");
+    HVDC_LOG(HVDC_LOG_WARNING, "the background thread is still inside MPI_Allreduce with a peer "
+             "that died or stopped; left behind (exit the process)");
 }
 
 /* Starts the background thread held at its gate (it touches no MPI until released), so a

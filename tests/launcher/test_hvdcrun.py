@@ -178,8 +178,19 @@ class Command(unittest.TestCase):
             self.assertEqual(shown.get("OMPI_ALLOW_RUN_AS_ROOT"), "1")
             self.assertEqual(shown.get("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), "1")
 
-    def test_small_machine_yields(self):
-        argv, _, _ = self.command(["-np", "2", "./prog"], cpus=2)  # 2 ranks x 2 threads > 2
+    def test_small_machine_yields_only_for_blocking_mpi(self):
+        # 2 ranks x 2 threads > 2 cores: libhvdc's own waits yield; MPI must only where the
+        # background thread blocks inside MPI_Allreduce
+        argv, _, _ = self.command(["-np", "2", "./prog"], cpus=2)
+        self.assertNotIn("mpi_yield_when_idle", argv)
+        for env in ({"HVD_CPU_ALLREDUCE": "mpi"}, {"HOROVOD_CPU_ALLREDUCE": "MPI"}):
+            argv, _, _ = self.command(["-np", "2", "./prog"], cpus=2, env=env)
+            self.assertIn("mpi_yield_when_idle", argv, env)
+        argv, _, _ = self.command(["-np", "2", "-x", "HVD_CPU_ALLREDUCE=mpi", "./prog"], cpus=2)
+        self.assertIn("mpi_yield_when_idle", argv)
+        argv, _, _ = self.command(["-np", "2", "./prog"], cpus=4, env={"HVD_CPU_ALLREDUCE": "mpi"})
+        self.assertNotIn("mpi_yield_when_idle", argv)  # a core per thread: no need
+        argv, _, _ = self.command(["-np", "3", "./prog"], cpus=2)  # more ranks than cores
         self.assertIn("mpi_yield_when_idle", argv)
 
     def test_oversubscribe(self):

@@ -11,8 +11,8 @@ Why each: root and oversubscription are refused by Open MPI unless asked for; --
 because Open MPI binds each rank to one core at np <= 2, and libhvdc's background thread then
 shares it with the training thread; yielding because ranks that spin while they wait starve
 each other on a host with more ranks than slots or cores (with HVD_CPU_ALLREDUCE=mpi, also
-with fewer cores than busy threads); -x because mpirun's environment does not reach other hosts by
-itself, and hvd_init fails every rank when a must-agree setting differs between them.
+with fewer cores than busy threads); -x because mpirun's environment does not reach other
+hosts by itself, and hvd_init fails every rank when a must-agree setting differs between them.
 
 Runs in the hvdcrun process (its main thread). Python 3 standard library only.
 """
@@ -159,17 +159,18 @@ def mpirun_command(args, hosts, np, env, extra_env=(), cpus=None):
     if args.oversubscribe or np > total:
         argv.append("--oversubscribe")
     # Open MPI's yield_when_idle: a sched_yield in every MPI progress call that finds nothing.
-    # Where ranks outnumber the slots or this host's cores, waiting ranks must give up the core. Where only each
-    # rank's two threads (training, background) outnumber the cores, libhvdc's own waits
-    # already yield to the training thread (base/poll.h) and MPI's yield only costs small
-    # operations ~10 us each (benchmarks/results/hvdcrun_yield_np2.txt); but a background
+    # Where ranks outnumber the slots or this host's cores, waiting ranks must give up the core.
+    # Where only each rank's two threads (training, background) outnumber the cores, libhvdc's
+    # own waits already yield to the training thread (base/poll.h) and MPI's yield only costs
+    # small operations ~10 us each (benchmarks/results/hvdcrun_yield_np2.txt); but a background
     # thread blocked inside MPI_Allreduce (HVD_CPU_ALLREDUCE=mpi) would spin the training
     # thread's core away: 1.5x the step there.
     local = sum(s for h, s in take_slots(hosts, np) if is_this_machine(h))
     cpus = cpus or os.cpu_count() or 1
     inside_mpi = any(run_env.get(v, "").strip().lower() == "mpi"
                      for v in ("HVD_CPU_ALLREDUCE", "HOROVOD_CPU_ALLREDUCE"))
-    if (args.oversubscribe or np > total or local > cpus or (2 * local > cpus and inside_mpi)) and \
+    ranks_crowd = args.oversubscribe or np > total or local > cpus
+    if (ranks_crowd or (2 * local > cpus and inside_mpi)) and \
             not user_sets_mca(mpi_args, "mpi_yield_when_idle"):
         argv += ["--mca", "mpi_yield_when_idle", "1"]
     rsh = []

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include "base/nodes.h"
 #include "base/status.h"
 #include "base/tags.h"
+#include "base/tell.h"
 
 enum { NOTICE_MAX = 512 };
 
@@ -30,7 +30,6 @@ struct hvdc_liveness {
     const hvdc_poll_policy *poll; /* how waits pause between polls */
     hvd_status failed;
     char message[NOTICE_MAX];
-    char notice[NOTICE_MAX]; /* what this rank tells every rank (a copy goes out) */
 };
 
 hvd_status hvdc__liveness_create(MPI_Comm comm, hvdc_liveness **out) {
@@ -78,24 +77,9 @@ void hvdc__liveness_destroy(hvdc_liveness *l) {
     free(l);
 }
 
-/* The bytes of sent notices. Their sends are never waited for, so the bytes must outlive the
- * runtime that sent them (it is freed soon after it stops); a ring of process-lifetime copies,
- * each reused only after SENT_KEPT later notices. */
-enum { SENT_KEPT = 8 };
-static char sent[SENT_KEPT][NOTICE_MAX];
-static atomic_uint n_sent;
-
 /* Tells every other rank, eagerly and without waiting for them: they may be blocked anywhere. */
-static void broadcast_notice(hvdc_liveness *l) {
-    char *bytes = sent[atomic_fetch_add(&n_sent, 1) % SENT_KEPT];
-    snprintf(bytes, NOTICE_MAX, "%s", l->notice);
-    int len = (int)strlen(bytes) + 1;
-    for (int r = 0; r < l->size; r++) {
-        if (r == l->rank) continue;
-        MPI_Request request;
-        if (MPI_Isend(bytes, len, MPI_CHAR, r, HVDC_TAG_FAILURE, l->comm, &request) == MPI_SUCCESS)
-            MPI_Request_free(&request);
-    }
+static void broadcast_notice(hvdc_liveness *l, const char *text) {
+    hvdc__tell_others(l->comm, HVDC_TAG_FAILURE, text, strlen(text) + 1);
 }
 
 void hvdc__liveness_set_poll(hvdc_liveness *l, const hvdc_poll_policy *policy) { l->poll = policy; }
@@ -115,9 +99,9 @@ hvd_status hvdc__liveness_check(hvdc_liveness *l) {
     if (MPI_Iprobe(MPI_ANY_SOURCE, HVDC_TAG_FAILURE, l->comm, &flag, &status) == MPI_SUCCESS && flag) {
         char text[NOTICE_MAX] = "";
         int count = 0;
-        MPI_Get_count(&status, MPI_CHAR, &count);
+        MPI_Get_count(&status, MPI_BYTE, &count);
         if (count > 0 && count <= NOTICE_MAX)
-            MPI_Recv(text, count, MPI_CHAR, status.MPI_SOURCE, HVDC_TAG_FAILURE, l->comm, MPI_STATUS_IGNORE);
+            MPI_Recv(text, count, MPI_BYTE, status.MPI_SOURCE, HVDC_TAG_FAILURE, l->comm, MPI_STATUS_IGNORE);
         text[NOTICE_MAX - 1] = '\0';
         snprintf(l->message, sizeof l->message, "%s (reported by rank %d)", text, status.MPI_SOURCE);
         l->failed = HVD_ERR_RANK_FAILED;
@@ -126,11 +110,10 @@ hvd_status hvdc__liveness_check(hvdc_liveness *l) {
     for (int i = 0; i < l->n_local; i++) {
         if (l->local_ranks[i] == l->rank) continue;
         if (kill((pid_t)l->local_pids[i], 0) == 0 || errno != ESRCH) continue;
-        snprintf(l->notice, sizeof l->notice,
+        snprintf(l->message, sizeof l->message,
                  "rank %d (pid %d) died: its process on the same node as rank %d is gone "
                  "(killed, crashed or out of memory)", l->local_ranks[i], l->local_pids[i], l->rank);
-        broadcast_notice(l);
-        snprintf(l->message, sizeof l->message, "%s", l->notice);
+        broadcast_notice(l, l->message);
         l->failed = HVD_ERR_RANK_FAILED;
         return hvdc__fail(l->failed, "%s", l->message);
     }
@@ -138,9 +121,10 @@ hvd_status hvdc__liveness_check(hvdc_liveness *l) {
 }
 
 void hvdc__liveness_tell_stopped(hvdc_liveness *l, const char *why) {
-    if (!l || l->size == 1) return;
-    snprintf(l->notice, sizeof l->notice, "rank %d's libhvdc stopped: %s", l->rank, why);
-    broadcast_notice(l);
+    if (!l) return;
+    char notice[NOTICE_MAX];
+    snprintf(notice, sizeof notice, "rank %d's libhvdc stopped: %s", l->rank, why);
+    broadcast_notice(l, notice);
 }
 
 hvd_status hvdc__wait_requests(int n, MPI_Request *requests, hvdc_liveness *l) {

@@ -13,7 +13,7 @@ typedef enum hvdc_tag {
     /* control communicator */
     HVDC_TAG_ANNOUNCE = 1,        /* negotiation: a rank's announcements to rank 0 */
     HVDC_TAG_ANSWER = 2,          /* negotiation: rank 0's response list */
-    HVDC_TAG_FAILURE = 3,         /* liveness: "rank r died" notices */
+    HVDC_TAG_FAILURE = 3,         /* liveness: "rank r died" / "rank r stopped" notices */
     /* executor communicators (and the hierarchical node / cross-node ones) */
     HVDC_TAG_REDUCE_SCATTER = 10, /* the direct reduce-scatter in rank order */
     HVDC_TAG_ALLGATHER = 11,      /* the ring's all-gather */

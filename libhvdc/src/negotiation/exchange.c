@@ -9,7 +9,6 @@
  */
 #include "negotiation/exchange.h"
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include "base/poll.h"
 #include "base/status.h"
 #include "base/tags.h"
+#include "base/tell.h"
 
 
 /* Makes b hold n bytes from its start (a message being received replaces the last). */
@@ -130,31 +130,18 @@ fail:
     return st;
 }
 
-/* The bytes of aborts, sent without waiting: they must outlive this runtime (a rank that has
- * not read them yet may read them after rank 0's runtime is gone), so they are kept for the
- * life of the process, each reused only after ABORTS_KEPT later aborts (several runtimes: a
- * later hvd_init, process sets). */
-enum { ABORTS_KEPT = 8 };
-static hvdc_bytes abort_answers[ABORTS_KEPT];
-static atomic_uint n_aborts;
-
 /* Rank 0, when its round fails: every other rank gets, in place of the answer it waits for,
  * an abort with the same status and message, so the job stops the same way everywhere instead
- * of the others waiting for an answer that never comes. Never waits for these: a rank with
- * nothing in flight makes no MPI progress until it next submits, and a blocking send to it
- * would hold rank 0 until then; it reads the abort when it next negotiates. */
+ * of the others waiting for an answer that never comes. Never waits for these (base/tell.h): a
+ * rank with nothing in flight makes no MPI progress until it next submits, and a blocking send
+ * to it would hold rank 0 until then; it reads the abort when it next negotiates. */
 static void answer_abort(hvdc_exchange *x, hvd_status status, const char *why) {
     char reason[HVDC_ERROR_MAX];
     snprintf(reason, sizeof reason, "%s", why);
     hvdc_response_list responses = {.flags = HVDC_ABORT_FLAGS(status), .reason = reason};
-    hvdc_bytes *bytes = &abort_answers[atomic_fetch_add(&n_aborts, 1) % ABORTS_KEPT];
-    if (hvdc__wire_encode_responses(bytes, &responses) != 0) return;
-    for (int r = 1; r < x->size; r++) {
-        MPI_Request request;
-        if (MPI_Isend(bytes->data, (int)bytes->len, MPI_BYTE, r, HVDC_TAG_ANSWER, x->comm,
-                      &request) == MPI_SUCCESS)
-            MPI_Request_free(&request);
-    }
+    /* x->answer is free: the last answer went out, this round's was not sent */
+    if (hvdc__wire_encode_responses(&x->answer, &responses) != 0) return;
+    hvdc__tell_others(x->comm, HVDC_TAG_ANSWER, x->answer.data, x->answer.len);
     x->aborted = 1;
 }
 

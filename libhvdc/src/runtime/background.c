@@ -391,7 +391,7 @@ void *hvdc__background_main(void *arg) {
     size_t fresh_cap = 0;
     int progressed = 0, shutdown = 0;
     int told = 0; /* the error that stops this thread reached every rank already */
-    int fault_encode = hvdc__fault("encode_requests"); /* tests: read once, off the hot path */
+    s.fault_encode = hvdc__fault("encode_requests"); /* tests: read once, off the hot path */
     s.fault_run = hvdc__fault("run_response");
     s.cache = hvdc__cache_create((uint32_t)rt->config.cache_capacity);
     if (!s.cache) {
@@ -442,12 +442,12 @@ void *hvdc__background_main(void *arg) {
         }
         s.n_in_flight += n_fresh + n_slots;
 
-        if (fault_encode ||
+        if (s.fault_encode ||
             hvdc__wire_encode_requests(&s.exchange.message, shutdown ? HVDC_FLAG_SHUTDOWN : 0,
                                        fresh_descs, (uint32_t)n_fresh, fresh_slots,
                                        (uint32_t)n_slots) != 0) {
             st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory encoding %zu requests%s", n_fresh,
-                            fault_encode ? " (HVDC_TEST_FAULTS=encode_requests)" : "");
+                            s.fault_encode ? " (HVDC_TEST_FAULTS=encode_requests)" : "");
             goto stop;
         }
         hvdc_response_list responses = {0};

@@ -28,7 +28,8 @@ typedef struct round_state {
     double device_polled;        /* when device work was last looked at (hvdc__now_seconds) */
     double cycle_ms;             /* HVD_CYCLE_TIME, or what rank 0's autotuning sent last */
     int tuning;                  /* rank 0 with HVD_AUTOTUNE=1, until the tuner settles */
-    int fault_run;               /* tests (base/fault.h): running a response fails */
+    int fault_encode, fault_run; /* tests (base/fault.h): encoding this rank's requests, or
+                                    running a response, fails */
     hvdc_autotune tune;
 } round_state;
 

@@ -13,7 +13,11 @@
  * of an hvd row is busbw(hvd) / busbw(MPI) over the MPI calls of that same pass. "memcpy" is
  * rank 0 alone copying the same bytes with memcpy (the others wait): what one core can move, the
  * physical ceiling an all-reduce on this machine is measured against; its busbw column is
- * that copy rate (bytes / time), not scaled by 2(n-1)/n.
+ * that copy rate (bytes / time), not scaled by 2(n-1)/n. "mpi-thread" (host only, not by
+ * default) is the same MPI_Allreduce called by a helper thread while the main thread sleeps
+ * (handoff.h): the floor of libhvdc's shape, a background thread as the only caller of MPI;
+ * hvd-mpi against it is what libhvdc adds to MPI beyond the hand-offs. Its pass alternates
+ * with MPI calls like an hvd pass.
  *
  * One iteration: MPI_Barrier, then time one call; the iteration's time is the slowest rank's,
  * and a row reports the median over iterations. algbw = bytes / time; busbw = algbw * 2(n-1)/n,
@@ -42,15 +46,18 @@
 
 #include "bench_common.h"
 #include "bench_device.h"
+#include "handoff.h"
 
 /* The hvd impls first (up to IMPL_MPI), each HVD_CPU_ALLREDUCE=<impl_setting>. */
-enum { IMPL_HVD_SHM, IMPL_HVD_RING, IMPL_HVD_MPI, IMPL_MPI, IMPL_MEMCPY, IMPL_COUNT };
-static const char *const impl_names[IMPL_COUNT] = {"hvd-shm", "hvd-ring", "hvd-mpi", "mpi", "memcpy"};
+enum { IMPL_HVD_SHM, IMPL_HVD_RING, IMPL_HVD_MPI, IMPL_MPI, IMPL_MEMCPY, IMPL_MPI_THREAD, IMPL_COUNT };
+static const char *const impl_names[IMPL_COUNT] = {"hvd-shm", "hvd-ring", "hvd-mpi", "mpi", "memcpy",
+                                                   "mpi-thread"};
 static const char *const impl_setting[IMPL_MPI] = {"shm", "ring", "mpi"};
 /* --device gpu: the same slots, named for what they run (one hvd row: the device path does
  * not use the CPU algorithm) */
-static const char *const gpu_impl_names[IMPL_COUNT] = {"hvd-gpu", "hvd-gpu", "hvd-gpu", "nccl", "memcpy"};
+static const char *const gpu_impl_names[IMPL_COUNT] = {"hvd-gpu", "hvd-gpu", "hvd-gpu", "nccl", "memcpy", "-"};
 static int device = -1; /* --device gpu: this rank's CUDA device once opened, else -1 */
+static bench_handoff *handoff; /* mpi-thread's helper, while that impl is timed */
 
 typedef struct options {
     size_t min_bytes, max_bytes; /* -b, -e */
@@ -83,7 +90,8 @@ static void usage(FILE *out) {
             "  -c 0|1     check every result exactly (default 1)\n"
             "  --impl L   comma-separated from hvd-shm, hvd-ring, hvd-mpi, mpi, memcpy (default\n"
             "             hvd-shm,hvd-ring,mpi,memcpy, or hvd-<HVD_CPU_ALLREDUCE>,mpi,memcpy when\n"
-            "             that variable is set to shm, ring or mpi)\n"
+            "             that variable is set to shm, ring or mpi), mpi-thread (MPI_Allreduce\n"
+            "             on a helper thread: the floor of a background thread's hand-offs)\n"
             "  --csv FILE also write the table as CSV\n"
             "  --device cpu|gpu  gpu: device buffers, libhvdc's NCCL path against raw NCCL\n"
             "  -h, --help this text\n"
@@ -164,6 +172,11 @@ static int parse_options(int argc, char **argv, void *out, int rank) {
     if (o->gpu) { /* one hvd row (the device path does not use the CPU algorithm), and NCCL */
         memset(o->impl, 0, sizeof o->impl);
         o->impl[IMPL_HVD_RING] = o->impl[IMPL_MPI] = 1;
+    }
+    if (o->impl[IMPL_MPI_THREAD] && bench_mpi_type(o->dtype) == MPI_DATATYPE_NULL) {
+        if (rank == 0)
+            fprintf(stderr, "allreduce_bench: mpi-thread needs a dtype MPI has (not half or bfloat16)\n");
+        return -1;
     }
     if (o->min_bytes == 0 || o->min_bytes > o->max_bytes) {
         if (rank == 0) fprintf(stderr, "allreduce_bench: need 0 < -b <= -e\n");
@@ -303,8 +316,8 @@ static const void *result(const buffers *b, int out, size_t nbytes) {
     return b->check;
 }
 
-/* Runs warm-up + timed iterations of one hvd impl (or impl == IMPL_MPI alone) at one size,
- * interleaving MPI_Allreduce when with_mpi; appends MPI's times to mpi_all. */
+/* Runs warm-up + timed iterations of one hvd impl or mpi-thread (or impl == IMPL_MPI alone) at
+ * one size, interleaving MPI_Allreduce when with_mpi; appends MPI's times to mpi_all. */
 static void run_pass(int impl, int with_mpi, size_t count, const options *o, const pattern *p,
                      buffers *b, int size, row *out, long long *mpi_wrong, double *mpi_all,
                      size_t *n_mpi_all) {
@@ -328,12 +341,17 @@ static void run_pass(int impl, int with_mpi, size_t count, const options *o, con
         if (do_hvd) {
             BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
             double t0 = bench_now_us();
-            hvd_call(name, b->send[parity], b->recv[OUT_HVD], count, o);
+            if (impl == IMPL_MPI_THREAD)
+                BENCH_CHECK_MPI(bench_handoff_allreduce(handoff, b->send[parity], b->recv[OUT_HVD],
+                                                        (int)count, type, bench_mpi_op(o->op)));
+            else
+                hvd_call(name, b->send[parity], b->recv[OUT_HVD], count, o);
             double t1 = bench_now_us();
             if (timed >= 0) t_hvd[timed] = t1 - t0;
             if (check)
                 wrong[0] += count_wrong(result(b, OUT_HVD, count * hvd_dtype_size(o->dtype)), count,
-                                        o->dtype, o->op, p, size, parity);
+                                        o->dtype, impl == IMPL_MPI_THREAD && o->op == HVD_AVERAGE
+                                        ? HVD_SUM : o->op, p, size, parity);
         }
         if (with_mpi) {
             BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
@@ -459,6 +477,10 @@ int main(int argc, char **argv) {
     for (int i = IMPL_MPI - 1; i >= 0; i--)
         if (o.impl[i]) first_hvd = i;
     if (first_hvd >= 0) hvd_use(first_hvd, &current);
+    if (o.impl[IMPL_MPI_THREAD] && device < 0 && !(handoff = bench_handoff_start(MPI_COMM_WORLD))) {
+        fprintf(stderr, "allreduce_bench: cannot start the hand-off thread\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
     if (rank == 0) {
         bench_print_settings(stdout, "allreduce_bench", size);
         printf("# impl:");
@@ -498,6 +520,11 @@ int main(int argc, char **argv) {
                      mpi_all, &n_mpi);
             measured_mpi = 1;
         }
+        if (handoff) {
+            run_pass(IMPL_MPI_THREAD, o.impl[IMPL_MPI], count, &o, &p, &b, size,
+                     &rows[IMPL_MPI_THREAD], &mpi_wrong, mpi_all, &n_mpi);
+            measured_mpi = 1;
+        }
         if (o.impl[IMPL_MPI] && !measured_mpi)
             run_pass(IMPL_MPI, 1, count, &o, &p, &b, size, &rows[IMPL_MPI], &mpi_wrong, mpi_all,
                      &n_mpi);
@@ -512,6 +539,11 @@ int main(int argc, char **argv) {
             busbw_sum += (double)nbytes / (rows[impl].time_us * 1e3) * 2.0 * (size - 1) / size;
             busbw_rows++;
         }
+        if (handoff) {
+            print_row(stdout, csv, nbytes, count, &o, IMPL_MPI_THREAD, rows[IMPL_MPI_THREAD].time_us,
+                      rows[IMPL_MPI_THREAD].wrong, rows[IMPL_MPI_THREAD].mpi_time_us, size);
+            total_wrong += rows[IMPL_MPI_THREAD].wrong;
+        }
         if (o.impl[IMPL_MPI] && n_mpi > 0) {
             print_row(stdout, csv, nbytes, count, &o, IMPL_MPI, bench_median(mpi_all, n_mpi),
                       mpi_wrong, 0.0, size);
@@ -521,6 +553,7 @@ int main(int argc, char **argv) {
             print_row(stdout, csv, nbytes, count, &o, IMPL_MEMCPY, memcpy_us, 0, 0.0, size);
     }
     if (current >= 0) BENCH_CHECK_HVD(hvd_shutdown());
+    bench_handoff_stop(handoff);
     BENCH_CHECK_MPI(MPI_Bcast(&total_wrong, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
     if (rank == 0) {
         printf("# Out of bounds values : %lld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");

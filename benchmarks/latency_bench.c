@@ -3,7 +3,10 @@
  * negotiation round, completion) with no bandwidth to hide it, against MPI_Allreduce of the same
  * size in the same run.
  *
- *   single  one blocking 4-byte hvd_allreduce (one int32), vs one 4-byte MPI_Allreduce
+ *   single  one blocking 4-byte hvd_allreduce (one int32), vs one 4-byte MPI_Allreduce; and
+ *           mpi-thread: the same MPI_Allreduce handed to a helper thread while the caller
+ *           sleeps (handoff.h), the floor of libhvdc's shape on this machine: what hvd costs
+ *           over it is libhvdc's own (negotiation, bookkeeping), the rest is the two hand-offs
  *   batch   --batch (100) concurrent 4-byte hvd_allreduce_async with distinct names, then wait
  *           all; vs the same number of blocking MPI_Allreduce calls in a loop, and vs as many
  *           MPI_Iallreduce followed by one MPI_Waitall
@@ -37,6 +40,7 @@
 
 #include "bench_common.h"
 #include "bench_device.h"
+#include "handoff.h"
 #include "runtime/phases.h" /* the phase breakdown: this binary links libhvdc's internal library */
 
 #define SLOT 64 /* --device gpu: int32s from one tensor's device buffer to the next (256 B) */
@@ -96,15 +100,20 @@ typedef struct bench {
     hvd_handle *handles;           /* (batch) */
     MPI_Request *requests;         /* (batch) */
     char (*names)[32];             /* (batch) */
+    bench_handoff *handoff;        /* mpi-thread's helper (not with --device gpu) */
     long wrong;
 } bench;
 
 /* The MPI_ kinds are the baselines: raw NCCL with --device gpu (gpu_kind_impl). */
-enum { HVD_SINGLE, MPI_SINGLE, HVD_BATCH, MPI_BATCH_LOOP, MPI_BATCH_IALLREDUCE, N_KINDS };
-static const char *const kind_test[N_KINDS] = {"single", "single", "batch", "batch", "batch"};
-static const char *const kind_impl[N_KINDS] = {"hvd", "mpi", "hvd-async", "mpi-loop", "mpi-iallreduce"};
-static const char *const gpu_kind_impl[N_KINDS] = {"hvd-gpu", "nccl", "hvd-gpu-async", "nccl-loop",
+enum { HVD_SINGLE, MPI_SINGLE, MPI_SINGLE_THREAD, HVD_BATCH, MPI_BATCH_LOOP, MPI_BATCH_IALLREDUCE,
+       N_KINDS };
+static const char *const kind_test[N_KINDS] = {"single", "single", "single", "batch", "batch", "batch"};
+static const char *const kind_impl[N_KINDS] = {"hvd", "mpi", "mpi-thread", "hvd-async", "mpi-loop",
+                                               "mpi-iallreduce"};
+static const char *const gpu_kind_impl[N_KINDS] = {"hvd-gpu", "nccl", "-", "hvd-gpu-async", "nccl-loop",
                                                    "nccl-group"};
+
+static int is_single(int kind) { return kind <= MPI_SINGLE_THREAD; }
 
 static void fill(bench *b, int n, int it) {
     for (int k = 0; k < n; k++) {
@@ -152,7 +161,7 @@ static void nccl_call(int rc) {
 /* One timed iteration of kind; returns this rank's microseconds. Results are checked when
  * checked is set (copied back first with --device gpu). */
 static double run_once(bench *b, int kind, int it, int checked) {
-    int n = kind == HVD_SINGLE || kind == MPI_SINGLE ? 1 : b->batch;
+    int n = is_single(kind) ? 1 : b->batch;
     int gpu = b->device >= 0;
     hvd_options opts = HVD_OPTIONS_DEFAULT;
     opts.device = b->device;
@@ -173,6 +182,9 @@ static double run_once(bench *b, int kind, int it, int checked) {
     case MPI_SINGLE:
         if (gpu) nccl_call(bench_nccl_allreduce(send_at(b, 0), recv_at(b, 0), 1, HVD_INT32, HVD_SUM));
         else BENCH_CHECK_MPI(MPI_Allreduce(b->send, b->recv, 1, MPI_INT32_T, MPI_SUM, MPI_COMM_WORLD));
+        break;
+    case MPI_SINGLE_THREAD:
+        BENCH_CHECK_MPI(bench_handoff_allreduce(b->handoff, b->send, b->recv, 1, MPI_INT32_T, MPI_SUM));
         break;
     case HVD_BATCH:
         for (int k = 0; k < n; k++)
@@ -256,6 +268,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     BENCH_CHECK_HVD(hvd_init());
+    if (!o.gpu && !(b.handoff = bench_handoff_start(MPI_COMM_WORLD))) {
+        fprintf(stderr, "latency_bench: cannot start the hand-off thread\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
     b.send = calloc((size_t)o.batch, sizeof *b.send);
     b.recv = calloc((size_t)o.batch, sizeof *b.recv);
     b.handles = calloc((size_t)o.batch, sizeof *b.handles);
@@ -287,6 +303,12 @@ int main(int argc, char **argv) {
             if (it >= warmup) times[kind][it - warmup] = t;
         }
     BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[0], &phase_ops[0]));
+    /* mpi-thread in a block of its own: alternating with hvd iterations slowed it 1.7x here
+     * (9.0 -> 15.7 us; the helper and libhvdc's threads then land on each other's CPUs) */
+    for (int it = 0; b.handoff && it < warmup + o.iters; it++) {
+        double t = run_once(&b, MPI_SINGLE_THREAD, it, 1);
+        if (it >= warmup) times[MPI_SINGLE_THREAD][it - warmup] = t;
+    }
     for (int it = 0; it < batch_warmup + batch_iters; it++)
         for (int kind = HVD_BATCH; kind <= MPI_BATCH_IALLREDUCE; kind++) {
             if (it == batch_warmup && kind == HVD_BATCH) BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[1], &phase_ops[1]));
@@ -303,8 +325,9 @@ int main(int argc, char **argv) {
         bench_print_settings(stdout, "latency_bench", size);
         printf("# single: %d iterations (+%d warm-up); batch: %d iterations (+%d warm-up) of %d "
                "concurrent 4-byte all-reduces\n# time: slowest rank, after MPI_Barrier; "
-               "hvd and %s iterations alternate\n", o.iters, warmup, batch_iters,
-               batch_warmup, o.batch, o.gpu ? "NCCL" : "MPI");
+               "hvd and %s iterations alternate%s\n", o.iters, warmup, batch_iters,
+               batch_warmup, o.batch, o.gpu ? "NCCL" : "MPI",
+               b.handoff ? " (mpi-thread: after the single ones, alone)" : "");
         if (o.gpu)
             printf("# --device gpu: CUDA device %d, one 4-byte device buffer per all-reduce; "
                    "vs_mpi is against raw NCCL (ncclAllReduce + stream sync; nccl-group: the "
@@ -321,16 +344,18 @@ int main(int argc, char **argv) {
     }
     double median[N_KINDS], p90[N_KINDS], p99[N_KINDS];
     for (int kind = 0; kind < N_KINDS; kind++) {
-        size_t n = (size_t)(kind <= MPI_SINGLE ? o.iters : batch_iters);
+        size_t n = (size_t)(is_single(kind) ? o.iters : batch_iters);
         bench_max_over_ranks(times[kind], n, MPI_COMM_WORLD);
         median[kind] = bench_median(times[kind], n);
         p90[kind] = bench_percentile(times[kind], n, 90);
         p99[kind] = bench_percentile(times[kind], n, 99);
     }
     for (int kind = 0; rank == 0 && kind < N_KINDS; kind++) {
-        int calls = kind <= MPI_SINGLE ? 1 : o.batch;
-        /* hvd rows: hvd's median over MPI's blocking one (how many times slower) */
-        int base = kind == HVD_SINGLE ? MPI_SINGLE : kind == HVD_BATCH ? MPI_BATCH_LOOP : -1;
+        if (kind == MPI_SINGLE_THREAD && !b.handoff) continue;
+        int calls = is_single(kind) ? 1 : o.batch;
+        /* hvd rows and mpi-thread: the median over MPI's blocking one (how many times slower) */
+        int base = kind == HVD_SINGLE || kind == MPI_SINGLE_THREAD ? MPI_SINGLE
+                   : kind == HVD_BATCH ? MPI_BATCH_LOOP : -1;
         char ratio[16] = "-";
         if (base >= 0) snprintf(ratio, sizeof ratio, "%.2f", median[kind] / median[base]);
         const char *impl = (o.gpu ? gpu_kind_impl : kind_impl)[kind];
@@ -341,10 +366,15 @@ int main(int argc, char **argv) {
                     size, calls, median[kind], p90[kind], p99[kind], median[kind] / calls,
                     base >= 0 ? ratio : "");
     }
+    if (rank == 0 && b.handoff)
+        printf("# hvd single over mpi-thread (libhvdc's own cost over the hand-offs its shape "
+               "needs): %.2f us, %.2fx\n", median[HVD_SINGLE] - median[MPI_SINGLE_THREAD],
+               median[HVD_SINGLE] / median[MPI_SINGLE_THREAD]);
     if (rank == 0 && !o.gpu) print_phases(phases, phases_max, phase_ops);
     if (rank == 0) printf("# Out of bounds values : %ld %s\n", b.wrong, b.wrong ? "FAILED" : "OK");
     if (csv) fclose(csv);
     BENCH_CHECK_HVD(hvd_shutdown());
+    bench_handoff_stop(b.handoff);
     for (int k = 0; k < N_KINDS; k++) free(times[k]);
     free(b.send);
     free(b.recv);

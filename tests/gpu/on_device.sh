@@ -13,6 +13,9 @@
 #      raw NCCL), np 1; pack_bench (the fusion kernel)
 #   7. examples/train --device gpu, np 1, for the MLP and the CNN (Fashion-MNIST from
 #      .gpu-bundle/fashion-mnist)
+#   8. issue 13's host figures where every rank has cores to spare (the dev VM has 2 for 2
+#      ranks): latency_bench at np 2 and 4 (the lone op and its hand-off floor, mpi-thread) and
+#      allreduce_bench at np 2 (hvd-shm and hvd-mpi against MPI, mpi-thread, memcpy)
 # Every step's output goes to LOG_DIR/<step>.log; a step that fails does not stop the next.
 # Ends with one line per step and "N passed, N failed"; exit status 1 if any failed.
 # Usage: tests/gpu/on_device.sh LOG_DIR     (e.g. run(command='tests/gpu/on_device.sh $OUT/gpu'))
@@ -111,6 +114,18 @@ if [ -r "$data/train-images-idx3-ubyte.gz" ]; then
     step train_mlp_cpu "$build/examples/train" --data "$data" --epochs 1
 else
     echo "no Fashion-MNIST in $data: training not run (tests/gpu/fetch_bundle.sh copies it)" | tee "$logs/train.log"
+fi
+
+# 8: host figures with cores to spare; unbound and without MPI's yield, as benchmarks/results
+if [ -x "$build/hvdcrun" ] && command -v mpirun >/dev/null; then
+    # a command, not a shell function: step bounds commands only
+    run=("$build/hvdcrun" --mpi-args "--mca mpi_yield_when_idle 0")
+    step latency_bench_cpu_np2 "${run[@]}" -np 2 "$build/benchmarks/latency_bench" -n 2000
+    step latency_bench_cpu_np4 "${run[@]}" -np 4 "$build/benchmarks/latency_bench" -n 2000
+    step allreduce_bench_cpu_np2 "${run[@]}" -np 2 "$build/benchmarks/allreduce_bench" -b 64K -e 64M \
+        -f 4 -n 20 --impl hvd-shm,hvd-mpi,mpi,mpi-thread,memcpy
+else
+    echo "no hvdcrun or mpirun: host figures not taken" | tee "$logs/cpu_bench.log"
 fi
 
 echo

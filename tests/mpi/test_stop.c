@@ -14,7 +14,11 @@
  * status, and hvd_shutdown returns (HVD_OK after an abort; after a notice the stopped rank's
  * error or HVD_ERR_RANK_FAILED, MPI left unfinalized). The test initializes MPI itself, so the
  * ranks still compare their statuses and messages over MPI_COMM_WORLD after libhvdc stopped.
- * Usage: test_stop SITE RANK        (the switch is set on RANK only)
+ * Last, libhvdc starts again in the same process (as an elastic reset would) and its all-reduces
+ * are exact: nothing the stop left behind reaches the new runtime.
+ * Usage: test_stop SITE RANK [ALGO]   (the switch is set on RANK only; ALGO: HVD_CPU_ALLREDUCE
+ *                                      on every rank, e.g. ring, whose data messages travel
+ *                                      over MPI where shm's do not)
  * Main thread only.
  */
 #include <mpi.h>
@@ -40,10 +44,11 @@ static int agree_with(int ref, int skip, const char *mine, int rank) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: test_stop SITE RANK\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: test_stop SITE RANK [ALGO]\n");
         return 2;
     }
+    if (argc == 4) setenv("HVD_CPU_ALLREDUCE", argv[3], 1);
     const char *site = argv[1];
     int stopper = atoi(argv[2]), provided = 0, rank = 0, size = 1;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -106,6 +111,21 @@ int main(int argc, char **argv) {
              hvd_last_error(), hvd_status_string(want));
     MT_CHECK(&t, mt_now() - start < BOUND_S, "hvd_shutdown took %.2f s", mt_now() - start);
     MT_CHECK(&t, hvd_is_initialized() == 0, "still initialized after hvd_shutdown");
+    mt_end(&t);
+
+    mt_begin(&t, "hvd_init works again in this process, and its all-reduces are exact");
+    unsetenv("HVDC_TEST_FAULTS");
+    hvd_status again = hvd_init();
+    MT_CHECK(&t, again == HVD_OK, "hvd_init gave %s: %s", hvd_status_string(again), hvd_last_error());
+    for (int k = 0; again == HVD_OK && k < 20; k++) { /* integers: exact in any order */
+        float v[2] = {(float)(rank + k), 1.0f};
+        hvd_status s = hvd_allreduce("again.v", v, v, 2, HVD_FLOAT32, HVD_SUM);
+        float want = (float)(size * (size - 1) / 2 + size * k);
+        MT_CHECK(&t, s == HVD_OK && v[0] == want && v[1] == (float)size,
+                 "all-reduce %d: %s, got %g and %g, expected %g and %d", k, hvd_status_string(s),
+                 v[0], v[1], want, size);
+    }
+    if (again == HVD_OK) MT_CHECK(&t, hvd_shutdown() == HVD_OK, "hvd_shutdown: %s", hvd_last_error());
     mt_end(&t);
 
     int code = mt_exit_code(&t);

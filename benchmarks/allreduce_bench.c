@@ -330,7 +330,8 @@ static void run_pass(int impl, int with_mpi, size_t count, const options *o, con
     char name[64];
     snprintf(name, sizeof name, "allreduce_bench.%zu", count);
     MPI_Datatype type = bench_mpi_type(o->dtype);
-    long long wrong[2] = {0, 0}; /* hvd, mpi */
+    hvd_reduce_op mpi_op = o->op == HVD_AVERAGE ? HVD_SUM : o->op; /* what MPI_Allreduce runs */
+    long long wrong[2] = {0, 0}; /* hvd (or mpi-thread), mpi */
     int do_hvd = impl != IMPL_MPI;
     with_mpi = with_mpi && (type != MPI_DATATYPE_NULL || device >= 0);
     for (int it = 0; it < total; it++) {
@@ -350,8 +351,8 @@ static void run_pass(int impl, int with_mpi, size_t count, const options *o, con
             if (timed >= 0) t_hvd[timed] = t1 - t0;
             if (check)
                 wrong[0] += count_wrong(result(b, OUT_HVD, count * hvd_dtype_size(o->dtype)), count,
-                                        o->dtype, impl == IMPL_MPI_THREAD && o->op == HVD_AVERAGE
-                                        ? HVD_SUM : o->op, p, size, parity);
+                                        o->dtype, impl == IMPL_MPI_THREAD ? mpi_op : o->op, p,
+                                        size, parity);
         }
         if (with_mpi) {
             BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
@@ -368,7 +369,6 @@ static void run_pass(int impl, int with_mpi, size_t count, const options *o, con
             }
             double t1 = bench_now_us();
             if (timed >= 0) t_mpi[timed] = t1 - t0;
-            hvd_reduce_op mpi_op = o->op == HVD_AVERAGE ? HVD_SUM : o->op;
             if (check)
                 wrong[1] += count_wrong(result(b, OUT_BASELINE, count * hvd_dtype_size(o->dtype)), count,
                                         o->dtype, mpi_op, p, size, parity);

@@ -22,22 +22,21 @@ struct bench_handoff {
 
 static void *helper_main(void *arg) {
     bench_handoff *h = arg;
-    pthread_mutex_lock(&h->mutex);
     for (;;) {
+        pthread_mutex_lock(&h->mutex);
         while (!h->posted && !h->quit) pthread_cond_wait(&h->to_helper, &h->mutex);
-        if (h->quit) break;
+        int quit = h->quit;
         h->posted = 0;
         pthread_mutex_unlock(&h->mutex);
+        if (quit) return NULL;
+        /* the call's fields stay as posted until the caller sees done */
         int status = MPI_Allreduce(h->send, h->recv, h->count, h->type, h->op, h->comm);
         pthread_mutex_lock(&h->mutex);
         h->status = status;
         h->done = 1;
         pthread_mutex_unlock(&h->mutex);
         pthread_cond_signal(&h->to_caller);
-        pthread_mutex_lock(&h->mutex);
     }
-    pthread_mutex_unlock(&h->mutex);
-    return NULL;
 }
 
 bench_handoff *bench_handoff_start(MPI_Comm comm) {

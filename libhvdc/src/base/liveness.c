@@ -19,6 +19,7 @@
 #include "base/tell.h"
 
 enum { NOTICE_MAX = 512 };
+_Static_assert(NOTICE_MAX <= HVDC_TELL_MAX, "a notice must fit what hvdc__tell_others sends");
 
 struct hvdc_liveness {
     MPI_Comm comm;

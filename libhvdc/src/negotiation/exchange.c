@@ -139,9 +139,12 @@ static void answer_abort(hvdc_exchange *x, hvd_status status, const char *why) {
     char reason[HVDC_ERROR_MAX];
     snprintf(reason, sizeof reason, "%s", why);
     hvdc_response_list responses = {.flags = HVDC_ABORT_FLAGS(status), .reason = reason};
-    /* x->answer is free: the last answer went out, this round's was not sent */
-    if (hvdc__wire_encode_responses(&x->answer, &responses) != 0) return;
-    hvdc__tell_others(x->comm, HVDC_TAG_ANSWER, x->answer.data, x->answer.len);
+    /* x->answer is free: the last answer went out, this round's was not sent. If the abort
+     * cannot be encoded or sent, x->aborted stays 0 and the background thread sends its stop
+     * notice instead (liveness.h), which needs no memory. */
+    if (hvdc__wire_encode_responses(&x->answer, &responses) != 0 ||
+        hvdc__tell_others(x->comm, HVDC_TAG_ANSWER, x->answer.data, x->answer.len) != 0)
+        return;
     x->aborted = 1;
 }
 

@@ -28,7 +28,8 @@
  * Names. Each operation carries a name (1 to HVD_MAX_NAME_LEN bytes) that must be the same on
  * every rank: it is how ranks match their submissions. Two in-flight operations with the same name
  * on one rank are an error (HVD_ERR_DUPLICATE_NAME); a name is free again once its operation has
- * completed (at the latest when hvd_wait returns).
+ * completed, at the latest when hvd_wait or hvd_wait_on_stream returns (the device may still be
+ * running it then: the name can be submitted again at once).
  *
  * Memory. The caller owns every buffer and must keep it valid, and not touch it, until the
  * operation completes (the blocking call returns, or hvd_wait returns). count is always in
@@ -351,7 +352,8 @@ HVD_API hvd_status hvd_wait(hvd_handle *handle);
  * (a cudaStream_t; NULL: the legacy default stream) wait on the device for the operation's
  * results, then releases the handle and sets *handle to HVD_HANDLE_NULL. Blocks only until
  * the operation has been negotiated and queued on the device; work queued on stream afterwards
- * sees the results (as Horovod's async completion and PyTorch's work.wait() on NCCL do). A
+ * sees the results (as Horovod's async completion and PyTorch's work.wait() on NCCL do), and
+ * the operation's name is free when it returns, as after hvd_wait. A
  * failure on the device after that point (an NCCL error, a rank lost mid-collective) cannot be
  * returned here: it fails every later device operation, with its reason. For host memory it
  * is hvd_wait.

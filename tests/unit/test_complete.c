@@ -8,6 +8,9 @@
  *   - the background completes first (an error): the waiter returns it
  *   - the event fires after an abort: the waiter does not trust it, the background's error wins
  *   - a name resubmitted right after a waiter completed is not dropped by the late completion
+ *   - hvd_wait_on_stream's part: the stream waits for the event (never the host), the name is
+ *     free the moment it returns, before the event fired, and the late completion leaves the
+ *     name's next op alone; a stream that cannot wait leaves the handle live and the name held
  *   - two waiters on one op: one waits on the device, the other for it; polling
  *   - 2000 rounds of a background thread racing a waiter
  *   - the hand-off spin (base/poll.h): a waiter that spins first is answered whether the
@@ -21,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/status.h"
 #include "check.h"
 #include "runtime/complete.h"
 
@@ -60,6 +64,14 @@ static int fake_finished(void *event, const atomic_int *aborted, int block) {
     return fired && !(aborted && atomic_load(aborted));
 }
 
+/* hvdc__gpu_stream_wait_on's contract: records which event the stream waits for. */
+static void *stream_waited_for;
+static hvd_status fake_stream_wait(void *stream, void *event) {
+    if (stream == (void *)0xbad) return hvdc__fail(HVD_ERR_CUDA, "not a stream");
+    stream_waited_for = event;
+    return HVD_OK;
+}
+
 static hvdc_runtime *runtime_new(void) {
     hvdc_runtime *rt = calloc(1, sizeof *rt);
     pthread_mutex_init(&rt->queue_mutex, NULL);
@@ -68,6 +80,7 @@ static hvdc_runtime *runtime_new(void) {
     hvdc__name_table_init(&rt->in_flight);
     hvdc__handles_init(&rt->handles);
     rt->device_event_finished = fake_finished;
+    rt->device_stream_wait = fake_stream_wait;
     return rt;
 }
 
@@ -228,6 +241,71 @@ static void test_name_reused(void) {
     runtime_delete(rt); /* frees the second op with the handle table */
 }
 
+/* hvd_wait_on_stream's part (submit.c): look up, stream-wait, release. */
+static hvd_status stream_waiter(hvdc_runtime *rt, hvd_handle h, void *stream) {
+    hvd_status waited = HVD_OK;
+    pthread_mutex_lock(&rt->completion_mutex);
+    hvdc_op *op = hvdc__stream_wait_for_op(rt, h, stream, &waited);
+    if (op && waited == HVD_OK) {
+        hvdc__handles_remove(&rt->handles, h);
+        hvdc__release_op(op);
+    }
+    pthread_mutex_unlock(&rt->completion_mutex);
+    return op ? waited : HVD_ERR_INVALID_ARG;
+}
+
+static void test_stream_wait_frees_name(void) {
+    hvdc_runtime *rt = runtime_new();
+    fake_event e;
+    event_init(&e);
+    hvd_handle h1, h2, h3;
+    hvdc_op *first = submit(rt, "s", &h1);
+    hvdc__publish_on_device(rt, &first, 1, &e);
+    /* a stream that cannot wait: the handle stays live, the name held */
+    CHECK_TRUE(stream_waiter(rt, h1, (void *)0xbad) == HVD_ERR_CUDA, "a bad stream was accepted");
+    CHECK_TRUE(in_flight(rt, "s") == first, "a failed stream wait freed the name");
+    /* the event has not fired: the stream waits on the device, the host does not */
+    CHECK_TRUE(stream_waiter(rt, h1, (void *)0x5) == HVD_OK, "the stream wait failed");
+    CHECK_TRUE(stream_waited_for == &e, "the stream waited for %p, not the done event", stream_waited_for);
+    CHECK_TRUE(e.waits == 0, "the host waited on the device (%d)", e.waits);
+    CHECK_TRUE(in_flight(rt, "s") == NULL, "the name stays in flight after hvd_wait_on_stream");
+    CHECK_TRUE(stream_waiter(rt, h1, (void *)0x5) == HVD_ERR_INVALID_ARG, "the handle stayed live");
+    hvdc_op *second = submit(rt, "s", &h2); /* the next step's all-reduce, same name, at once */
+    CHECK_TRUE(in_flight(rt, "s") == second, "the name could not be reused");
+    /* the first op's work finishes late, with an error no one can see any more */
+    event_fire(&e);
+    hvdc__complete_ops(rt, &first, 1, HVD_ERR_NCCL, "late");
+    CHECK_TRUE(in_flight(rt, "s") == second, "the late completion dropped the new op's name");
+    hvdc__drop_device_hold(rt, &first, 1); /* frees the first op (ASan: exactly once) */
+    /* an op completed before it reached the device: its status, as hvd_wait */
+    hvdc__complete_ops(rt, &second, 1, HVD_ERR_MISMATCH, "differs");
+    hvd_status waited = HVD_OK;
+    pthread_mutex_lock(&rt->completion_mutex);
+    hvdc_op *op = hvdc__stream_wait_for_op(rt, h2, (void *)0x5, &waited);
+    CHECK_TRUE(op == second && op->done && op->status == HVD_ERR_MISMATCH && waited == HVD_OK,
+               "a completed op through the stream wait: %p done %d", (void *)op, op ? op->done : -1);
+    pthread_mutex_unlock(&rt->completion_mutex);
+    /* many times over: the name is free after every stream wait, before any event fires */
+    fake_event ev[50];
+    hvdc_op *ops[50];
+    for (int i = 0; i < 50; i++) {
+        event_init(&ev[i]);
+        ops[i] = submit(rt, "loop", &h3);
+        CHECK_TRUE(ops[i] != NULL && in_flight(rt, "loop") == ops[i], "round %d: not submitted", i);
+        hvdc__publish_on_device(rt, &ops[i], 1, &ev[i]);
+        CHECK_TRUE(stream_waiter(rt, h3, (void *)0x5) == HVD_OK, "round %d: stream wait", i);
+    }
+    for (int i = 0; i < 50; i++) { /* the device catches up; none of it touches the names */
+        event_fire(&ev[i]);
+        hvdc__complete_ops(rt, &ops[i], 1, HVD_OK, NULL);
+        hvdc__drop_device_hold(rt, &ops[i], 1);
+        event_destroy(&ev[i]);
+    }
+    CHECK_TRUE(in_flight(rt, "loop") == NULL, "a name stayed in flight");
+    event_destroy(&e);
+    runtime_delete(rt); /* frees the second op with the handle table */
+}
+
 static void test_two_waiters_and_poll(void) {
     hvdc_runtime *rt = runtime_new();
     fake_event e;
@@ -380,6 +458,7 @@ int main(void) {
     test_background_first();
     test_aborted();
     test_name_reused();
+    test_stream_wait_frees_name();
     test_two_waiters_and_poll();
     test_race(0);
     test_handoff_spin();

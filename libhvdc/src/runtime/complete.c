@@ -102,6 +102,35 @@ int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block) {
     return 1;
 }
 
+hvdc_op *hvdc__stream_wait_for_op(hvdc_runtime *rt, hvd_handle local, void *stream,
+                                  hvd_status *waited) {
+    hvdc_op *op;
+    *waited = HVD_OK;
+    while ((op = hvdc__handles_find(&rt->handles, local)) != NULL && !op->done) {
+        if (!op->device_done || op->device_waiting) { /* not queued yet, or being looked at */
+            hvdc__wait_completion(rt);
+            continue;
+        }
+        /* with the mutex held the background thread cannot return the event to its pool */
+        *waited = rt->device_stream_wait(stream, op->device_done);
+        if (*waited != HVD_OK) return op;
+        /* the results are the stream's now: the name is free for this rank's next submission,
+         * as after hvd_wait (the background's late completion leaves a reused name alone) */
+        op->device_waiting = 1;
+        rt->device_waiters++;
+        pthread_mutex_unlock(&rt->completion_mutex);
+        forget_names(rt, &op, 1);
+        pthread_mutex_lock(&rt->completion_mutex);
+        op->device_waiting = 0;
+        rt->device_waiters--;
+        count_change(rt);
+        pthread_cond_broadcast(&rt->completion_cond);
+        if (op->released && !held(op)) hvdc__op_free(op);
+        return hvdc__handles_find(&rt->handles, local); /* NULL if another thread released it */
+    }
+    return op;
+}
+
 void hvdc__release_op(hvdc_op *op) {
     op->released = 1;
     if (!held(op)) hvdc__op_free(op);

@@ -13,9 +13,11 @@
  *   background: queued on device ─ hvdc__publish_on_device ─> waiters use op->device_done
  *   background: work finished ──── hvdc__complete_ops, hvdc__drop_device_hold
  *   hvd_wait:   device_done set ── hvdc__complete_on_device ─> done (or falls back to waiting)
+ *   hvd_wait_on_stream: device_done set ── stream waits on it, the names are freed ─> released
  *
  * defines: hvdc__complete_ops, hvdc__publish_on_device, hvdc__drop_device_hold,
- *          hvdc__complete_on_device, hvdc__wait_completion, hvdc__wait_for_op, hvdc__poll_op,
+ *          hvdc__complete_on_device, hvdc__wait_completion, hvdc__wait_for_op,
+ *          hvdc__stream_wait_for_op, hvdc__poll_op,
  *          hvdc__release_op,
  *          hvdc__fail_everything
  * Any thread; each function takes the runtime's locks it needs (never both at once).
@@ -54,6 +56,16 @@ void hvdc__wait_completion(hvdc_runtime *rt);
  * is done, waiting on its done event where it can. @return the op, done; NULL when the handle
  * is not live (or was released meanwhile). hvd_wait. */
 hvdc_op *hvdc__wait_for_op(hvdc_runtime *rt, hvd_handle local);
+
+/* With completion_mutex held: waits until the op of handle local is done or queued on the
+ * device; a queued device op is then waited for by stream, on the device
+ * (rt->device_stream_wait), and its names are taken out of in_flight before this returns, so
+ * they are free for the next submission. @return the op, done or not (the caller releases its
+ * handle); NULL when the handle is not live (or was released meanwhile). *waited: the stream
+ * wait's status (the op is returned, its handle to stay live, when it failed).
+ * hvd_wait_on_stream. */
+hvdc_op *hvdc__stream_wait_for_op(hvdc_runtime *rt, hvd_handle local, void *stream,
+                                  hvd_status *waited);
 
 /* With completion_mutex held: the op of handle local, completed first if its done event has
  * fired; NULL when the handle is not live. Never blocks on the device. hvd_poll. */

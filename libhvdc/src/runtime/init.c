@@ -375,6 +375,7 @@ static hvdc_runtime *runtime_alloc(void) {
     pthread_mutex_init(&rt->completion_mutex, NULL);
     pthread_cond_init(&rt->completion_cond, NULL);
     rt->device_event_finished = hvdc__gpu_event_finished;
+    rt->device_stream_wait = hvdc__gpu_stream_wait_on;
     hvdc__name_table_init(&rt->in_flight);
     hvdc__handles_init(&rt->handles);
     return rt;

@@ -78,6 +78,9 @@ typedef struct hvdc_runtime {
     /* how a waiter asks whether a done event fired: hvdc__gpu_event_finished; the unit test
      * of complete.c puts a fake device's here */
     int (*device_event_finished)(void *event, const atomic_int *aborted, int block);
+    /* how hvd_wait_on_stream makes a stream wait for a done event: hvdc__gpu_stream_wait_on
+     * (the unit test's fake device likewise) */
+    hvd_status (*device_stream_wait)(void *stream, void *event);
 
     /* the background thread waits here until every rank's hvd_init has succeeded (1) or one
      * has failed (-1: it exits touching nothing); under queue_mutex, signalled on queue_cond */

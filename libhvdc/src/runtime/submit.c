@@ -11,7 +11,6 @@
 
 #include "base/clock.h"
 #include "base/status.h"
-#include "gpu/gpu.h"
 #include "runtime/complete.h"
 #include "runtime/runtime.h"
 
@@ -122,7 +121,7 @@ static hvd_status hvd_poll_entered(hvd_handle handle, int *done) {
 
 /* hvd_wait (stream_wait 0): until the op completes (a device op: on its done event, here).
  * hvd_wait_on_stream: until it completes or is queued on the device, then stream waits for it
- * there. Either releases the handle. */
+ * there (and its names are free). Either releases the handle. */
 static hvd_status wait_entered(const char *fn, hvd_handle *handle, int stream_wait,
                                void *stream) {
     if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: handle pointer is NULL", fn);
@@ -136,15 +135,8 @@ static hvd_status wait_entered(const char *fn, hvd_handle *handle, int stream_wa
     if (rt) {
         hvd_handle local = HANDLE_IN_SET(*handle);
         pthread_mutex_lock(&rt->completion_mutex);
-        if (!stream_wait) {
-            op = hvdc__wait_for_op(rt, local);
-        } else {
-            while ((op = hvdc__handles_find(&rt->handles, local)) != NULL && !op->done &&
-                   !op->device_done)
-                hvdc__wait_completion(rt);
-            /* with the mutex held the background thread cannot return the event to its pool */
-            if (op && !op->done) waited = hvdc__gpu_stream_wait_on(stream, op->device_done);
-        }
+        op = stream_wait ? hvdc__stream_wait_for_op(rt, local, stream, &waited)
+                         : hvdc__wait_for_op(rt, local);
         if (op && waited == HVD_OK) {
             timed = op->done && op->status == HVD_OK && op->desc.device < 0;
             if (timed) memcpy(phase_at, op->phase_at, sizeof phase_at); /* op may go at unlock */

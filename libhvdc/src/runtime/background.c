@@ -93,8 +93,10 @@ static hvd_status keep_gpu_work(round_state *s, hvdc_gpu_pending *pending, hvdc_
 }
 
 /* Completes the device work that has finished (with an error, all of it once the backend is
- * aborted). Never blocks. */
-static void finish_gpu_work(round_state *s) {
+ * aborted). stop: the status the runtime stops with (HVD_OK: it does not), for which the
+ * backend was aborted: work that fails now fails with it and why rather than with the abort's
+ * HVD_ERR_NCCL, so a rank's death reads as one everywhere. Never blocks. */
+static void finish_gpu_work(round_state *s, hvd_status stop, const char *why) {
     atomic_store(&s->rt->device_done, 0);
     s->device_polled = hvdc__now_seconds();
     for (size_t i = 0; i < s->n_gpu_work;) {
@@ -106,7 +108,8 @@ static void finish_gpu_work(round_state *s) {
             i++;
             continue;
         }
-        hvdc__complete_ops(s->rt, w->ops, w->n, st, hvd_last_error());
+        if (st != HVD_OK && stop != HVD_OK) hvdc__complete_ops(s->rt, w->ops, w->n, stop, why);
+        else hvdc__complete_ops(s->rt, w->ops, w->n, st, hvd_last_error());
         hvdc__drop_device_hold(s->rt, w->ops, w->n); /* before the event goes back to the pool */
         s->n_in_flight -= w->n;
         s->n_on_device -= w->n;
@@ -125,21 +128,26 @@ static int gpu_work_due(const round_state *s) {
 
 /* finish_gpu_work when it is due. */
 static void finish_gpu_work_due(round_state *s) {
-    if (gpu_work_due(s)) finish_gpu_work(s);
+    if (gpu_work_due(s)) finish_gpu_work(s, HVD_OK, NULL);
 }
 
-/* Before the thread exits: completes every device work item. fatal: aborts the NCCL
- * communicators first, so nothing waits on the device (the items fail with why). Else the
- * queued work finishes: the thread sleeps until the backend wakes it, looking for asynchronous
- * errors and dead ranks every DEVICE_POLL_S (a dead rank aborts too, so this never hangs). */
-static void drain_gpu_work(round_state *s, int fatal, const char *why) {
+/* Before the thread exits: completes every device work item. stop != HVD_OK (a fatal stop):
+ * aborts the NCCL communicators first, so nothing waits on the device (the items fail with stop
+ * and why). Else the queued work finishes: the thread sleeps until the backend wakes it,
+ * looking for asynchronous errors and dead ranks every DEVICE_POLL_S (a dead rank aborts too,
+ * so this never hangs). */
+static void drain_gpu_work(round_state *s, hvd_status stop, const char *why) {
     hvdc_runtime *rt = s->rt;
-    if (fatal && s->n_gpu_work > 0) hvdc__gpu_abort(rt->executor.gpu, why);
+    char dead[HVDC_ERROR_MAX];
+    if (stop != HVD_OK && s->n_gpu_work > 0) hvdc__gpu_abort(rt->executor.gpu, why);
     for (;;) {
-        finish_gpu_work(s);
+        finish_gpu_work(s, stop, why);
         if (s->n_gpu_work == 0) return;
         if (hvdc__liveness_check(rt->executor.liveness) != HVD_OK) {
-            hvdc__gpu_abort(rt->executor.gpu, hvd_last_error());
+            snprintf(dead, sizeof dead, "%s", hvd_last_error());
+            stop = HVD_ERR_RANK_FAILED;
+            why = dead;
+            hvdc__gpu_abort(rt->executor.gpu, why);
             continue;
         }
         struct timespec at = hvdc__deadline_in(DEVICE_POLL_S);
@@ -162,8 +170,11 @@ static hvd_status between_steps(void *ctx, const char *doing) {
  * nothing, often enough for stall checks counted in seconds. */
 #define IDLE_PROBE_NS 50000000LL
 
-/* Waits until there is a reason to run a round; returns the ops submitted meanwhile. */
-static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
+/* Waits until there is a reason to run a round; returns the ops submitted meanwhile. *dead:
+ * HVD_ERR_RANK_FAILED (message recorded) when a rank died while this one had device work in
+ * flight and nothing to negotiate (NCCL on one node never notices a dead peer: its collective
+ * would wait forever); nothing is taken from the queue then. */
+static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown, hvd_status *dead) {
     hvdc_runtime *rt = s->rt;
     struct timespec deadline = hvdc__deadline_in(s->cycle_ms * 1e-3);
     int spun = 0; /* the hand-off spin: once per call, before the first sleep for work */
@@ -178,8 +189,14 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown) {
         }
         if (gpu_work_due(s)) {
             pthread_mutex_unlock(&rt->queue_mutex);
-            finish_gpu_work(s); /* device work finished: complete it now, no round needed */
+            finish_gpu_work(s, HVD_OK, NULL); /* device work finished: complete it now, no round needed */
+            /* still in flight: a peer that died inside the collective keeps it there */
+            *dead = s->n_gpu_work > 0 ? hvdc__liveness_check(rt->executor.liveness) : HVD_OK;
             pthread_mutex_lock(&rt->queue_mutex);
+            if (*dead != HVD_OK) {
+                pthread_mutex_unlock(&rt->queue_mutex);
+                return NULL;
+            }
             continue;
         }
         if (rt->queue_head || rt->shutdown_requested) break;
@@ -413,7 +430,8 @@ void *hvdc__background_main(void *arg) {
         hvdc__autotune_init(&s.tune, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms,
                             rt->executor.shm ? hvdc__shm_step(rt->executor.shm) : 0);
     for (;;) {
-        hvdc_op *fresh = wait_for_work(&s, progressed, &shutdown); /* completes device work too */
+        hvdc_op *fresh = wait_for_work(&s, progressed, &shutdown, &st); /* completes device work too */
+        if (st != HVD_OK) goto stop;
         size_t n_fresh = 0;
         for (hvdc_op *op = fresh; op; op = op->next) n_fresh++;
         if (n_fresh > fresh_cap) {
@@ -475,7 +493,7 @@ void *hvdc__background_main(void *arg) {
         if (st != HVD_OK) goto fail;
         if (stop_now) break;
     }
-    drain_gpu_work(&s, 0, NULL); /* device work already queued finishes; only the rest fails */
+    drain_gpu_work(&s, HVD_OK, NULL); /* device work already queued finishes; only the rest fails */
     hvdc__fail_everything(rt, HVD_ERR_SHUTDOWN,
                     "libhvdc was shut down (hvd_shutdown on this or another rank) before this "
                     "operation completed");
@@ -492,7 +510,7 @@ stop:
             hvdc__liveness_tell_stopped(rt->executor.liveness, message);
             rt->told_stopped = 1;
         }
-        drain_gpu_work(&s, 1, message);
+        drain_gpu_work(&s, st, message);
         hvdc__fail_everything(rt, st, message);
     }
 done:

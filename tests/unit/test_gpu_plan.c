@@ -214,6 +214,21 @@ static void test_sequences(void) {
     check_allreduce("hier 1", one, 1, HVD_SUM, 1.0, 1.0, 1, 1, 2, 0);
     size_t odd[3] = {7, 1, 13};
     check_allreduce("hier 3 avg", odd, 3, HVD_AVERAGE, 1.0, 1.0, 1, 1, 2, 0);
+    /* an integer average runs flat, one in-place ncclAvg: through the two levels the average of
+     * the nodes' averages would truncate twice (seen on the simulated device across two hosts) */
+    {
+        fake f = {0};
+        f.size = 4;
+        hvdc_gpu_ops ops = fake_ops(&f, 1);
+        int64_t a[3] = {1, 2, 3};
+        hvdc_gpu_tensor t = {a, a, 3};
+        CHECK_TRUE(sequence(&ops, &t, 1, HVD_INT64, HVD_AVERAGE, 1, 1, 4, 1, 1, 2, NULL) == HVD_OK,
+                   "integer average, hierarchical");
+        CHECK_TRUE(f.hierarchicals == 0 && f.allreduces == 1 && f.last_op == HVD_AVERAGE &&
+                   f.last_src == a && f.last_dst == a, "integer average: %d hierarchical, %d "
+                   "flat (op %d)", f.hierarchicals, f.allreduces, (int)f.last_op);
+        free(f.fusion);
+    }
 
     /* the single-tensor path hands NCCL the user's own pointers */
     {

@@ -161,8 +161,11 @@ hvd_status hvdc__gpu_allreduce_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_
         return hvdc__fail(HVD_ERR_INVALID_ARG, "device all-reduce of %zu tensors, dtype %d",
                           n, (int)dtype);
     double pre = plan->prescale, post = plan->postscale;
+    /* an integer average (ncclAvg, truncating) runs flat: level by level it would be the
+     * average of the nodes' averages, truncated twice ((1+2)/2 and (3+2)/2 give 1 and 2, whose
+     * average is 1, where (1+2+3+2)/4 is 2) */
     int hier = plan->call_nccl && hierarchical && ops->hierarchical && local_size > 1 &&
-               local_size < size;
+               local_size < size && plan->op != HVD_AVERAGE;
     CHECK(ops->wait_ready(ops->self, ready_event));
 
     if (n == 1 && !hier) { /* one flat tensor: reduced where it lies */

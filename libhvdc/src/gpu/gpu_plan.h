@@ -19,6 +19,7 @@
  *   one tensor (flat): no copy unless scaled, or unless NCCL must reduce in place
  *     [copy_scale(send -> recv, prescale)]  allreduce(send|recv -> recv)  [copy_scale(recv, postscale)]
  *   one tensor, one rank: copy_scale(send -> recv, prescale), [copy_scale(recv, postscale)]
+ *   an integer average never takes the hierarchical path (each level would truncate)
  *
  * Which NCCL op (hvdc__gpu_reduce_plan): NCCL 2.28.9's ncclAvg on a one-rank communicator
  * writes wrong values into the last 1-3 elements when it runs out of place (issue 17; in place

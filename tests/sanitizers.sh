@@ -5,7 +5,8 @@
 #         LeakSanitizer checks every process at exit, so memory or handles libhvdc leaks fail.
 #   tsan: build-tsan (gcc, -fsanitize=thread): the tests whose threads do the most (user threads
 #         submitting at once, shutdown with operations in flight, orders, stall, a stop on one
-#         rank, join, the SIGUSR1 dump, a shorter soak, device-op completion on a fake device);
+#         rank, join, the SIGUSR1 dump, a shorter soak, device-op completion on a fake device,
+#         the GPU backend on the simulated device);
 #         see TSAN_TESTS.
 # Suppressed: only what lies inside Open MPI and the libraries it brings, listed with reasons in
 # tests/sanitizers/lsan.supp, tsan.supp (and tsan_process_sets.supp, tsan_comm_create.supp for the tests named below alone).
@@ -23,6 +24,10 @@ passed=0 failed=0
 # work in flight, or runs the library's helper threads (timeline, SIGUSR1 watcher), mostly at
 # np <= 3; plus a 4 000-operation soak at np = 4 (the full one takes ~130 s under TSan). The
 # rest of the suite repeats the same threading with more data, which only makes TSan slower.
+# The GPU backend on the simulated device (tests/gpu/sim): its collectives at np 1-4 (the
+# --quick variants), rank logic, the optimizer's device path, a refusal and a dead rank; their
+# stream threads call MPI beside the background thread, so they run with
+# tsan_process_sets.supp too (its header says why).
 TSAN_TESTS=('threads np=2' 'threads np=4' 'shutdown inflight np=2' 'shutdown early np=2'
             'shutdown early np=3' 'order np=2' 'order np=3' 'order np=3 app-initialized MPI'
             'collectives np=2' 'mismatch np=2' 'stall np=3 idle withholder'
@@ -32,7 +37,11 @@ TSAN_TESTS=('threads np=2' 'threads np=4' 'shutdown inflight np=2' 'shutdown ear
 # several threads inside MPI at once (the background thread in MPI_Allreduce and the watchdog
 # probing beside it; the runtimes of process sets, below): with tsan_process_sets.supp as well
 # (its header says why)
-TSAN_SETS_TESTS=('collectives np=3 HVD_CPU_ALLREDUCE=mpi')
+TSAN_SETS_TESTS=('collectives np=3 HVD_CPU_ALLREDUCE=mpi'
+                 'gpu sim collectives np=1 --quick' 'gpu sim collectives np=2 --quick'
+                 'gpu sim collectives np=3 --quick' 'gpu sim collectives np=4 --quick'
+                 'gpu sim ranks np=3' 'gpu sim optimizer np=3' 'gpu sim refused np=2'
+                 'gpu sim rank killed np=3 mpirun recovery')
 # process sets also create communicators while other runtimes' threads probe: with
 # tsan_comm_create.supp on top (its header says why)
 TSAN_COMM_CREATE_TESTS=('process sets np=4')

@@ -204,6 +204,18 @@ run_case "collectives $on2 HVD_FUSION_THRESHOLD=0" 120 \
 run_case "collectives $on2 HVD_HIERARCHICAL_ALLREDUCE=1" 240 \
     "${hvdcrun_2h[@]}" "${np4[@]}" -x HVD_HIERARCHICAL_ALLREDUCE=1 "$t/test_collectives"
 
+# ---- the GPU backend on the simulated device (tests/gpu/sim), one device per rank: NCCL's
+# communicators across hosts, and the hierarchical device all-reduce (node reduce-scatter,
+# cross-node all-reduce, node all-gather on three communicators), which needs several ranks on
+# each of several nodes: no one-GPU machine can run it ----------------------------------------
+g=$build/tests/gpu
+run_case "gpu sim collectives $on2" 180 "${hvdcrun_2h[@]}" "${np4[@]}" \
+    "$g/test_gpu_collectives_sim" --quick
+run_case "gpu sim collectives $on2 HVD_HIERARCHICAL_ALLREDUCE=1" 180 \
+    "${hvdcrun_2h[@]}" "${np4[@]}" -x HVD_HIERARCHICAL_ALLREDUCE=1 "$g/test_gpu_collectives_sim" --quick
+run_case "gpu sim optimizer $on2 HVD_HIERARCHICAL_ALLREDUCE=1" 120 \
+    "${hvdcrun_2h[@]}" "${np4[@]}" -x HVD_HIERARCHICAL_ALLREDUCE=1 "$g/test_gpu_optimizer_sim"
+
 # ---- determinism: rank order across hosts; node order with the two-level all-reduce -------------
 run_case "determinism $on2" 240 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_determinism"
 run_case "determinism $on2 HVD_HIERARCHICAL_ALLREDUCE=1 (node order)" 240 \

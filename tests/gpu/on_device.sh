@@ -77,7 +77,8 @@ cp "$build/meson-logs/testlog.txt" "$logs/gpu_suite.testlog.txt" 2>/dev/null
 gpu_tests_ran() {
     python3 - "$build/meson-logs/testlog.json" <<'PY'
 import json, sys
-must = ("gpu collectives singleton", "gpu optimizer kernels", "gpu layers")
+must = ("gpu collectives singleton", "gpu optimizer kernels", "gpu layers",
+        "gpu optimizer device path singleton")
 results = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
 named = [(r["name"], r["result"]) for r in results]  # e.g. "libhvdc:gpu / gpu optimizer kernels"
 skipped = [n for n, res in named if any(m in n for m in must) and res != "OK"]

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -125,6 +126,12 @@ double mt_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double mt_arg_double(int argc, char **argv, const char *flag, double dflt) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], flag) == 0) return atof(argv[i + 1]);
+    return dflt;
 }
 
 /* ---- float16 / bfloat16 --------------------------------------------------------------------- */

@@ -7,7 +7,7 @@
  *          mt_f16_from_f32, mt_f32_from_f16, mt_bf16_from_f32, mt_f32_from_bf16,
  *          mt_dtype_size, mt_dtype_name, mt_op_name, mt_is_float, mt_op_defined, mt_defined_op,
  *          mt_get_i64, mt_set_i64, mt_get_f64, mt_set_f64, mt_set_value, mt_get_value,
- *          mt_hash, mt_value, mt_fill, mt_reduce_ref, mt_compare, mt_now
+ *          mt_hash, mt_value, mt_fill, mt_reduce_ref, mt_compare, mt_now, mt_arg_double
  *
  * Test data. mt_value(dtype, op, rank, i, salt) gives an integer that, for up to MT_MAX_RANKS
  * ranks, keeps every sum, average, min, max or product exact and in range for the dtype, in any
@@ -116,5 +116,8 @@ size_t mt_compare(mt_ctx *t, const void *got, const void *ref, hvd_dtype dt, siz
 
 /* Seconds from a monotonic clock. */
 double mt_now(void);
+
+/* The number after `flag` in argv ("--after-s 1.5"), or dflt when flag is not there. */
+double mt_arg_double(int argc, char **argv, const char *flag, double dflt);
 
 #endif /* HVDC_MPITEST_H */

@@ -48,8 +48,13 @@ static void build(void) {
     add(&off, "shm_allreduce: %s\n", "yes, POSIX shared memory among a node's ranks "
         "(HVD_CPU_ALLREDUCE=auto or shm)");
     add(&off, "mpi: yes, %s\n", mpi);
+#ifdef HVDC_SIM_DEVICE /* the GPU backend built against tests/gpu/sim, not CUDA */
+    add(&off, "cuda: %s\n", "simulated device (tests/gpu/sim)");
+    add(&off, "nccl: %s\n", "simulated, over MPI (tests/gpu/sim)");
+#else
     add(&off, "cuda: %s\n", HVDC_BUILD_CUDA);
     add(&off, "nccl: %s\n", HVDC_BUILD_NCCL);
+#endif
     add(&off, "autotune: %s\n", "yes, fusion threshold, cycle time and shared-memory step, scored "
                                  "on the live workload");
     add(&off, "%s", "environment:");

@@ -1,0 +1,191 @@
+/*
+ * test_gpu_optimizer.c - the distributed optimizer's device path (train/optim_gpu.c and the
+ * runtime's device completion under it) against its host path, step by step, across ranks.
+ *
+ * Two optimizers over the same three parameters (float32 x 1000, float64 x 37, float32 x 513),
+ * one with them in device memory and one in host memory, get the same integer gradients (each
+ * rank's own, changing every step) and must end every step bitwise equal: both sum in rank order
+ * and scale by 1/size in the dtype, and both apply update_rules.h. The device optimizer is used
+ * as a training loop uses it: the gradients are written on cfg.stream (the legacy default
+ * stream, or a non-blocking stream of the test's), hvd_optimizer_grad_ready is called for each,
+ * last parameter first, and hvd_optimizer_step queues the update on the stream without waiting
+ * for the device; the host copies a step's gradients in while the previous step may still be
+ * running there (stream order keeps them apart), and reuses the all-reduces' names at once.
+ * Settings: SGD with momentum, Nesterov and weight decay; Adam; AdamW; SGD summing two
+ * backward passes per step. Every rank prints its verdict; rank 0 the table of settings.
+ *
+ * Where it cannot run (no CUDA device, or fewer devices on a node than ranks) every rank prints
+ * "SKIPPED: ..." and exits 77.
+ */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_test.h"
+#include "hvdc.h"
+#include "mpitest.h"
+
+#define N_PARAMS 3
+#define STEPS 6
+
+static const size_t counts[N_PARAMS] = {1000, 37, 513};
+static const hvd_dtype dtypes[N_PARAMS] = {HVD_FLOAT32, HVD_FLOAT64, HVD_FLOAT32};
+static const char *const names[N_PARAMS] = {"fc.weight", "fc.bias", "out.weight"};
+
+static mt_ctx T;
+static int local_rank;
+static int opt_passes; /* backward passes per step of the setting running */
+
+typedef struct model {
+    void *data[N_PARAMS], *grad[N_PARAMS]; /* device or host memory */
+    hvd_param params[N_PARAMS];
+} model;
+
+/* A value of parameter p at element i, the same on every rank (rank 0's is broadcast anyway). */
+static double start_value(int p, size_t i) { return (double)((int)((i * 7 + (size_t)p) % 19) - 9) / 8.0; }
+
+/* This rank's gradient for step s (pass k of it): small integers, exact in any sum. */
+static double grad_value(int p, size_t i, int s, int k) {
+    return (double)((int)((i * 5 + (size_t)(T.rank * 3 + s * 11 + k * 7 + p)) % 13) - 6);
+}
+
+static void fill(void *buf, hvd_dtype dt, size_t n, int p, int s, int k, int start) {
+    for (size_t i = 0; i < n; i++) {
+        double v = start ? start_value(p, i) : grad_value(p, i, s, k);
+        if (dt == HVD_FLOAT32) ((float *)buf)[i] = (float)v;
+        else ((double *)buf)[i] = v;
+    }
+}
+
+static void model_init(model *m, int device) {
+    for (int p = 0; p < N_PARAMS; p++) {
+        size_t bytes = counts[p] * hvd_dtype_size(dtypes[p]);
+        void *start = malloc(bytes);
+        fill(start, dtypes[p], counts[p], p, 0, 0, 1);
+        if (device) {
+            m->data[p] = gt_alloc(bytes);
+            m->grad[p] = gt_alloc(bytes);
+            cudaMemcpy(m->data[p], start, bytes, cudaMemcpyHostToDevice);
+            free(start);
+        } else {
+            m->data[p] = start;
+            m->grad[p] = malloc(bytes);
+        }
+        m->params[p] = (hvd_param){names[p], m->data[p], m->grad[p], counts[p], dtypes[p],
+                                   device ? local_rank : HVD_DEVICE_CPU};
+    }
+}
+
+static void model_free(model *m, int device) {
+    for (int p = 0; p < N_PARAMS; p++) {
+        if (device) cudaFree(m->data[p]), cudaFree(m->grad[p]);
+        else free(m->data[p]), free(m->grad[p]);
+    }
+}
+
+/* Writes pass k of step s's gradients: on the host, or on stream (from pageable memory, which
+ * the copy takes at the call). */
+static void write_grads(model *m, int device, cudaStream_t stream, int s, int k) {
+    for (int p = 0; p < N_PARAMS; p++) {
+        size_t bytes = counts[p] * hvd_dtype_size(dtypes[p]);
+        if (!device) {
+            fill(m->grad[p], dtypes[p], counts[p], p, s, k, 0);
+            continue;
+        }
+        void *g = malloc(bytes);
+        fill(g, dtypes[p], counts[p], p, s, k, 0);
+        cudaMemcpyAsync(m->grad[p], g, bytes, cudaMemcpyHostToDevice, stream);
+        free(g);
+    }
+}
+
+/* One backward pass: gradients written, announced last parameter first, the pass ended. */
+static int pass(hvd_optimizer *opt, model *m, int device, cudaStream_t stream, int s, int k) {
+    write_grads(m, device, stream, s, k);
+    for (int p = N_PARAMS - 1; p >= 0; p--)
+        if (!MT_EXPECT(&T, hvd_optimizer_grad_ready(opt, p), HVD_OK)) return 0;
+    int applied = -1;
+    if (!MT_EXPECT(&T, hvd_optimizer_step(opt, &applied), HVD_OK)) return 0;
+    MT_CHECK(&T, applied == (k == opt_passes - 1), "pass %d of step %d: applied %d", k, s, applied);
+    return 1;
+}
+
+/* Device parameters against host ones after step s: every element, bitwise. */
+static void compare(const model *dev, const model *host, cudaStream_t stream, int s,
+                    const char *what) {
+    for (int p = 0; p < N_PARAMS; p++) {
+        size_t bytes = counts[p] * hvd_dtype_size(dtypes[p]), bad = 0, first = 0;
+        unsigned char *got = malloc(bytes);
+        cudaMemcpyAsync(got, dev->data[p], bytes, cudaMemcpyDeviceToHost, stream);
+        cudaStreamSynchronize(stream);
+        const unsigned char *want = host->data[p];
+        size_t es = hvd_dtype_size(dtypes[p]);
+        for (size_t i = 0; i < counts[p]; i++)
+            if (memcmp(got + i * es, want + i * es, es) != 0 && bad++ == 0) first = i;
+        if (bad)
+            mt_fail(&T, __FILE__, __LINE__, "%s, step %d: %s differs in %zu of %zu elements "
+                    "(first %zu: device %.17g, host %.17g)", what, s, names[p], bad, counts[p],
+                    first, mt_get_f64(got, dtypes[p], first), mt_get_f64(want, dtypes[p], first));
+        free(got);
+    }
+}
+
+static void run_setting(const char *what, hvd_optimizer_config cfg, int own_stream, int tag) {
+    mt_begin(&T, "gpu.optimizer %s, %s stream", what, own_stream ? "non-blocking" : "legacy");
+    cudaStream_t stream = NULL;
+    if (own_stream) cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    model dev, host;
+    model_init(&dev, 1);
+    model_init(&host, 0);
+    char dev_prefix[32], host_prefix[32];
+    snprintf(dev_prefix, sizeof dev_prefix, "dev%d", tag);
+    snprintf(host_prefix, sizeof host_prefix, "host%d", tag);
+    hvd_optimizer_config dev_cfg = cfg, host_cfg = cfg;
+    dev_cfg.name_prefix = dev_prefix;
+    dev_cfg.stream = stream;
+    host_cfg.name_prefix = host_prefix;
+    hvd_optimizer *dopt = NULL, *hopt = NULL;
+    opt_passes = cfg.backward_passes_per_step;
+    if (MT_EXPECT(&T, hvd_optimizer_create(dev.params, N_PARAMS, &dev_cfg, &dopt), HVD_OK) &&
+        MT_EXPECT(&T, hvd_optimizer_create(host.params, N_PARAMS, &host_cfg, &hopt), HVD_OK)) {
+        int ok = 1;
+        for (int s = 0; s < STEPS && ok; s++) {
+            for (int k = 0; k < cfg.backward_passes_per_step && ok; k++)
+                ok = pass(dopt, &dev, 1, stream, s, k) && pass(hopt, &host, 0, NULL, s, k);
+            if (ok && (s % 2 == 1 || s == STEPS - 1)) compare(&dev, &host, stream, s, what);
+        }
+        uint64_t steps = 0;
+        MT_EXPECT(&T, hvd_optimizer_steps(dopt, &steps), HVD_OK);
+        MT_CHECK(&T, steps == STEPS, "%s: %llu steps applied, want %d", what,
+                 (unsigned long long)steps, STEPS);
+    }
+    MT_EXPECT(&T, hvd_optimizer_destroy(dopt), HVD_OK);
+    MT_EXPECT(&T, hvd_optimizer_destroy(hopt), HVD_OK);
+    cudaDeviceSynchronize();
+    model_free(&dev, 1);
+    model_free(&host, 0);
+    if (own_stream) cudaStreamDestroy(stream);
+    mt_end(&T);
+}
+
+int main(int argc, char **argv) {
+    int started = gt_start(&argc, &argv, &T, &local_rank, 1);
+    if (started != 0) return started;
+    hvd_optimizer_config sgd = HVD_OPTIMIZER_CONFIG_DEFAULT;
+    sgd.lr = 0.05, sgd.momentum = 0.9, sgd.nesterov = 1, sgd.weight_decay = 0.01;
+    hvd_optimizer_config adam = HVD_OPTIMIZER_CONFIG_DEFAULT;
+    adam.kind = HVD_OPT_ADAM, adam.lr = 0.01, adam.weight_decay = 0.001;
+    hvd_optimizer_config adamw = adam;
+    adamw.kind = HVD_OPT_ADAMW;
+    hvd_optimizer_config two_passes = sgd;
+    two_passes.backward_passes_per_step = 2;
+    int tag = 0;
+    for (int own_stream = 0; own_stream < 2; own_stream++) {
+        run_setting("SGD momentum Nesterov decay", sgd, own_stream, tag++);
+        run_setting("Adam", adam, own_stream, tag++);
+        run_setting("AdamW", adamw, own_stream, tag++);
+        run_setting("SGD two passes per step", two_passes, own_stream, tag++);
+    }
+    return gt_finish(&T);
+}

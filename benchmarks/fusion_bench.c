@@ -55,6 +55,7 @@
 #include "bench_device.h"
 #include "fusion_plot.h"
 #include "fusion_steps.h"
+#include "runtime/phases.h" /* where hvd ops' time goes: this binary links the internal library */
 
 #define MAX_SETTINGS 32
 #define MAX_MODELS 3
@@ -208,7 +209,23 @@ typedef struct step_times {
     double *hvd, *base; /* (steps) hvd steps; the baseline's (MPI, or the NCCL group) */
     double *fused;      /* (steps) --device gpu: the nccl-fused steps */
     long wrong[3];      /* wrong elements over all ranks: hvd, baseline, nccl-fused steps */
+    double phases[HVDC_N_PHASES]; /* this rank's mean us per hvd op in each phase, timed steps */
 } step_times;
+
+/* Where the hvd steps' time went (runtime/phases.h): rank 0's mean us per op in each phase. In
+ * a step every op is submitted at once, so an op's phases are its latency, not its cost. */
+static void print_phases(const fusion_result *res, size_t n, int gpu) {
+    static const char *const name[HVDC_N_PHASES] = {"queued", "negotiate", "execute", "device",
+                                                    "wake"};
+    char thr[32];
+    printf("# where an hvd op's time went (rank 0, mean us per op over the timed steps):\n");
+    for (size_t i = 0; i < n; i++) {
+        printf("#   threshold %-8s", fusion_threshold_text(res[i].threshold, thr, sizeof thr));
+        for (int p = 0; p < HVDC_N_PHASES; p++)
+            if (p != HVDC_PHASE_DEVICE || gpu) printf("  %s %.1f", name[p], res[i].phases[p]);
+        printf("\n");
+    }
+}
 
 static void print_header(void) {
     printf("# %9s %10s %6s %10s %10s %8s %9s %7s %7s %10s %7s\n", "model", "threshold", "cycle",
@@ -287,9 +304,11 @@ static void timed_steps(const fusion_model *m, const options *o, int size, hvd_h
                         step_times *t) {
     int gpu = m->device >= 0;
     memset(t->wrong, 0, sizeof t->wrong);
+    uint64_t phase_ops = 0;
     for (int s = 0; s < o->warmup + o->steps; s++) {
         int timed = s - o->warmup, checked = !gpu || timed < 0;
         double dt[3] = {0, 0, 0};
+        if (timed == 0) BENCH_CHECK_HVD(hvdc__phase_breakdown(gpu, t->phases, &phase_ops)); /* from here */
         for (int kind = 0; kind < (gpu ? 3 : 2); kind++) {
             int parity = kind == 1;
             if (gpu && checked) fusion_model_clear(m);
@@ -304,6 +323,7 @@ static void timed_steps(const fusion_model *m, const options *o, int size, hvd_h
             if (gpu) t->fused[timed] = dt[2];
         }
     }
+    BENCH_CHECK_HVD(hvdc__phase_breakdown(gpu, t->phases, &phase_ops));
     BENCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, t->wrong, 3, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
     bench_max_over_ranks(t->hvd, (size_t)o->steps, MPI_COMM_WORLD);
     bench_max_over_ranks(t->base, (size_t)o->steps, MPI_COMM_WORLD);
@@ -314,13 +334,15 @@ static void timed_steps(const fusion_model *m, const options *o, int size, hvd_h
 static fusion_result finish_result(const fusion_model *m, long threshold, double cycle,
                                    long lib_threshold, const options *o, step_times *t) {
     int gpu = m->device >= 0;
-    return (fusion_result){m->set.model, threshold, cycle,
-                    bench_median(t->hvd, (size_t)o->steps) * 1e-3,
-                    bench_median(t->base, (size_t)o->steps) * 1e-3,
-                    fusion_min_fused(&m->set, lib_threshold),
-                    gpu ? t->wrong[0] : t->wrong[0] + t->wrong[1],
-                    {gpu ? t->wrong[1] : 0, t->wrong[2]},
-                    m->set.n, m->set.total * sizeof(float)};
+    fusion_result r = {m->set.model, threshold, cycle,
+                       bench_median(t->hvd, (size_t)o->steps) * 1e-3,
+                       bench_median(t->base, (size_t)o->steps) * 1e-3,
+                       fusion_min_fused(&m->set, lib_threshold),
+                       gpu ? t->wrong[0] : t->wrong[0] + t->wrong[1],
+                       {gpu ? t->wrong[1] : 0, t->wrong[2]},
+                       m->set.n, m->set.total * sizeof(float), {0}};
+    memcpy(r.phases, t->phases, sizeof r.phases);
+    return r;
 }
 
 /* The tuner's log (autotune.h): the row with chosen = 1, if written yet, into chosen[0]
@@ -534,7 +556,7 @@ int main(int argc, char **argv) {
     size_t steps = (size_t)o.steps;
     fusion_result *res = calloc((size_t)n_results, sizeof *res);
     step_times t = {calloc(steps, sizeof(double)), calloc(steps, sizeof(double)),
-                    calloc(steps, sizeof(double)), {0, 0, 0}};
+                    calloc(steps, sizeof(double)), {0, 0, 0}, {0}};
     /* --device gpu: every swept setting's nccl and nccl-fused steps of one model, for their rows */
     double *all_nccl = calloc((size_t)n_swept * steps, sizeof(double));
     double *all_fused = calloc((size_t)n_swept * steps, sizeof(double));
@@ -576,6 +598,7 @@ int main(int argc, char **argv) {
             }
             if (rank != 0) continue;
             for (int i = first; i < k; i++) print_result(&res[i], off, csv, size);
+            print_phases(res + first, (size_t)(k - first), o.gpu);
             char thr[32];
             printf("# best for %s: threshold %s, %.3f ms/step (%.2fx %s%s)\n", m.set.model,
                    fusion_threshold_text(res[best].threshold, thr, sizeof thr), res[best].step_ms,

@@ -20,6 +20,7 @@ typedef struct fusion_result {
     long wrong;          /* hvd steps, and the MPI steps on the host */
     long nccl_wrong[2];  /* --device gpu: the nccl and nccl-fused steps (their own rows) */
     size_t n_tensors, bytes;
+    double phases[5];    /* rank 0's mean us per hvd op in each phase (runtime/phases.h) */
 } fusion_result;
 
 /* "default" for a threshold < 0 (HVD_FUSION_THRESHOLD unset), else its bytes ("16 MiB"), into

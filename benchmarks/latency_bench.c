@@ -222,15 +222,19 @@ static double run_once(bench *b, int kind, int it, int checked) {
 /* Where the hvd rows' time went (runtime/phases.h), rank 0's mean µs per op and the largest
  * mean of any rank, for the single and the batch test. */
 static void print_phases(double rank0[2][HVDC_N_PHASES], double max[2][HVDC_N_PHASES],
-                         const uint64_t ops[2]) {
-    static const char *const name[HVDC_N_PHASES] = {"queued", "negotiate", "execute", "wake"};
+                         const uint64_t ops[2], int gpu) {
+    static const char *const name[HVDC_N_PHASES] = {"queued", "negotiate", "execute", "device",
+                                                    "wake"};
     printf("# where an hvd op's time goes (mean us per op; rank 0 / the largest of any rank):\n"
            "#   queued: submitted until the background thread takes it; negotiate: until rank 0's\n"
-           "#   answer; execute: the collective, until completed; wake: until the waiter runs\n");
+           "#   answer; execute: %s; wake: until the waiter runs\n",
+           gpu ? "queueing it on the device (plan, kernels, NCCL, event); device: until its "
+                 "finish was seen" : "the collective, until completed");
     for (int t = 0; t < 2; t++) {
         double sum = 0;
         printf("# %6s", t == 0 ? "single" : "batch");
         for (int p = 0; p < HVDC_N_PHASES; p++) {
+            if (p == HVDC_PHASE_DEVICE && !gpu) continue; /* 0 for host ops */
             printf("  %s %.2f / %.2f", name[p], rank0[t][p], max[t][p]);
             sum += rank0[t][p];
         }
@@ -298,11 +302,11 @@ int main(int argc, char **argv) {
     uint64_t phase_ops[2]; /* rank 0's ops counted: the timed hvd iterations' */
     for (int it = 0; it < warmup + o.iters; it++)
         for (int kind = HVD_SINGLE; kind <= MPI_SINGLE; kind++) {
-            if (it == warmup && kind == HVD_SINGLE) BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[0], &phase_ops[0]));
+            if (it == warmup && kind == HVD_SINGLE) BENCH_CHECK_HVD(hvdc__phase_breakdown(o.gpu, phases[0], &phase_ops[0]));
             double t = run_once(&b, kind, it, !o.gpu || it < warmup);
             if (it >= warmup) times[kind][it - warmup] = t;
         }
-    BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[0], &phase_ops[0]));
+    BENCH_CHECK_HVD(hvdc__phase_breakdown(o.gpu, phases[0], &phase_ops[0]));
     /* mpi-thread in a block of its own: alternating with hvd iterations slowed it 1.7x here
      * (9.0 -> 15.7 us; the helper and libhvdc's threads then land on each other's CPUs) */
     for (int it = 0; b.handoff && it < warmup + o.iters; it++) {
@@ -311,11 +315,11 @@ int main(int argc, char **argv) {
     }
     for (int it = 0; it < batch_warmup + batch_iters; it++)
         for (int kind = HVD_BATCH; kind <= MPI_BATCH_IALLREDUCE; kind++) {
-            if (it == batch_warmup && kind == HVD_BATCH) BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[1], &phase_ops[1]));
+            if (it == batch_warmup && kind == HVD_BATCH) BENCH_CHECK_HVD(hvdc__phase_breakdown(o.gpu, phases[1], &phase_ops[1]));
             double t = run_once(&b, kind, it, !o.gpu || it < batch_warmup);
             if (it >= batch_warmup) times[kind][it - batch_warmup] = t;
         }
-    BENCH_CHECK_HVD(hvdc__phase_breakdown(phases[1], &phase_ops[1]));
+    BENCH_CHECK_HVD(hvdc__phase_breakdown(o.gpu, phases[1], &phase_ops[1]));
     double phases_max[2][HVDC_N_PHASES];
     BENCH_CHECK_MPI(MPI_Reduce(phases, phases_max, 2 * HVDC_N_PHASES, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
     BENCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &b.wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
@@ -370,7 +374,7 @@ int main(int argc, char **argv) {
         printf("# hvd single over mpi-thread (libhvdc's own cost over the hand-offs its shape "
                "needs): %.2f us, %.2fx\n", median[HVD_SINGLE] - median[MPI_SINGLE_THREAD],
                median[HVD_SINGLE] / median[MPI_SINGLE_THREAD]);
-    if (rank == 0 && !o.gpu) print_phases(phases, phases_max, phase_ops);
+    if (rank == 0) print_phases(phases, phases_max, phase_ops, o.gpu);
     if (rank == 0) printf("# Out of bounds values : %ld %s\n", b.wrong, b.wrong ? "FAILED" : "OK");
     if (csv) fclose(csv);
     BENCH_CHECK_HVD(hvd_shutdown());

@@ -114,6 +114,13 @@ static int make_tiny(tensor_set *s, size_t *cap) {
     return err;
 }
 
+/* 1000 tensors of 4 floats: nothing to move, so a step is the per-tensor host cost */
+static int make_overhead(tensor_set *s, size_t *cap) {
+    int err = 0;
+    for (int i = 0; i < 1000; i++) err |= add(s, cap, 4, "overhead.%d", i);
+    return err;
+}
+
 int tensor_set_make(tensor_set *set, const char *model) {
     memset(set, 0, sizeof *set);
     size_t cap = 0;
@@ -127,6 +134,9 @@ int tensor_set_make(tensor_set *set, const char *model) {
     } else if (strcmp(model, "tiny") == 0) {
         set->model = "tiny";
         err = make_tiny(set, &cap);
+    } else if (strcmp(model, "overhead") == 0) {
+        set->model = "overhead";
+        err = make_overhead(set, &cap);
     } else {
         return -1;
     }

@@ -11,6 +11,7 @@
  *              (embeddings 30522x768, 512x768, 2x768 + LayerNorm; 12 layers of q/k/v/o
  *              768x768 + biases, 2 LayerNorms, FFN 3072x768 and 768x3072 + biases; pooler)
  *   tiny       1000 tensors of 1 to 64 KiB of floats, sizes from a fixed seed (same on all ranks)
+ *   overhead   1000 tensors of 4 floats: nothing to move, a step is the per-tensor host cost
  * Main thread.
  */
 #ifndef HVDC_TENSOR_SETS_H
@@ -18,7 +19,7 @@
 
 #include <stddef.h>
 
-#define TENSOR_SET_NAMES "resnet50, bert-base, tiny"
+#define TENSOR_SET_NAMES "resnet50, bert-base, tiny, overhead"
 #define TENSOR_NAME_LEN 64
 
 typedef struct tensor_set {

@@ -38,6 +38,7 @@ void hvdc__complete_ops(hvdc_runtime *rt, hvdc_op **ops, size_t n, hvd_status st
     for (size_t i = 0; i < n; i++) {
         if (ops[i]->done) continue; /* a waiter completed it from its done event */
         ops[i]->phase_at[HVDC_PHASE_WAKE] = now;
+        if (!ops[i]->phase_at[HVDC_PHASE_DEVICE]) ops[i]->phase_at[HVDC_PHASE_DEVICE] = now; /* host */
         ops[i]->status = status;
         if (status != HVD_OK) ops[i]->error = strdup(message ? message : hvd_status_string(status));
         ops[i]->done = 1;
@@ -50,8 +51,10 @@ void hvdc__complete_ops(hvdc_runtime *rt, hvdc_op **ops, size_t n, hvd_status st
 }
 
 void hvdc__publish_on_device(hvdc_runtime *rt, hvdc_op **ops, size_t n, void *done_event) {
+    int64_t now = hvdc__now_ns();
     pthread_mutex_lock(&rt->completion_mutex);
     for (size_t i = 0; i < n; i++) {
+        ops[i]->phase_at[HVDC_PHASE_DEVICE] = now;
         ops[i]->on_device = 1;
         ops[i]->device_done = done_event;
     }
@@ -81,10 +84,12 @@ int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block) {
     /* the event may be pooled and re-recorded meanwhile: then it fires for later work on the
      * same stream, which also means op's work finished (a later wake-up, never a wrong one) */
     int finished = rt->device_event_finished(event, &rt->device_aborted, block);
+    int64_t seen = hvdc__now_ns(); /* the device phase ends here (phases.h) */
     if (finished) {
         forget_names(rt, &op, 1);
         pthread_mutex_lock(&rt->completion_mutex);
         if (!op->done) {
+            op->phase_at[HVDC_PHASE_WAKE] = seen;
             op->status = HVD_OK;
             op->done = 1;
         }

@@ -46,7 +46,8 @@ typedef struct hvdc_op {
     int64_t submitted_us;       /* timeline clock at submission */
     int64_t announced_us;       /* timeline clock when the background thread announced it */
     int announced;              /* 1 once sent to rank 0 (background thread, under queue_mutex) */
-    int64_t phase_at[HVDC_N_PHASES]; /* submitted, taken, answered, completed (ns; phases.h) */
+    int64_t phase_at[HVDC_N_PHASES]; /* submitted, taken, answered, on the device, completed
+                                        (ns; phases.h) */
     void *ready_event;          /* device tensors: cudaEvent_t the inputs are ready on, or NULL */
     /* device ops once queued on the device, and who holds the op (complete.h); under
      * completion_mutex */

@@ -15,10 +15,10 @@ void hvdc__phases_add(hvdc_phase_totals *t, const int64_t at[HVDC_N_PHASES], int
     atomic_fetch_add_explicit(&t->ops, 1, memory_order_relaxed);
 }
 
-hvd_status hvdc__phase_breakdown(double mean_us[HVDC_N_PHASES], uint64_t *ops) {
+hvd_status hvdc__phase_breakdown(int device, double mean_us[HVDC_N_PHASES], uint64_t *ops) {
     hvd_status st = hvdc__enter("hvdc__phase_breakdown");
     if (st != HVD_OK) return st;
-    hvdc_phase_totals *t = &hvdc__runtime->phases;
+    hvdc_phase_totals *t = device ? &hvdc__runtime->device_phases : &hvdc__runtime->phases;
     *ops = atomic_exchange(&t->ops, 0);
     for (int p = 0; p < HVDC_N_PHASES; p++) {
         unsigned long long ns = atomic_exchange(&t->ns[p], 0);

@@ -130,7 +130,8 @@ static hvd_status wait_entered(const char *fn, hvd_handle *handle, int stream_wa
     hvdc_op *op = NULL;
     hvd_status st = HVD_OK, waited = HVD_OK;
     char *error = NULL;
-    int timed = 0; /* a host op that succeeded: its phases count (phases.h) */
+    int timed = 0; /* an op that succeeded: its phases count (phases.h) */
+    int on_device = 0;
     int64_t phase_at[HVDC_N_PHASES];
     if (rt) {
         hvd_handle local = HANDLE_IN_SET(*handle);
@@ -138,7 +139,8 @@ static hvd_status wait_entered(const char *fn, hvd_handle *handle, int stream_wa
         op = stream_wait ? hvdc__stream_wait_for_op(rt, local, stream, &waited)
                          : hvdc__wait_for_op(rt, local);
         if (op && waited == HVD_OK) {
-            timed = op->done && op->status == HVD_OK && op->desc.device < 0;
+            timed = op->done && op->status == HVD_OK;
+            on_device = op->desc.device >= 0;
             if (timed) memcpy(phase_at, op->phase_at, sizeof phase_at); /* op may go at unlock */
             hvdc__handles_remove(&rt->handles, local);
             if (op->done) {
@@ -149,7 +151,8 @@ static hvd_status wait_entered(const char *fn, hvd_handle *handle, int stream_wa
             hvdc__release_op(op);
         }
         pthread_mutex_unlock(&rt->completion_mutex);
-        if (timed) hvdc__phases_add(&rt->phases, phase_at, hvdc__now_ns()); /* outside the lock */
+        if (timed) /* outside the lock */
+            hvdc__phases_add(on_device ? &rt->device_phases : &rt->phases, phase_at, hvdc__now_ns());
         hvdc__set_release(slot);
     }
     if (!op)

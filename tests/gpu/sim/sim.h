@@ -4,8 +4,10 @@
  * train/optim_gpu.c, and the runtime's device completion above them) runs, and is tested, on
  * machines without a GPU, at any number of ranks, under ASan and TSan.
  *
- *   device memory     host memory from a table (sim_memory.c): cudaMalloc'd bytes start as
- *                     garbage, never zeros, and the table answers which device holds a pointer
+ *   device memory     a table (sim_memory.c) of ranges of the device's own address space
+ *                     (sim_arena.c, apart from the host heap as under CUDA's unified
+ *                     addressing): cudaMalloc'd bytes start as garbage, never zeros, and the
+ *                     table answers which device holds a pointer
  *   a stream          a worker thread running its queue in order (sim_stream.c): copies,
  *                     memsets, kernels (sim_kernels.c: host functions with the kernels'
  *                     arithmetic), event records, host functions, waits on other streams'
@@ -29,8 +31,9 @@
  * device memory the host cannot touch, timing, several processes on one device, sticky errors.
  *
  * defines: sim_settings, sim_config, sim_error, sim_current_device, sim_stream_of,
- *          sim_enqueue, sim_enqueue_wait, sim_device_drain, sim_memory_find,
- *          sim_device_range, SIM_MEM_DEVICE, SIM_MEM_PINNED, sim_dtype_size, sim_fold,
+ *          sim_enqueue, sim_enqueue_wait, sim_device_drain, sim_memory_find, sim_memory_range,
+ *          sim_device_range, SIM_MEM_DEVICE, SIM_MEM_PINNED, sim_arena_alloc, sim_arena_free,
+ *          sim_dtype_size, sim_fold,
  *          sim_divide
  * Any thread.
  */
@@ -86,8 +89,16 @@ void sim_device_drain(int device);
 /* Whether p lies in an allocation of the table: its kind (0: none) and device. */
 int sim_memory_find(const void *p, int *device);
 
+/* sim_memory_find, and the allocation's start and size (any may be NULL). */
+int sim_memory_range(const void *p, int *device, const void **start, size_t *size);
+
 /* Whether [p, p + nbytes) lies inside one device allocation. */
 int sim_device_range(const void *p, size_t nbytes);
+
+/* Device memory (sim_arena.c): size bytes from the device's own address space, never the
+ * host heap's, NULL when it is used up; and back. */
+void *sim_arena_alloc(size_t size);
+void sim_arena_free(void *p, size_t size);
 
 /* Bytes per element of an NCCL dtype (0: not one). */
 size_t sim_dtype_size(ncclDataType_t dt);

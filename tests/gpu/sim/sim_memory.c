@@ -1,7 +1,7 @@
 /*
  * sim_memory.c - the simulated device's memory (see sim.h): a table of the allocations made by
- * cudaMalloc[Async] (device memory: host memory that starts as garbage) and cudaMallocHost
- * (pinned), which answers which device holds a pointer (cudaPointerGetAttributes, and the
+ * cudaMalloc[Async] (device memory: from the device's own address space, sim_arena.c, starting
+ * as garbage) and cudaMallocHost (pinned, from the heap), which answers which device holds a pointer (cudaPointerGetAttributes, and the
  * driver's cuPointerGetAttributes that gpu/gpu_pointer.c asks), and copies and memsets queued
  * on streams with CUDA's host-side rules:
  *
@@ -35,23 +35,41 @@ typedef struct allocation {
 } allocation;
 
 static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
-static allocation *table; /* (n_table), capacity cap_table */
+static allocation *table; /* (n_table) sorted by base, capacity cap_table */
 static size_t n_table, cap_table;
 
-/* With table_mu held: the allocation holding p, or NULL. */
+/* With table_mu held: the index of the first allocation whose base is above p. */
+static size_t upper_bound(const char *p) {
+    size_t lo = 0, hi = n_table;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (table[mid].base <= p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* With table_mu held: the allocation holding p, or NULL (a binary search: libhvdc asks for
+ * every tensor it is given, and a model has hundreds). */
 static allocation *find_locked(const void *p) {
     const char *c = p;
-    for (size_t i = 0; i < n_table; i++)
-        if (c >= table[i].base && c < table[i].base + (table[i].size ? table[i].size : 1))
-            return &table[i];
-    return NULL;
+    size_t i = upper_bound(c);
+    if (i == 0) return NULL;
+    allocation *a = &table[i - 1];
+    return c < a->base + (a->size ? a->size : 1) ? a : NULL;
 }
 
 int sim_memory_find(const void *p, int *device) {
+    return sim_memory_range(p, device, NULL, NULL);
+}
+
+int sim_memory_range(const void *p, int *device, const void **start, size_t *size) {
     pthread_mutex_lock(&table_mu);
     allocation *a = find_locked(p);
     int kind = a ? a->kind : 0;
     if (device) *device = a ? a->device : -1;
+    if (start) *start = a ? a->base : NULL;
+    if (size) *size = a ? a->size : 0;
     pthread_mutex_unlock(&table_mu);
     return kind;
 }
@@ -66,9 +84,10 @@ int sim_device_range(const void *p, size_t n) {
 
 static cudaError_t table_add(void **out, size_t size, int kind, int device) {
     size_t rounded = (size + ALIGN - 1) / ALIGN * ALIGN;
-    char *p = aligned_alloc(ALIGN, rounded ? rounded : ALIGN);
+    char *p = kind == SIM_MEM_DEVICE ? sim_arena_alloc(size)
+                                     : aligned_alloc(ALIGN, rounded ? rounded : ALIGN);
     if (!p) return sim_error(cudaErrorMemoryAllocation);
-    if (kind == SIM_MEM_DEVICE) memset(p, GARBAGE, rounded);
+    if (kind == SIM_MEM_DEVICE) memset(p, GARBAGE, size);
     pthread_mutex_lock(&table_mu);
     if (n_table == cap_table) {
         size_t cap = cap_table ? 2 * cap_table : 64;
@@ -81,7 +100,10 @@ static cudaError_t table_add(void **out, size_t size, int kind, int device) {
         table = grown;
         cap_table = cap;
     }
-    table[n_table++] = (allocation){p, size, kind, device};
+    size_t at = upper_bound(p);
+    memmove(&table[at + 1], &table[at], (n_table - at) * sizeof *table);
+    table[at] = (allocation){p, size, kind, device};
+    n_table++;
     pthread_mutex_unlock(&table_mu);
     *out = p;
     return cudaSuccess;
@@ -90,13 +112,16 @@ static cudaError_t table_add(void **out, size_t size, int kind, int device) {
 /* Takes p (an allocation's base, of kind) out of the table and frees it. */
 static cudaError_t table_free(void *p, int kind) {
     pthread_mutex_lock(&table_mu);
-    for (size_t i = 0; i < n_table; i++)
-        if (table[i].base == p && table[i].kind == kind) {
-            table[i] = table[--n_table];
-            pthread_mutex_unlock(&table_mu);
-            free(p);
-            return cudaSuccess;
-        }
+    size_t i = upper_bound(p);
+    if (i > 0 && table[i - 1].base == p && table[i - 1].kind == kind) {
+        size_t size = table[i - 1].size;
+        memmove(&table[i - 1], &table[i], (n_table - i) * sizeof *table);
+        n_table--;
+        pthread_mutex_unlock(&table_mu);
+        if (kind == SIM_MEM_DEVICE) sim_arena_free(p, size);
+        else free(p);
+        return cudaSuccess;
+    }
     pthread_mutex_unlock(&table_mu);
     return sim_error(cudaErrorInvalidValue);
 }
@@ -174,7 +199,10 @@ CUresult cuInit(unsigned int flags) {
 CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attributes, void **data,
                                 CUdeviceptr ptr) {
     if (!attributes || !data) return CUDA_ERROR_INVALID_VALUE;
-    int device = -1, kind = sim_memory_find((const void *)ptr, &device);
+    int device = -1;
+    const void *start = NULL;
+    size_t size = 0;
+    int kind = sim_memory_range((const void *)ptr, &device, &start, &size);
     for (unsigned int i = 0; i < n; i++) {
         switch (attributes[i]) {
         case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
@@ -184,6 +212,14 @@ CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attributes,
             break;
         case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
             *(int *)data[i] = kind == SIM_MEM_DEVICE ? device : -2;
+            break;
+        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+            if (!kind) return CUDA_ERROR_INVALID_VALUE;
+            *(CUdeviceptr *)data[i] = (CUdeviceptr)start;
+            break;
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+            if (!kind) return CUDA_ERROR_INVALID_VALUE;
+            *(size_t *)data[i] = size;
             break;
         default: return CUDA_ERROR_INVALID_VALUE;
         }

@@ -28,6 +28,8 @@ typedef uintptr_t CUdeviceptr;
 typedef enum CUpointer_attribute_enum {
     CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11,
+    CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12,
 } CUpointer_attribute;
 
 typedef enum CUmemorytype_enum {

@@ -9,6 +9,14 @@
  * a CUDA build still starts on a machine without the driver: every buffer is then host memory.
  * Should the driver not answer (an older driver that wants a current context), the runtime's
  * query is the fallback.
+ *
+ * A device buffer's allocation is remembered, per thread, among the last RECENT_RANGES seen:
+ * a model's tensors live in a few allocations (PyTorch's caching allocator, one parameter
+ * buffer), so most submissions find their buffers there, without the two driver calls per
+ * tensor that cost the fused path time on the H100. A remembered range is trusted until it is
+ * pushed out: memory freed and given back for another device's allocation within that time
+ * would be taken for the first device's (libhvdc runs one device per rank; CUDA keeps freed
+ * device ranges for device memory, never the host's).
  * Any thread.
  */
 #include <cuda.h>
@@ -25,6 +33,32 @@ typedef CUresult (*attribute_fn)(unsigned int n, CUpointer_attribute *attributes
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static attribute_fn get_attribute; /* NULL: no usable driver */
+
+#define RECENT_RANGES 16
+typedef struct device_range {
+    uintptr_t start, end; /* [start, end): one allocation of device */
+    int device;
+} device_range;
+static _Thread_local device_range recent[RECENT_RANGES];
+static _Thread_local unsigned recent_next; /* the slot replaced next (round robin) */
+
+static int recent_device(uintptr_t p) {
+    for (int i = 0; i < RECENT_RANGES; i++)
+        if (p >= recent[i].start && p < recent[i].end) return recent[i].device;
+    return -1;
+}
+
+/* Remembers the allocation holding p (device memory of device), if the driver tells it. */
+static void remember_range(CUdeviceptr p, int device) {
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    CUpointer_attribute which[2] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                    CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void *data[2] = {&start, &size};
+    if (get_attribute(2, which, data, p) != CUDA_SUCCESS || size == 0) return;
+    recent[recent_next] = (device_range){(uintptr_t)start, (uintptr_t)start + size, device};
+    recent_next = (recent_next + 1) % RECENT_RANGES;
+}
 
 #ifdef HVDC_SIM_DEVICE
 /* The simulated device (tests/gpu/sim) links its driver in: there is no library to open. */
@@ -65,6 +99,8 @@ int hvdc__gpu_pointer_device(const void *ptr) {
     if (!ptr) return HVDC_GPU_PTR_UNKNOWN;
     pthread_once(&once, load_driver);
     if (!get_attribute) return HVDC_GPU_PTR_UNKNOWN;
+    int known = recent_device((uintptr_t)ptr);
+    if (known >= 0) return known;
     CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
     /* The plural query answers memory CUDA never saw with type 0 and success, where the
      * singular one fails with CUDA_ERROR_INVALID_VALUE: compute-sanitizer reported that as an
@@ -81,5 +117,6 @@ int hvdc__gpu_pointer_device(const void *ptr) {
     if (type == 0) return HVDC_GPU_PTR_HOST; /* memory CUDA never saw */
     if (type == CU_MEMORYTYPE_HOST) return HVDC_GPU_PTR_UNKNOWN; /* pinned: devices can map it */
     if (ordinal < 0) return runtime_query(ptr);
+    remember_range(p, ordinal);
     return ordinal;
 }

@@ -293,7 +293,7 @@ hvd_status hvdc__exchange_round(hvdc_exchange *x, hvdc_response_list *responses)
                 hvdc__response_list_free(responses);
                 goto fail;
             }
-            snprintf(r->names[k], sizeof r->names[k], "%s", name);
+            memcpy(r->names[k], name, strlen(name) + 1); /* the cache holds names that fit */
         }
     }
 fail:

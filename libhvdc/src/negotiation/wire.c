@@ -251,9 +251,12 @@ static int get_response(reader *r, void *item) {
     if (cached > 1) return fail_read(r, "bad cached flag");
     if (s->n_names == 0 || s->n_names > r->left / 3)
         return fail_read(r, "name count out of range");
-    s->names = calloc((size_t)s->n_names, sizeof *s->names); /* cached: filled by the receiver */
+    /* not zeroed (256 bytes a name): every name is written below, a cached one left empty
+     * for the receiver to fill from its cache */
+    s->names = malloc((size_t)s->n_names * sizeof *s->names);
     if (!s->names) return fail_read(r, "out of memory");
     if (cached) {
+        for (uint32_t k = 0; k < s->n_names; k++) s->names[k][0] = '\0';
         if (r->left / 4 < s->n_names) return fail_read(r, "slot list longer than message");
         s->slots = malloc((size_t)s->n_names * sizeof *s->slots);
         if (!s->slots) return fail_read(r, "out of memory");

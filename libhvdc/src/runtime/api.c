@@ -66,7 +66,9 @@ static hvd_status check_options(const char *fn, const char *name, const hvd_opti
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': prescale/postscale need a floating dtype, not %s", fn, name, hvdc__dtype_name(dtype));
     if (o->device < HVD_DEVICE_CPU)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': device %d; expected HVD_DEVICE_CPU (-1) or a CUDA device ordinal", fn, name, o->device);
-    if (o->device != HVD_DEVICE_CPU) {
+    /* the device this rank's backend runs on needs no probe: it was set up (a per-request
+     * probe asked CUDA and the environment for every tensor) */
+    if (o->device != HVD_DEVICE_CPU && o->device != atomic_load(&hvdc__runtime->executor.gpu_device)) {
         char why[256];
         hvd_status probe = hvdc__gpu_probe(why, sizeof why);
         if (probe != HVD_OK)
@@ -125,7 +127,7 @@ static hvd_status single_op(const char *fn, hvdc_kind kind, const char *name, co
     hvdc_op *op = hvdc__op_create(1);
     if (!op) return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory", fn, name);
     hvdc__op_set_counts(op, &count, 1); /* fits the op's own room: cannot fail */
-    snprintf(op->desc.name, sizeof op->desc.name, "%s", name);
+    memcpy(op->desc.name, name, strlen(name) + 1); /* check_name kept it to the room */
     op->desc.kind = (uint8_t)kind;
     op->desc.dtype = (uint8_t)dtype;
     op->tensors[0] = (hvdc_tensor){op->desc.name, send, recv, count};
@@ -238,7 +240,7 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
         hvdc__op_free(req);
         return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory", fn, names[0]);
     }
-    snprintf(req->desc.name, sizeof req->desc.name, "%s", names[0]);
+    memcpy(req->desc.name, names[0], strlen(names[0]) + 1); /* checked like every name */
     req->desc.kind = HVDC_KIND_ALLREDUCE;
     req->desc.dtype = (uint8_t)dtype;
     req->desc.op = (uint8_t)op;

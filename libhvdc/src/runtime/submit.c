@@ -66,7 +66,9 @@ static hvd_status queue_op(const char *fn, hvdc_runtime *rt, hvdc_op *op, hvd_ha
             }
         }
     }
+    int wake = 0; /* the queue was empty: the background thread may be asleep */
     if (st == HVD_OK) {
+        wake = rt->queue_head == NULL;
         if (rt->queue_tail) rt->queue_tail->next = op;
         else rt->queue_head = op;
         rt->queue_tail = op;
@@ -77,8 +79,11 @@ static hvd_status queue_op(const char *fn, hvdc_runtime *rt, hvdc_op *op, hvd_ha
     }
     pthread_mutex_unlock(&rt->queue_mutex);
     /* after unlocking, so the woken thread does not block on the mutex at once (this call
-     * holds its runtime: hvdc__submit acquired its set) */
-    if (st == HVD_OK) pthread_cond_signal(&rt->queue_cond);
+     * holds its runtime: hvdc__submit acquired its set). Only onto an empty queue: the
+     * background thread looks at the queue before every wait, so while it holds ops it is
+     * either awake or already signalled, and a burst of submissions costs one wake-up, not one
+     * system call each */
+    if (wake) pthread_cond_signal(&rt->queue_cond);
     if (st != HVD_OK) {
         pthread_mutex_lock(&rt->completion_mutex);
         hvdc__handles_remove(&rt->handles, h);

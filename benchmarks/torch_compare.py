@@ -4,6 +4,12 @@ process; PyTorch DistributedDataParallel on its CPU backend (gloo); hvdc.torch's
 DistributedOptimizer. Same model, per-rank batch, steps and thread count per rank.
 
     /usr/bin/python3 benchmarks/torch_compare.py [--np 2] [--out benchmarks/results/torch_compare]
+    python3 benchmarks/torch_compare.py --device cuda [--np GPUS]   (one GPU per rank)
+
+With --device cuda each rank uses its local rank's GPU, DDP runs on NCCL ("ddp (nccl)"), the
+CNN and ResNet-50 take a batch of 64 per rank (ResNet-50 at 3x224x224, as people train it), and
+each step ends with torch.cuda.synchronize() so its time is the device's too; --np defaults to
+the GPUs torch sees.
 
 Models: the Fashion-MNIST CNN of examples/pytorch (batch 64 per rank, 1x28x28) and
 torchvision's ResNet-50 (untrained, 1000 classes, 25.6 M parameters: 102 MB of float32
@@ -32,6 +38,10 @@ MODELS = {  # name: (per-rank batch, input shape, classes, warm-up steps, timed 
     "cnn": (64, (1, 28, 28), 10, 5, 40),
     "resnet50": (2, (3, 64, 64), 1000, 2, 6),
 }
+CUDA_MODELS = {  # --device cuda: a realistic batch for a GPU
+    "cnn": (64, (1, 28, 28), 10, 10, 100),
+    "resnet50": (64, (3, 224, 224), 1000, 5, 30),
+}
 
 
 # ---- worker: one process of one configuration ---------------------------------------------
@@ -48,36 +58,45 @@ def build(model_name):
     return torchvision.models.resnet50(weights=None)
 
 
-def worker(mode, model_name):
+def worker(mode, model_name, device_kind):
     import torch
     import torch.nn.functional as F
     torch.set_num_threads(1)
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
     size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
-    batch, shape, classes, warmup, timed = MODELS[model_name]
-    model = build(model_name)
+    local_rank = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
+    cuda = device_kind == "cuda"
+    batch, shape, classes, warmup, timed = (CUDA_MODELS if cuda else MODELS)[model_name]
+    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(local_rank)
+    model = build(model_name).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     if mode == "ddp":
         import torch.distributed as dist
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['HVDC_BENCH_PORT']}",
+        dist.init_process_group("nccl" if cuda else "gloo",
+                                init_method=f"tcp://127.0.0.1:{os.environ['HVDC_BENCH_PORT']}",
                                 rank=rank, world_size=size)
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[local_rank] if cuda else None)
     elif mode == "hvdc":
         import hvdc.torch as hvd
         hvd.init()
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
     g = torch.Generator().manual_seed(rank)
-    x = (torch.randint(0, 256, (batch,) + shape, generator=g).float() - 128) / 64
-    y = torch.randint(0, classes, (batch,), generator=g)
+    x = ((torch.randint(0, 256, (batch,) + shape, generator=g).float() - 128) / 64).to(device)
+    y = torch.randint(0, classes, (batch,), generator=g).to(device)
     steps = []
     for step in range(warmup + timed):
         t0 = time.perf_counter()
         opt.zero_grad()
         F.cross_entropy(model(x), y).backward()
         opt.step()
+        if cuda:
+            torch.cuda.synchronize()  # the step's device work is part of its time
         steps.append(time.perf_counter() - t0)
-    params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    params = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()
     # every rank must hold the same parameters: compare min and max of a checksum over ranks
     check = torch.tensor([params.double().sum().item(), -params.double().sum().item()])
     if mode == "ddp":
@@ -109,14 +128,15 @@ def free_port():
     return port
 
 
-def run_config(mode, model_name, ranks, python):
+def run_config(mode, model_name, ranks, python, device_kind):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1",
                HVDC_BENCH_PORT=str(free_port()))
     repo = os.path.dirname(HERE)
     env["PYTHONPATH"] = os.path.join(repo, "bindings", "python") + os.pathsep + env.get("PYTHONPATH", "")
     cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(ranks), python,
-           os.path.abspath(__file__), "--worker", mode, "--model", model_name]
+           os.path.abspath(__file__), "--worker", mode, "--model", model_name,
+           "--device", device_kind]
     run = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True, timeout=900)
     for line in run.stdout.splitlines():
@@ -129,7 +149,8 @@ def svg(rows, path):
     """A grouped bar chart of samples/s, one group per model, no dependencies."""
     models = list(dict.fromkeys(r["model"] for r in rows))
     modes = list(dict.fromkeys(r["mode"] for r in rows))
-    colors = {"one process": "#999999", "ddp (gloo)": "#d95f02", "hvdc": "#1b9e77"}
+    colors = {"one process": "#999999", "ddp (gloo)": "#d95f02", "ddp (nccl)": "#d95f02",
+              "hvdc": "#1b9e77"}
     w, h, left, top, bottom = 720, 400, 70, 50, 60
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
            'font-family="sans-serif" font-size="12">', '<rect width="100%" height="100%" fill="white"/>',
@@ -163,20 +184,31 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--worker", choices=["one", "ddp", "hvdc"])
     p.add_argument("--model", choices=list(MODELS))
-    p.add_argument("--np", type=int, default=2)
+    p.add_argument("--np", type=int, default=0, help="ranks (default 2, or the GPUs with cuda)")
     p.add_argument("--models", default="cnn,resnet50")
-    p.add_argument("--out", default=os.path.join(HERE, "results", "torch_compare"))
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--out", default="")
     args = p.parse_args()
     if args.worker:
-        return worker(args.worker, args.model)
+        return worker(args.worker, args.model, args.device)
     import torch
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        sys.exit(f"torch_compare: --device cuda: torch {torch.__version__} sees no CUDA device"
+                 + ("" if torch.version.cuda else " (it was built without CUDA)"))
+    if not args.np:
+        args.np = torch.cuda.device_count() if cuda else 2
+    if not args.out:
+        args.out = os.path.join(HERE, "results", "torch_compare_cuda" if cuda else "torch_compare")
+    table_models = CUDA_MODELS if cuda else MODELS
     rows, bad = [], 0
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     for m in args.models.split(","):
         base = None
-        for mode, label, ranks in [("one", "one process", 1), ("ddp", "ddp (gloo)", args.np),
+        for mode, label, ranks in [("one", "one process", 1),
+                                   ("ddp", "ddp (nccl)" if cuda else "ddp (gloo)", args.np),
                                    ("hvdc", "hvdc", args.np)]:
-            res = run_config(mode, m, ranks, sys.executable)
+            res = run_config(mode, m, ranks, sys.executable, args.device)
             step_s = statistics.median(res["steps"])
             samples = res["batch"] * ranks / step_s
             if mode == "one":
@@ -187,11 +219,14 @@ def main():
                          "efficiency": samples / base / ranks, "identical": res["identical"]})
             print(f"# {m} {label} np {ranks}: {samples:.1f} samples/s, {step_s * 1e3:.1f} ms/step",
                   file=sys.stderr, flush=True)
-    header = (f"# torch_compare, {os.uname().nodename} ({os.cpu_count()} cores), torch "
+    where = (f"{torch.cuda.get_device_name(0)} x {args.np}, CUDA {torch.version.cuda}"
+             if cuda else f"{os.cpu_count()} cores")
+    header = (f"# torch_compare --device {args.device}, {os.uname().nodename} ({where}), torch "
               f"{torch.__version__}, started {started}\n"
               f"# 1 thread per process; per-rank batch and steps: "
-              + "; ".join(f"{m} batch {MODELS[m][0]} x {MODELS[m][1]}, {MODELS[m][4]} timed steps "
-                          f"after {MODELS[m][3]}" for m in args.models.split(",")) + "\n"
+              + "; ".join(f"{m} batch {table_models[m][0]} x {table_models[m][1]}, "
+                          f"{table_models[m][4]} timed steps after {table_models[m][3]}"
+                          for m in args.models.split(",")) + "\n"
               "# ms/step: median over the timed steps of the slowest rank's step time\n")
     table = [f"{'model':>9} {'mode':>12} {'ranks':>5} {'samples/s':>10} {'ms/step':>9} "
              f"{'speed-up':>8} {'efficiency':>10} {'identical':>9}"]

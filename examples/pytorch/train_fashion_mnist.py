@@ -8,6 +8,9 @@ Horovod PyTorch script (only the import names hvdc):
     ... --elastic                     commits after every epoch (hvd.elastic.TorchState) and
                                       starts from the last commit: under hvdcrun --elastic a
                                       run that lost a host restarts from there
+    ... --device cuda [--amp]         one GPU per rank, its local rank's (as Horovod's
+                                      examples); --amp: mixed precision with a GradScaler, in
+                                      Horovod's synchronize() / skip_synchronize() pattern
     (--stop-after N ends a run after N epochs, as if interrupted)
 
 Every rank holds the whole model and trains on its shard of each epoch (torch's
@@ -83,11 +86,12 @@ def metric_average(values, name):
     return hvd.allreduce(torch.tensor(values, dtype=torch.float64), op=hvd.Sum, name=name)
 
 
-def evaluate(model, loader, epoch):
+def evaluate(model, loader, epoch, device):
     model.eval()
     loss = correct = count = 0.0
     with torch.no_grad():
         for x, y in loader:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             out = model(x)
             loss += F.cross_entropy(out, y, reduction="sum").item()
             correct += (out.argmax(1) == y).sum().item()
@@ -115,6 +119,39 @@ def save_checkpoint(path, model, optimizer, epoch):
         os.close(dir_fd)
 
 
+def choose_device(args):
+    """cpu, or this rank's GPU: its local rank's, as Horovod's examples do. Every rank decides
+    together, so a rank without a GPU stops the job with its reason instead of hanging it."""
+    if args.device == "cpu":
+        if args.amp:
+            sys.exit("--amp needs --device cuda")
+        return torch.device("cpu")
+    why = ""
+    if not torch.cuda.is_available():
+        why = (f"torch {torch.__version__} sees no CUDA device"
+               + ("" if torch.version.cuda else " (it was built without CUDA)"))
+    elif hvd.local_rank() >= torch.cuda.device_count():
+        why = (f"local rank {hvd.local_rank()} has no GPU of its own ({torch.cuda.device_count()} "
+               "visible): start at most one rank per GPU")
+    ok = hvd.allreduce(torch.tensor([0 if why else 1]), op=hvd.Min, name="device.check")
+    if why or ok.item() == 0:
+        if hvd.rank() == 0 or why:
+            print(f"--device cuda on rank {hvd.rank()}: {why or 'another rank has no GPU'}",
+                  file=sys.stderr, flush=True)
+        hvd.shutdown()
+        sys.exit(2)
+    torch.cuda.set_device(hvd.local_rank())
+    return torch.device("cuda", hvd.local_rank())
+
+
+def grad_scaler():
+    """torch.amp.GradScaler("cuda") where torch has it (2.3 on), else torch.cuda.amp's."""
+    amp = getattr(torch, "amp", None)
+    if amp is not None and hasattr(amp, "GradScaler"):
+        return amp.GradScaler("cuda")
+    return torch.cuda.amp.GradScaler()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--epochs", type=int, default=5)
@@ -133,9 +170,14 @@ def main():
     p.add_argument("--elastic", action="store_true",
                    help="commit every epoch to $HVD_ELASTIC_DIR and start from the last commit")
     p.add_argument("--min-accuracy", type=float, default=0.0)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: one GPU per rank, its local rank's")
+    p.add_argument("--amp", action="store_true",
+                   help="--device cuda: mixed precision (torch.autocast, a GradScaler)")
     args = p.parse_args()
 
     hvd.init()
+    device = choose_device(args)
     torch.manual_seed(args.seed)
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // hvd.local_size()))
 
@@ -149,7 +191,7 @@ def main():
     train_loader = DataLoader(train_set, batch_size=args.batch_size, sampler=train_sampler)
     test_loader = DataLoader(test_set, batch_size=500, sampler=test_sampler)
 
-    model = Net()
+    model = Net().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
@@ -164,7 +206,7 @@ def main():
         if not args.checkpoint:
             sys.exit("--resume needs --checkpoint PATH")
         if hvd.rank() == 0:
-            state = torch.load(args.checkpoint)
+            state = torch.load(args.checkpoint, map_location=device)
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
             start_epoch = state["epoch"]
@@ -174,9 +216,11 @@ def main():
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
     steps_per_epoch = len(train_loader)
     total_steps = args.epochs * steps_per_epoch
+    scaler = grad_scaler() if args.amp else None
 
     if hvd.rank() == 0:
-        print(f"# {hvd.size()} ranks, {len(train_set)} training images, global batch "
+        print(f"# {hvd.size()} ranks on {device.type}{' with amp' if args.amp else ''}, "
+              f"{len(train_set)} training images, global batch "
               f"{args.batch_size * hvd.size()}, {steps_per_epoch} steps per epoch"
               + (f", resuming after epoch {start_epoch}" if start_epoch else ""), flush=True)
         print(f"{'epoch':>5} {'loss':>10} {'train_acc':>9} {'test_acc':>9} {'samples/s':>10} "
@@ -191,17 +235,27 @@ def main():
             step = epoch * steps_per_epoch + i
             for g in optimizer.param_groups:  # cosine decay to 0 over the run
                 g["lr"] = args.lr * 0.5 * (1 + math.cos(math.pi * step / total_steps))
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             optimizer.zero_grad()
-            out = model(x)
-            loss = F.cross_entropy(out, y)
-            loss.backward()
-            optimizer.step()
+            with torch.autocast(device_type=device.type, enabled=args.amp):
+                out = model(x)
+                loss = F.cross_entropy(out, y)
+            if scaler is None:
+                loss.backward()
+                optimizer.step()
+            else:  # Horovod's documented pattern: average, unscale, then step without averaging
+                scaler.scale(loss).backward()
+                optimizer.synchronize()
+                scaler.unscale_(optimizer)
+                with optimizer.skip_synchronize():
+                    scaler.step(optimizer)
+                scaler.update()
             loss_sum += loss.item() * len(y)
             correct += (out.argmax(1) == y).sum().item()
             count += len(y)
         train_s = time.time() - t0
         totals = metric_average([loss_sum, correct, count], f"train.{epoch}")
-        _, test_acc = evaluate(model, test_loader, epoch)
+        _, test_acc = evaluate(model, test_loader, epoch, device)
         if args.checkpoint:
             save_checkpoint(args.checkpoint, model, optimizer, epoch + 1)
         if elastic_state is not None:

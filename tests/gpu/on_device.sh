@@ -16,6 +16,9 @@
 #   8. issue 13's host figures where every rank has cores to spare (the dev VM has 2 for 2
 #      ranks): latency_bench at np 2 and 4 (the lone op and its hand-off floor, mpi-thread) and
 #      allreduce_bench at np 2 (hvd-shm and hvd-mpi against MPI, mpi-thread, memcpy)
+#   9. PyTorch on the GPU: examples/pytorch/train_fashion_mnist.py --device cuda --amp, and
+#      benchmarks/torch_compare.py --device cuda (plain torch, DDP on NCCL, hvdc; ResNet-50 at
+#      batch 64, 224x224), where python3's torch sees the GPU
 # Every step's output goes to LOG_DIR/<step>.log; a step that fails does not stop the next.
 # Ends with one line per step and "N passed, N failed"; exit status 1 if any failed.
 # Usage: tests/gpu/on_device.sh LOG_DIR     (e.g. run(command='tests/gpu/on_device.sh $OUT/gpu'))
@@ -131,6 +134,20 @@ if [ -x "$build/hvdcrun" ] && command -v mpirun >/dev/null; then
         -f 4 -n 20 --impl hvd-shm,hvd-mpi,mpi,mpi-thread,memcpy
 else
     echo "no hvdcrun or mpirun: host figures not taken" | tee "$logs/cpu_bench.log"
+fi
+
+# 9: PyTorch on the GPU, as users run it: the example (one GPU per rank, mixed precision) and
+# plain torch / DDP(nccl) / hvdc on ResNet-50 at batch 64, 224x224, in one run
+export PYTHONPATH=$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH} HVDC_LIBRARY=$build/libhvdc/libhvdc.so
+if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    if [ -r "$data/train-images-idx3-ubyte.gz" ]; then
+        step torch_example_gpu "$build/hvdcrun" -np 1 python3 examples/pytorch/train_fashion_mnist.py \
+            --device cuda --amp --epochs 2 --data "$data" --min-accuracy 0.8
+    fi
+    step torch_compare_gpu python3 benchmarks/torch_compare.py --device cuda --np 1 \
+        --out "$logs/torch_compare_cuda"
+else
+    echo "python3 has no torch that sees a GPU: PyTorch steps not run" | tee "$logs/torch.log"
 fi
 
 echo

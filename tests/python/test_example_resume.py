@@ -69,3 +69,23 @@ def test_elastic_restart_equals_uninterrupted(uninterrupted):
         a, b = uninterrupted, torch.load(part)
         for k in a["model"]:
             assert torch.equal(a["model"][k], b["model"][k]), f"{k} differs after the restart"
+
+
+def test_device_cuda_refused_or_trains():
+    """--device cuda: where torch sees no GPU for a rank, every rank stops with exit status 2
+    and the reason (none hangs); where it does, a short run trains on the GPUs (with --amp)."""
+    launcher = os.environ.get("HVDCRUN") or shutil.which("hvdcrun")
+    if not launcher:
+        pytest.skip("no launcher: set HVDCRUN=build/hvdcrun (meson test does)")
+    if not os.path.exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"):
+        pytest.skip("dataset-fashion-mnist is not installed (scripts/setup.sh installs it)")
+    cmd = [launcher, "-np", "2", sys.executable, EXAMPLE, "--epochs", "1", "--train-limit",
+           "512", "--device", "cuda", "--amp"]
+    run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         timeout=150, env=dict(os.environ))
+    if torch.cuda.is_available() and torch.cuda.device_count() >= 2:
+        assert run.returncode == 0 and "ranks on cuda with amp" in run.stdout, run.stdout[-3000:]
+    else:
+        assert run.returncode != 0, run.stdout[-3000:]
+        assert "--device cuda on rank" in run.stdout and ("no CUDA device" in run.stdout or
+                                                         "no GPU" in run.stdout), run.stdout[-3000:]

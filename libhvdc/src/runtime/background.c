@@ -178,6 +178,7 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown, hvd
     hvdc_runtime *rt = s->rt;
     struct timespec deadline = hvdc__deadline_in(s->cycle_ms * 1e-3);
     int spun = 0; /* the hand-off spin: once per call, before the first sleep for work */
+    *dead = HVD_OK;
 
     pthread_mutex_lock(&rt->queue_mutex);
     for (;;) {

@@ -215,14 +215,13 @@ typedef struct step_times {
 /* Where the hvd steps' time went (runtime/phases.h): rank 0's mean us per op in each phase. In
  * a step every op is submitted at once, so an op's phases are its latency, not its cost. */
 static void print_phases(const fusion_result *res, size_t n, int gpu) {
-    static const char *const name[HVDC_N_PHASES] = {"queued", "negotiate", "execute", "device",
-                                                    "wake"};
     char thr[32];
     printf("# where an hvd op's time went (rank 0, mean us per op over the timed steps):\n");
     for (size_t i = 0; i < n; i++) {
         printf("#   threshold %-8s", fusion_threshold_text(res[i].threshold, thr, sizeof thr));
         for (int p = 0; p < HVDC_N_PHASES; p++)
-            if (p != HVDC_PHASE_DEVICE || gpu) printf("  %s %.1f", name[p], res[i].phases[p]);
+            if (p != HVDC_PHASE_DEVICE || gpu)
+                printf("  %s %.1f", hvdc__phase_name((hvdc_phase)p), res[i].phases[p]);
         printf("\n");
     }
 }

@@ -223,8 +223,6 @@ static double run_once(bench *b, int kind, int it, int checked) {
  * mean of any rank, for the single and the batch test. */
 static void print_phases(double rank0[2][HVDC_N_PHASES], double max[2][HVDC_N_PHASES],
                          const uint64_t ops[2], int gpu) {
-    static const char *const name[HVDC_N_PHASES] = {"queued", "negotiate", "execute", "device",
-                                                    "wake"};
     printf("# where an hvd op's time goes (mean us per op; rank 0 / the largest of any rank):\n"
            "#   queued: submitted until the background thread takes it; negotiate: until rank 0's\n"
            "#   answer; execute: %s; wake: until the waiter runs\n",
@@ -235,7 +233,7 @@ static void print_phases(double rank0[2][HVDC_N_PHASES], double max[2][HVDC_N_PH
         printf("# %6s", t == 0 ? "single" : "batch");
         for (int p = 0; p < HVDC_N_PHASES; p++) {
             if (p == HVDC_PHASE_DEVICE && !gpu) continue; /* 0 for host ops */
-            printf("  %s %.2f / %.2f", name[p], rank0[t][p], max[t][p]);
+            printf("  %s %.2f / %.2f", hvdc__phase_name((hvdc_phase)p), rank0[t][p], max[t][p]);
             sum += rank0[t][p];
         }
         printf("  (rank 0 sum %.2f, over %llu ops)\n", sum, (unsigned long long)ops[t]);

@@ -65,6 +65,24 @@ void hvdc__publish_on_device(hvdc_runtime *rt, hvdc_op **ops, size_t n, void *do
 
 static int held(const hvdc_op *op) { return op->on_device || op->device_waiting; }
 
+/* With completion_mutex held: holds op for a waiter that works on it with the mutex released
+ * (its event, its names), then releases the mutex. */
+static void hold_unlocked(hvdc_runtime *rt, hvdc_op *op) {
+    op->device_waiting = 1;
+    rt->device_waiters++;
+    pthread_mutex_unlock(&rt->completion_mutex);
+}
+
+/* With completion_mutex held again: lets go of hold_unlocked's hold, announces the change (op
+ * done, or runtime_free may go on), and frees op if it was released meanwhile. */
+static void drop_waiter_hold(hvdc_runtime *rt, hvdc_op *op) {
+    op->device_waiting = 0;
+    rt->device_waiters--;
+    count_change(rt);
+    pthread_cond_broadcast(&rt->completion_cond);
+    if (op->released && !held(op)) hvdc__op_free(op);
+}
+
 void hvdc__drop_device_hold(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
     pthread_mutex_lock(&rt->completion_mutex);
     for (size_t i = 0; i < n; i++) {
@@ -78,9 +96,7 @@ void hvdc__drop_device_hold(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
 int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block) {
     if (!op->device_done || op->device_waiting) return 0;
     void *event = op->device_done;
-    op->device_waiting = 1;
-    rt->device_waiters++;
-    pthread_mutex_unlock(&rt->completion_mutex);
+    hold_unlocked(rt, op);
     /* the event may be pooled and re-recorded meanwhile: then it fires for later work on the
      * same stream, which also means op's work finished (a later wake-up, never a wrong one) */
     int finished = rt->device_event_finished(event, &rt->device_aborted, block);
@@ -96,14 +112,10 @@ int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block) {
     } else {
         pthread_mutex_lock(&rt->completion_mutex);
     }
-    op->device_waiting = 0;
-    rt->device_waiters--;
-    count_change(rt);
-    pthread_cond_broadcast(&rt->completion_cond); /* op done, or runtime_free may go on */
     /* not finished: the background thread completes it (with the error, if one); a wait
      * that failed does not wait on this event again */
     if (!finished && block) op->device_done = NULL;
-    if (op->released && !held(op)) hvdc__op_free(op);
+    drop_waiter_hold(rt, op);
     return 1;
 }
 
@@ -121,16 +133,10 @@ hvdc_op *hvdc__stream_wait_for_op(hvdc_runtime *rt, hvd_handle local, void *stre
         if (*waited != HVD_OK) return op;
         /* the results are the stream's now: the name is free for this rank's next submission,
          * as after hvd_wait (the background's late completion leaves a reused name alone) */
-        op->device_waiting = 1;
-        rt->device_waiters++;
-        pthread_mutex_unlock(&rt->completion_mutex);
+        hold_unlocked(rt, op);
         forget_names(rt, &op, 1);
         pthread_mutex_lock(&rt->completion_mutex);
-        op->device_waiting = 0;
-        rt->device_waiters--;
-        count_change(rt);
-        pthread_cond_broadcast(&rt->completion_cond);
-        if (op->released && !held(op)) hvdc__op_free(op);
+        drop_waiter_hold(rt, op);
         return hvdc__handles_find(&rt->handles, local); /* NULL if another thread released it */
     }
     return op;

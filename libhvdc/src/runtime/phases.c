@@ -15,6 +15,12 @@ void hvdc__phases_add(hvdc_phase_totals *t, const int64_t at[HVDC_N_PHASES], int
     atomic_fetch_add_explicit(&t->ops, 1, memory_order_relaxed);
 }
 
+const char *hvdc__phase_name(hvdc_phase p) {
+    static const char *const names[HVDC_N_PHASES] = {"queued", "negotiate", "execute", "device",
+                                                     "wake"};
+    return p >= 0 && p < HVDC_N_PHASES ? names[p] : "?";
+}
+
 hvd_status hvdc__phase_breakdown(int device, double mean_us[HVDC_N_PHASES], uint64_t *ops) {
     hvd_status st = hvdc__enter("hvdc__phase_breakdown");
     if (st != HVD_OK) return st;

@@ -12,7 +12,8 @@
  * the five spans to its runtime's totals, host and device ops apart, when hvd_wait returns an
  * op that succeeded. A few clock reads and five relaxed atomic adds per op.
  *
- * defines: hvdc_phase, hvdc_phase_totals, hvdc__phases_add, hvdc__phase_breakdown
+ * defines: hvdc_phase, hvdc_phase_totals, hvdc__phases_add, hvdc__phase_breakdown,
+ *          hvdc__phase_name
  * Any thread.
  */
 #ifndef HVDC_PHASES_H
@@ -37,6 +38,9 @@ typedef struct hvdc_phase_totals {
     atomic_ullong ns[HVDC_N_PHASES];
     atomic_ullong ops;
 } hvdc_phase_totals;
+
+/* "queued", "negotiate", "execute", "device", "wake": how the benchmarks print phase p. */
+const char *hvdc__phase_name(hvdc_phase p);
 
 /* at: the op's submitted, taken, answered, on-device and completed instants (ns; a host op's
  * on-device instant is its completion); woke_ns: now. */

@@ -100,8 +100,6 @@ cudaError_t cudaGetLastError(void) {
     return err;
 }
 
-cudaError_t cudaPeekAtLastError(void) { return last_error; }
-
 /* ---- devices ------------------------------------------------------------------------------ */
 
 cudaError_t cudaGetDeviceCount(int *count) {

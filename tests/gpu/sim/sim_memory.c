@@ -279,9 +279,9 @@ static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKin
     if (err != cudaSuccess) return sim_error(err);
     int src_pageable = !src_device && sim_memory_find(src, NULL) == 0;
     int dst_pageable = !dst_device && sim_memory_find(dst, NULL) == 0;
-    if (synchronous && !(dst_device && src_device)) /* cudaMemcpy, except device to device */
-        return sim_enqueue_wait(stream, run_copy, &(copy_args){dst, src, n}, sizeof(copy_args));
-    if (dst_pageable) /* the host waits for a copy into pageable memory */
+    /* the host waits for cudaMemcpy (except device to device) and for a copy into pageable
+     * memory */
+    if ((synchronous && !(dst_device && src_device)) || dst_pageable)
         return sim_enqueue_wait(stream, run_copy, &(copy_args){dst, src, n}, sizeof(copy_args));
     if (!src_pageable)
         return sim_enqueue(stream, run_copy, &(copy_args){dst, src, n}, sizeof(copy_args));

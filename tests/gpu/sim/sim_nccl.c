@@ -245,18 +245,6 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *async_error) {
     return ncclSuccess;
 }
 
-ncclResult_t ncclCommCount(const ncclComm_t comm, int *count) {
-    if (!comm_valid(comm) || !count) return fail(ncclInvalidArgument, "ncclCommCount");
-    *count = comm->size;
-    return ncclSuccess;
-}
-
-ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank) {
-    if (!comm_valid(comm) || !rank) return fail(ncclInvalidArgument, "ncclCommUserRank");
-    *rank = comm->rank;
-    return ncclSuccess;
-}
-
 /* ---- running a launch on its stream --------------------------------------------------------- */
 
 /* out[0..n) = op over ranks of gathered[r][first .. first + n) (each rank's block `stride`

@@ -38,7 +38,6 @@
 typedef struct sim_record {
     int refs; /* event, queued item, waiting threads */
     int done;
-    struct timespec at; /* when it was done (cudaEventElapsedTime) */
 } sim_record;
 
 typedef struct sim_item {
@@ -64,7 +63,6 @@ struct CUstream_st {
 
 struct CUevent_st {
     uint32_t magic;
-    unsigned flags;
     sim_record *last; /* held; NULL until the first record */
 };
 
@@ -127,7 +125,6 @@ static void *stream_main(void *arg) {
         if (!s->head) s->tail = NULL;
         if (item->completes) {
             item->completes->done = 1;
-            clock_gettime(CLOCK_MONOTONIC, &item->completes->at);
             record_release(item->completes);
         }
         for (size_t i = 0; i < item->n_waits; i++) record_release(item->waits[i]);
@@ -314,10 +311,6 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) 
     return sim_error(s ? cudaSuccess : cudaErrorMemoryAllocation);
 }
 
-cudaError_t cudaStreamCreate(cudaStream_t *stream) {
-    return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
-}
-
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     pthread_mutex_lock(&mu);
     struct CUstream_st *s = stream ? resolve(stream) : NULL;
@@ -388,14 +381,9 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
         return sim_error(cudaErrorInvalidValue);
     struct CUevent_st *e = calloc(1, sizeof *e);
     if (!e) return sim_error(cudaErrorMemoryAllocation);
-    e->magic = EVENT_MAGIC;
-    e->flags = flags;
+    e->magic = EVENT_MAGIC; /* its flags change nothing here: no timing, host waits block */
     *event = e;
     return cudaSuccess;
-}
-
-cudaError_t cudaEventCreate(cudaEvent_t *event) {
-    return cudaEventCreateWithFlags(event, cudaEventDefault);
 }
 
 static int event_valid(cudaEvent_t event) { return event && event->magic == EVENT_MAGIC; }
@@ -447,19 +435,4 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     }
     pthread_mutex_unlock(&mu);
     return cudaSuccess;
-}
-
-cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
-    if (!ms || !event_valid(start) || !event_valid(end)) return sim_error(cudaErrorInvalidValue);
-    if ((start->flags | end->flags) & cudaEventDisableTiming)
-        return sim_error(cudaErrorInvalidResourceHandle);
-    pthread_mutex_lock(&mu);
-    cudaError_t err = cudaSuccess;
-    if (!start->last || !end->last) err = cudaErrorInvalidResourceHandle;
-    else if (!start->last->done || !end->last->done) err = cudaErrorNotReady;
-    else
-        *ms = (float)((double)(end->last->at.tv_sec - start->last->at.tv_sec) * 1e3 +
-                      (double)(end->last->at.tv_nsec - start->last->at.tv_nsec) * 1e-6);
-    pthread_mutex_unlock(&mu);
-    return sim_error(err);
 }

@@ -8,7 +8,7 @@
  *          hvd_alltoall[_async], hvd_alltoall_alloc_async, hvd_free, hvd_barrier[_async],
  *          hvd_join, hvd_add_process_set, hvd_remove_process_set, hvd_process_set_rank,
  *          hvd_process_set_size, hvd_start_timeline, hvd_stop_timeline,
- *          hvd_poll, hvd_wait, hvd_wait_on_stream, hvd_status_string, hvd_last_error, hvd_dtype_size, hvd_gpu_built,
+ *          hvd_poll, hvd_wait, hvd_wait_on_stream, hvd_status_string, hvd_last_error, hvd_dtype_size, hvd_gpu_built, hvd_nccl_built,
  *          hvd_version, hvd_build_info
  *
  * How it works. Any user thread submits named tensors. A background thread, the only one that
@@ -127,8 +127,10 @@ typedef enum hvd_reduce_op {
 #define HVD_DEVICE_CPU (-1)
 
 /* Options of the _async calls; NULL means HVD_OPTIONS_DEFAULT. Scale factors other than 1.0
- * apply to reductions only (elsewhere HVD_ERR_INVALID_ARG), need a floating dtype (else
- * HVD_ERR_INVALID_ARG) and must be finite. A device other than HVD_DEVICE_CPU needs the GPU
+ * apply to reductions only (elsewhere HVD_ERR_INVALID_ARG), need a numeric dtype (not bool,
+ * else HVD_ERR_INVALID_ARG) and must be finite. Integers are scaled as Horovod scales them: in
+ * float64, truncated toward zero (clamped to the type's range); an integer HVD_AVERAGE with a
+ * postscale applies postscale / size as one such factor (without one it divides exactly). A device other than HVD_DEVICE_CPU needs the GPU
  * backend (else HVD_ERR_UNSUPPORTED) and a visible CUDA device (else HVD_ERR_CUDA, "no CUDA
  * device visible: ..."). Device tensors are moved by NCCL on the runtime's own stream; the
  * handle completes when that work has finished.
@@ -330,8 +332,8 @@ HVD_API hvd_status hvd_barrier_async(const hvd_options *options, hvd_handle *han
 
 /* For uneven data: a rank that has run out of batches calls hvd_join and blocks until every
  * rank has. Meanwhile the other ranks' all-reduces complete without it: it contributes neutral
- * values (0 to a sum, 1 to a product, +/-inf to min/max) and HVD_AVERAGE divides by the number
- * of ranks that did contribute. Other collectives fail with HVD_ERR_MISMATCH while a rank has
+ * values (0 to a sum, 1 to a product, +/-inf to min/max) and HVD_AVERAGE still divides by the
+ * number of ranks (as Horovod: at np 2 with one rank joined, the average of x is x/2). Other collectives fail with HVD_ERR_MISMATCH while a rank has
  * joined. Ranks that have joined answer negotiation within HVD_CYCLE_TIME, so the others'
  * all-reduces may each take up to that long until everyone has joined.
  * @return HVD_OK with *last_joined_rank (if not NULL) the rank that joined last. Blocks. */
@@ -429,6 +431,11 @@ HVD_API size_t hvd_dtype_size(hvd_dtype dtype);
 /* 1 if this build has the GPU backend (CUDA kernels and NCCL), else 0. Never blocks; needs no
  * hvd_init. */
 HVD_API int hvd_gpu_built(void);
+
+/* The NCCL version this build was compiled against, as NCCL_VERSION_CODE (e.g. 22809 for
+ * 2.28.9), or 0 without the GPU backend: what Horovod's nccl_built() returns, so that guards
+ * like `nccl_built() >= 2700` read the same. Never blocks; needs no hvd_init. */
+HVD_API int hvd_nccl_built(void);
 
 /* "major.minor.patch". */
 HVD_API const char *hvd_version(void);

@@ -438,7 +438,12 @@ int main(int argc, char **argv) {
                 for (int in_place = 0; in_place < 2; in_place++)
                     test_allreduce_at(dt, mt_all_ops[o], counts[c], 1.0, 1.0, in_place);
         }
-        if (mt_is_float(dt)) test_allreduce_at(dt, HVD_SUM, 4099, 0.5, 2.0, 0);
+        if (mt_is_float(dt)) {
+            test_allreduce_at(dt, HVD_SUM, 4099, 0.5, 2.0, 0);
+        } else if (dt != HVD_BOOL) { /* integers, scaled as Horovod scales them (truncated) */
+            test_allreduce_at(dt, HVD_SUM, 4099, 0.5, 3.0, 0);
+            test_allreduce_at(dt, HVD_AVERAGE, 4099, 0.5, 0.75, 0);
+        }
         test_grouped(dt, 5);
         test_movers(dt);
     }

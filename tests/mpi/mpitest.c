@@ -412,13 +412,31 @@ void mt_fill(void *buf, hvd_dtype dt, hvd_reduce_op op, int rank, size_t first, 
     for (size_t i = 0; i < n; i++) mt_set_value(buf, dt, i, mt_value(dt, op, rank, first + i, salt));
 }
 
+/* v * f as libhvdc scales integers: in double, truncated toward zero, clamped to dt's range
+ * (the test values stay far inside it). */
+static int64_t int_scaled(hvd_dtype dt, int64_t v, double f) {
+    if (f == 1.0) return v;
+    double x = trunc((double)v * f), lo, hi;
+    switch (dt) {
+    case HVD_UINT8: lo = 0, hi = 255; break;
+    case HVD_INT8: lo = -128, hi = 127; break;
+    case HVD_INT16: lo = -32768, hi = 32767; break;
+    case HVD_UINT16: lo = 0, hi = 65535; break;
+    case HVD_INT32: lo = -2147483648.0, hi = 2147483647.0; break;
+    default: return (int64_t)x;
+    }
+    return (int64_t)(x < lo ? lo : x > hi ? hi : x);
+}
+
 void mt_reduce_ref(void *ref, hvd_dtype dt, hvd_reduce_op op, int size, size_t first,
                    size_t n, uint64_t salt, double prescale, double postscale) {
     for (size_t i = 0; i < n; i++) {
         if (!mt_is_float(dt)) {
-            int64_t acc = mt_value(dt, op, 0, first + i, salt);
+            /* Horovod's integer scaling: each input * prescale and the result * postscale (for
+             * an average: * postscale / size, one factor) in double, truncated */
+            int64_t acc = int_scaled(dt, mt_value(dt, op, 0, first + i, salt), prescale);
             for (int r = 1; r < size; r++) {
-                int64_t v = mt_value(dt, op, r, first + i, salt);
+                int64_t v = int_scaled(dt, mt_value(dt, op, r, first + i, salt), prescale);
                 switch (op) {
                 case HVD_SUM: case HVD_AVERAGE: acc = dt == HVD_BOOL ? (acc | v) : acc + v; break;
                 case HVD_MIN: acc = v < acc ? v : acc; break;
@@ -426,7 +444,9 @@ void mt_reduce_ref(void *ref, hvd_dtype dt, hvd_reduce_op op, int size, size_t f
                 case HVD_PRODUCT: acc *= v; break; /* on bool's 0 and 1: and */
                 }
             }
-            if (op == HVD_AVERAGE) acc /= size; /* C division truncates toward zero */
+            if (op == HVD_AVERAGE && postscale == 1.0) acc /= size; /* C division truncates toward zero */
+            else if (op == HVD_AVERAGE) acc = int_scaled(dt, acc, postscale / size);
+            else acc = int_scaled(dt, acc, postscale);
             mt_set_i64(ref, dt, i, acc);
         } else {
             double acc = prescale * (double)mt_value(dt, op, 0, first + i, salt);

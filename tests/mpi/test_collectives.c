@@ -3,7 +3,8 @@
  * 1M+3 for a subset), checked on every rank against a reference computed locally.
  *
  * Covers: allreduce in place and out of place (blocking), allreduce_async with prescale and
- * postscale (a batch in flight at once, waited in reverse order), grouped allreduce (blocking,
+ * postscale (a batch in flight at once, waited in reverse order; integers scaled as Horovod
+ * scales them, in double and truncated), grouped allreduce (blocking,
  * and async with options), broadcast from every root, allgather with per-rank counts
  * (rank r sends count + r), reducescatter (blocks as hvdc.h defines them), alltoall with
  * per-destination counts (rank s sends count + s + d elements to rank d), barrier, topology.
@@ -128,9 +129,16 @@ static void test_allreduce_options(mt_ctx *t, size_t count) {
             if (mt_is_float(dt)) {
                 if (o < HVD_REDUCE_OP_COUNT) j->opt.prescale = 0.5, j->opt.postscale = 4.0;
                 else if (o == HVD_REDUCE_OP_COUNT) j->opt.postscale = 0.25;
-            } else {
-                if (o >= HVD_REDUCE_OP_COUNT) continue; /* integers: once per op */
-                j->use_opt = 0;
+            } else if (o < HVD_REDUCE_OP_COUNT) {
+                j->use_opt = 0; /* integers: once per op without options, */
+            } else if (dt == HVD_BOOL) {
+                continue;
+            } else { /* then scaled as Horovod scales them: a sum of halves (truncated) times 3,
+                      * and an average with prescale 2 and postscale 0.75. (A prescale above 1
+                      * on a sum could wrap the sum itself: the reference does not wrap.) */
+                j->op = o == HVD_REDUCE_OP_COUNT ? HVD_SUM : HVD_AVERAGE;
+                j->opt.prescale = j->op == HVD_SUM ? 0.5 : 2.0;
+                j->opt.postscale = j->op == HVD_SUM ? 3.0 : 0.75;
             }
             snprintf(j->name, sizeof j->name, "aro.%s.%s.%d.%zu", mt_dtype_name(dt),
                      mt_op_name(j->op), o, count);
@@ -500,6 +508,7 @@ int main(int argc, char **argv) {
     section_done(&t, "allreduce_async options", &t0);
 
     const hvd_options scaled = {.prescale = 0.5, .postscale = 4.0, .device = HVD_DEVICE_CPU};
+    const hvd_options int_scaled = {.prescale = 0.5, .postscale = 3.0, .device = HVD_DEVICE_CPU};
     for (int d = 0; d < HVD_DTYPE_COUNT; d++) {
         hvd_dtype dt = mt_all_dtypes[d];
         for (int o = 0; o < HVD_REDUCE_OP_COUNT; o++)
@@ -527,6 +536,10 @@ int main(int argc, char **argv) {
                 if (mt_op_defined(dt, mt_all_ops[o]))
                     test_reducescatter(&t, dt, mt_all_ops[o], small_counts[c], NULL);
             if (mt_is_float(dt)) test_reducescatter(&t, dt, HVD_SUM, small_counts[c], &scaled);
+            else if (dt != HVD_BOOL) { /* integers scaled as Horovod scales them */
+                test_reducescatter(&t, dt, HVD_SUM, small_counts[c], &int_scaled);
+                test_reducescatter(&t, dt, HVD_AVERAGE, small_counts[c], &int_scaled);
+            }
         }
     section_done(&t, "reducescatter", &t0);
 

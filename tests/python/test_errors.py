@@ -79,18 +79,28 @@ def test_local_argument_errors(rank, size):
     with pytest.raises(ValueError, match="sparse"):
         hvd.allreduce(torch.ones(3).to_sparse())
     if size > 1:
-        # a name in flight twice: Horovod's core refuses it too (HorovodInternalError). Rank 0's
-        # first 'dup' cannot complete before rank 1 submits it, which rank 1 does only after
-        # the barrier, which rank 0 reaches after its second try.
+        # a name in flight twice raises ValueError at the call, as Horovod's core does, for
+        # every collective. Rank 0's first 'dup.*' cannot complete before rank 1 submits it,
+        # which rank 1 does only after the barrier, which rank 0 reaches after its second try.
+        submit = {
+            "allreduce": lambda n: hvd.allreduce_async(torch.ones(2), name=n),
+            "allgather": lambda n: hvd.allgather_async(torch.ones(2), name=n),
+            "broadcast": lambda n: hvd.broadcast_async(torch.ones(2), 0, name=n),
+            "reducescatter": lambda n: hvd.reducescatter_async(torch.ones(size * 2), name=n),
+            "alltoall": lambda n: hvd.alltoall_async(torch.ones(size * 2), name=n),
+        }
+        handles = []
         if rank == 0:
-            h = hvd.allreduce_async(torch.ones(2), name="dup")
-            with pytest.raises(hvd.HorovodInternalError, match="dup"):
-                hvd.allreduce_async(torch.ones(2), name="dup")
+            for kind, call in submit.items():
+                handles.append(call("dup." + kind))
+                with pytest.raises(ValueError, match="dup." + kind):
+                    call("dup." + kind)
             hvd.barrier()
         else:
             hvd.barrier()
-            h = hvd.allreduce_async(torch.ones(2), name="dup")
-        hvd.synchronize(h)
+            handles = [call("dup." + kind) for kind, call in submit.items()]
+        for h in handles:
+            hvd.synchronize(h)
     with pytest.raises(ValueError, match="unique"):
         p = torch.nn.Parameter(torch.ones(1))
         q = torch.nn.Parameter(torch.ones(1))
@@ -141,6 +151,15 @@ def test_build_facts():
     assert not hvd.rocm_built() and not hvd.ddl_built() and not hvd.ccl_built()
     assert isinstance(hvd.is_homogeneous(), bool) and hvd.is_homogeneous()
     assert hvd.local_size() == hvd.size() and hvd.cross_size() == 1  # one host here
+    # Horovod's types: nccl_built() is NCCL's version code (an int, 0 without NCCL), so that
+    # `hvd.nccl_built() >= 2700` guards work; the others are bools
+    nccl = hvd.nccl_built()
+    assert type(nccl) is int and (nccl == 0) == (not hvd.cuda_built()), nccl
+    assert nccl == 0 or nccl >= 20000, nccl
+    for fn in (hvd.mpi_built, hvd.mpi_enabled, hvd.mpi_threads_supported, hvd.gloo_built,
+               hvd.gloo_enabled, hvd.cuda_built, hvd.rocm_built, hvd.ddl_built, hvd.ccl_built,
+               hvd.is_homogeneous, hvd.is_initialized):
+        assert type(fn()) is bool, (fn.__name__, fn())
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(),

@@ -179,6 +179,49 @@ def test_grouped_reducescatter(rank, size):
         assert_same(got, full[first:first + base + (1 if rank < extra else 0)], "grouped")
 
 
+INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+
+
+def horovod_int_scaling(inputs, dtype, op, size, pre, post):
+    """Horovod's integer scale factors: each input * pre in float64 truncated to the dtype, the
+    sum of those, then * post (an average: * post / size, one factor) truncated again."""
+    info = torch.iinfo(dtype)
+
+    def scaled(t, f):
+        return torch.trunc(t.double() * f).clamp(info.min, info.max).to(torch.int64)
+    total = sum(scaled(t, pre) for t in inputs)
+    return scaled(total, post / size if op == hvd.Average else post).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=str)
+def test_integer_scale_factors(dtype, rank, size):
+    """Integers with prescale/postscale are scaled in float64 and truncated, as Horovod does,
+    on allreduce, grouped_allreduce, reducescatter and grouped_reducescatter."""
+    def x_of(r, n):
+        return ((torch.arange(n) * 7 + r * 5) % 23 - (0 if dtype == torch.uint8 else 9)).to(dtype)
+    for op, pre, post in [(hvd.Sum, 0.5, 3.0), (hvd.Average, 0.5, 0.75), (hvd.Sum, 1.0, 2.5)]:
+        n = 4 * size + 1
+        want = horovod_int_scaling([x_of(r, n) for r in range(size)], dtype, op, size, pre, post)
+        what = f"{dtype} op {op} pre {pre} post {post}"
+        got = hvd.allreduce(x_of(rank, n), op=op, prescale_factor=pre, postscale_factor=post,
+                            name=f"ints.{dtype}.{op}.{pre}")
+        assert_same(got, want, "allreduce " + what)
+        got = hvd.grouped_allreduce([x_of(rank, n), x_of(rank, 3)], op=op, prescale_factor=pre,
+                                    postscale_factor=post, name=f"gints.{dtype}.{op}.{pre}")
+        assert_same(got[0], want, "grouped_allreduce " + what)
+        base, extra = divmod(n, size)
+        first = rank * base + min(rank, extra)
+        block = want[first:first + base + (1 if rank < extra else 0)]
+        got = hvd.reducescatter(x_of(rank, n), op=op, prescale_factor=pre, postscale_factor=post,
+                                name=f"rsints.{dtype}.{op}.{pre}")
+        assert_same(got, block, "reducescatter " + what)
+        got = hvd.grouped_reducescatter([x_of(rank, n)], op=op, prescale_factor=pre,
+                                        postscale_factor=post, name=f"grsints.{dtype}.{op}.{pre}")
+        assert_same(got[0], block, "grouped_reducescatter " + what)
+    with pytest.raises(ValueError, match="bool"):
+        hvd.allreduce(torch.ones(2, dtype=torch.bool), op=hvd.Sum, prescale_factor=2.0)
+
+
 def test_barrier_poll_synchronize(rank, size):
     for _ in range(3):
         hvd.barrier()
@@ -193,12 +236,22 @@ def test_barrier_poll_synchronize(rank, size):
 
 
 def test_join_uneven(rank, size):
-    # rank r runs r + 1 steps of a summed all-reduce, then joins; a joined rank contributes 0
+    # rank r runs r + 1 steps of a summed and an averaged all-reduce, then joins. As in Horovod,
+    # a joined rank contributes 0 and the average still divides by the full size; join returns
+    # the last rank to join, on every rank.
     for step in range(rank + 1):
         got = hvd.allreduce(torch.full((4,), float(rank + 1)), op=hvd.Sum, name=f"join.{step}")
-        want = float(sum(r + 1 for r in range(size) if r + 1 > step))
-        assert torch.equal(got, torch.full((4,), want)), f"step {step}: {got} != {want}"
+        total = float(sum(r + 1 for r in range(size) if r + 1 > step))
+        assert torch.equal(got, torch.full((4,), total)), f"step {step}: {got} != {total}"
+        got = hvd.allreduce(torch.full((4,), float(rank + 1), dtype=torch.float64),
+                            op=hvd.Average, name=f"join.avg.{step}")
+        assert torch.equal(got, torch.full((4,), total * (1.0 / size), dtype=torch.float64)), \
+            f"step {step}: average {got}, expected {total} / {size}"
     assert hvd.join() == size - 1
+    # once more, the last to join now rank 0: the others wait for it
+    if rank == 0:
+        hvd.allreduce(torch.ones(1), name="join.late")
+    assert hvd.join() == 0
 
 
 def test_many_in_flight(rank, size):

@@ -120,6 +120,11 @@ def test_errors(sets):
     other = sets[1 - hvd.rank() % 2]
     with pytest.raises(ValueError, match="is not in process set"):
         hvd.allreduce(torch.ones(2), process_set=other)
+    # every rank's set is the global one: a duplicate, refused on every rank as Horovod does
+    with pytest.raises(ValueError, match="duplicate process set"):
+        hvd.add_process_set(list(range(hvd.size())))
+    if hvd.size() < 3:
+        return  # the rest needs a set of two ranks that is not the global set
     # removing with work in flight is refused on every rank; afterwards it works
     extra = hvd.add_process_set([0, 1])
     h = hvd.allreduce_async(torch.ones(1), op=hvd.Sum, name="pending", process_set=extra) if hvd.rank() == 0 else None

@@ -48,6 +48,20 @@ int main(void) {
     value_of(info, "cuda", value, sizeof value);
     CHECK_TRUE(strncmp(value, "yes, CUDA ", 10) == 0 || strncmp(value, "no: ", 4) == 0,
                "cuda: '%s' (want 'yes, CUDA x' or 'no: why')", value);
+    /* nccl_built as Horovod's: the version code built against, 0 without NCCL */
+    value_of(info, "nccl", value, sizeof value);
+    int major = 0, minor = 0, patch = 0;
+    if (hvd_gpu_built()) {
+        CHECK_TRUE(hvd_nccl_built() >= 20000, "hvd_nccl_built() = %d in a GPU build",
+                   hvd_nccl_built());
+        if (sscanf(value, "yes, NCCL %d.%d.%d", &major, &minor, &patch) == 3)
+            CHECK_TRUE(hvd_nccl_built() == major * 10000 + minor * 100 + patch,
+                       "hvd_nccl_built() = %d, build info says %d.%d.%d", hvd_nccl_built(),
+                       major, minor, patch);
+    } else {
+        CHECK_TRUE(hvd_nccl_built() == 0, "hvd_nccl_built() = %d without the GPU backend",
+                   hvd_nccl_built());
+    }
     value_of(info, "environment", value, sizeof value);
     for (size_t i = 0; i < hvdc__n_settings; i++) {
         const hvdc_setting *s = &hvdc__settings[i];

@@ -85,6 +85,24 @@ int main(void) {
     float f[3] = {1, 2, 3};
     hvdc__scale(f, 3, HVD_FLOAT32, 0.5);
     CHECK_TRUE(f[0] == 0.5f && f[2] == 1.5f, "scale float32");
+    /* integers scale as Horovod scales them: in double, truncated toward zero; beyond the
+     * type's range clamped (Horovod leaves that undefined) */
+    int8_t i8[5] = {7, -7, 100, -100, 1};
+    hvdc__scale(i8, 5, HVD_INT8, 0.5);
+    CHECK_TRUE(i8[0] == 3 && i8[1] == -3 && i8[2] == 50 && i8[3] == -50 && i8[4] == 0,
+               "int8 * 0.5 truncates toward zero: %d %d %d %d %d", i8[0], i8[1], i8[2], i8[3], i8[4]);
+    hvdc__scale(i8, 5, HVD_INT8, 3.0);
+    CHECK_TRUE(i8[2] == 127 && i8[3] == -128, "int8 * 3 clamps: %d %d", i8[2], i8[3]);
+    uint8_t u8[2] = {200, 3};
+    hvdc__scale(u8, 2, HVD_UINT8, -1.0);
+    CHECK_TRUE(u8[0] == 0 && u8[1] == 0, "uint8 * -1 clamps to 0: %d %d", u8[0], u8[1]);
+    int64_t i64[3] = {INT64_MAX, INT64_MIN, 5};
+    hvdc__scale(i64, 3, HVD_INT64, 2.0);
+    CHECK_TRUE(i64[0] == INT64_MAX && i64[1] == INT64_MIN && i64[2] == 10, "int64 * 2 clamps");
+    int32_t i32[1] = {3};
+    hvdc__scale(i32, 1, HVD_INT32, 1.0 / 3.0);
+    CHECK_TRUE(i32[0] == 1, "int32 3 * (1/3) = %d (the double product rounds to 1.0)", i32[0]);
+    CHECK_TRUE(hvdc__scale_integer(5, NAN, -10, 10) == 0, "NaN scales to 0");
     uint8_t t5 = 5, f0 = 0, bo;
     hvdc__reduce(&bo, &t5, &t5, 1, HVD_BOOL, HVD_SUM);
     CHECK_TRUE(bo == 1, "bool or of two non-zero bytes is 1, not %d", bo);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/dtype.h"
 #include "base/half.h"
 
 /* One loop per (type, op); the switch is outside the loops. */
@@ -148,8 +149,50 @@ void hvdc__reduce(void *dst, const void *a, const void *b, size_t count, hvd_dty
     }
 }
 
+void hvdc__integer_range(hvd_dtype dtype, int64_t *lo, int64_t *hi) {
+    switch (dtype) {
+    case HVD_UINT8: *lo = 0; *hi = UINT8_MAX; return;
+    case HVD_INT8: *lo = INT8_MIN; *hi = INT8_MAX; return;
+    case HVD_INT16: *lo = INT16_MIN; *hi = INT16_MAX; return;
+    case HVD_UINT16: *lo = 0; *hi = UINT16_MAX; return;
+    case HVD_INT32: *lo = INT32_MIN; *hi = INT32_MAX; return;
+    case HVD_BOOL: *lo = 0; *hi = 1; return;
+    default: *lo = INT64_MIN; *hi = INT64_MAX; return;
+    }
+}
+
+int64_t hvdc__scale_integer(int64_t v, double factor, int64_t lo, int64_t hi) {
+    double x = trunc((double)v * factor);
+    if (!(x == x)) return 0; /* NaN */
+    /* compare in double: (double)INT64_MAX rounds up to 2^63, which no int64 reaches */
+    if (x <= (double)lo) return lo;
+    if (x >= (double)hi) return hi;
+    return (int64_t)x;
+}
+
+#define SCALE_INTEGERS(T, buf, count, factor, lo, hi)                                       \
+    do {                                                                                    \
+        T *v_ = (buf);                                                                      \
+        for (size_t i_ = 0; i_ < (count); i_++)                                             \
+            v_[i_] = (T)hvdc__scale_integer((int64_t)v_[i_], (factor), (lo), (hi));         \
+    } while (0)
+
 void hvdc__scale(void *buf, size_t count, hvd_dtype dtype, double factor) {
     if (factor == 1.0) return;
+    if (!hvdc__dtype_is_float(dtype)) {
+        int64_t lo, hi;
+        hvdc__integer_range(dtype, &lo, &hi);
+        switch (dtype) {
+        case HVD_UINT8: SCALE_INTEGERS(uint8_t, buf, count, factor, lo, hi); break;
+        case HVD_INT8: SCALE_INTEGERS(int8_t, buf, count, factor, lo, hi); break;
+        case HVD_INT16: SCALE_INTEGERS(int16_t, buf, count, factor, lo, hi); break;
+        case HVD_UINT16: SCALE_INTEGERS(uint16_t, buf, count, factor, lo, hi); break;
+        case HVD_INT32: SCALE_INTEGERS(int32_t, buf, count, factor, lo, hi); break;
+        case HVD_INT64: SCALE_INTEGERS(int64_t, buf, count, factor, lo, hi); break;
+        default: break; /* bool: scale factors are refused at submission */
+        }
+        return;
+    }
     if (dtype == HVD_FLOAT32) {
         float *f = buf, s = (float)factor;
         for (size_t i = 0; i < count; i++) f[i] *= s;

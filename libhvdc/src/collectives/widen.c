@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "base/half.h"
+#include "collectives/reduce.h"
 
 hvd_dtype hvdc__accumulation_dtype(hvd_dtype dtype, hvd_reduce_op op) {
     if (op != HVD_AVERAGE) return dtype;
@@ -34,6 +35,11 @@ void hvdc__widen(void *dst, hvd_dtype wide, const void *src, hvd_dtype dtype, si
         case HVD_INT32: { const int32_t *s = src; for (size_t i = 0; i < count; i++) d[i] = s[i]; break; }
         default: break;
         }
+        if (prescale != 1.0) { /* scaled in the caller's type, as Horovod scales its input */
+            int64_t lo, hi;
+            hvdc__integer_range(dtype, &lo, &hi);
+            for (size_t i = 0; i < count; i++) d[i] = hvdc__scale_integer(d[i], prescale, lo, hi);
+        }
     } else if (wide == HVD_FLOAT32) {
         float *d = dst, scale = (float)(prescale / divisor);
         const uint16_t *s = src;
@@ -47,7 +53,20 @@ void hvdc__widen(void *dst, hvd_dtype wide, const void *src, hvd_dtype dtype, si
 
 void hvdc__narrow_average(void *dst, hvd_dtype dtype, const void *src, hvd_dtype wide,
                           size_t count, int divisor, double postscale) {
-    if (wide == HVD_INT64) {
+    if (wide == HVD_INT64 && postscale != 1.0) { /* Horovod: sum * (postscale / size), truncated */
+        int64_t lo, hi;
+        hvdc__integer_range(dtype, &lo, &hi);
+        const int64_t *s = src;
+        double f = postscale / divisor;
+        switch (dtype) {
+        case HVD_UINT8: { uint8_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (uint8_t)hvdc__scale_integer(s[i], f, lo, hi); break; }
+        case HVD_INT8: { int8_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (int8_t)hvdc__scale_integer(s[i], f, lo, hi); break; }
+        case HVD_INT16: { int16_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (int16_t)hvdc__scale_integer(s[i], f, lo, hi); break; }
+        case HVD_UINT16: { uint16_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (uint16_t)hvdc__scale_integer(s[i], f, lo, hi); break; }
+        case HVD_INT32: { int32_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (int32_t)hvdc__scale_integer(s[i], f, lo, hi); break; }
+        default: break;
+        }
+    } else if (wide == HVD_INT64) {
         const int64_t *s = src;
         switch (dtype) {
         case HVD_UINT8: { uint8_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (uint8_t)(s[i] / divisor); break; }

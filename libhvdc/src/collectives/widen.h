@@ -23,13 +23,14 @@
  * or a half type. */
 hvd_dtype hvdc__accumulation_dtype(hvd_dtype dtype, hvd_reduce_op op);
 
-/* dst (count elements of wide) = src (count of dtype) * prescale, and for half types / divisor
- * (prescale: floats only). */
+/* dst (count elements of wide) = src (count of dtype) * prescale, and for half types / divisor.
+ * Integers are scaled in float64, truncated and clamped to dtype's range (hvdc__scale). */
 void hvdc__widen(void *dst, hvd_dtype wide, const void *src, hvd_dtype dtype, size_t count,
                  double prescale, int divisor);
 
 /* dst (count of dtype) = src (count of wide) * postscale, and for integers / divisor
- * (truncating toward zero); half types round to nearest-even. Pass the same divisor as to
+ * (truncating toward zero: exactly when postscale is 1, else as one float64 factor
+ * postscale / divisor, as Horovod); half types round to nearest-even. Pass the same divisor as to
  * hvdc__widen. */
 void hvdc__narrow_average(void *dst, hvd_dtype dtype, const void *src, hvd_dtype wide,
                           size_t count, int divisor, double postscale);

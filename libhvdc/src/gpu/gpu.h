@@ -28,7 +28,8 @@
  *
  * defines: hvdc_gpu, hvdc_gpu_pending, hvdc_gpu_config, HVDC_GPU_PTR_HOST,
  *          HVDC_GPU_PTR_UNKNOWN, hvdc__gpu_probe, hvdc__gpu_device_count,
- *          hvdc__gpu_pointer_device, hvdc__gpu_versions, hvdc__gpu_create, hvdc__gpu_agree,
+ *          hvdc__gpu_pointer_device, hvdc__gpu_versions,
+ *          hvdc__gpu_nccl_version_built, hvdc__gpu_create, hvdc__gpu_agree,
  *          hvdc__gpu_device,
  *          hvdc__gpu_abort, hvdc__gpu_destroy, hvdc__gpu_allreduce, hvdc__gpu_stream_wait,
  *          hvdc__gpu_broadcast, hvdc__gpu_allgather, hvdc__gpu_reducescatter,
@@ -95,6 +96,9 @@ int hvdc__gpu_pointer_device(const void *ptr);
 /* Writes e.g. "CUDA 13.0, NCCL 2.28.9 (running NCCL 2.28.9)" into buf (len bytes): the versions
  * built against and the NCCL loaded; the stub writes that it has none. */
 void hvdc__gpu_versions(char *buf, size_t len);
+
+/* NCCL_VERSION_CODE of the NCCL built against; 0 in the stub. Any thread. */
+int hvdc__gpu_nccl_version_built(void);
 
 /* Collective over config->comm (every rank calls it at the same point: when the first device
  * response is executed). Each step is agreed by every rank before the next starts, so a rank

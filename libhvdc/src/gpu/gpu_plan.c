@@ -110,6 +110,11 @@ hvd_status hvdc__gpu_reduce_plan(hvd_dtype dtype, hvd_reduce_op op, double presc
             plan->prescale /= (double)size; /* each value divided first: the sum stays in range */
         else
             plan->postscale /= (double)size;
+    } else if (op == HVD_AVERAGE && postscale != 1.0) {
+        /* an integer average with a postscale: Horovod's one float64 factor postscale / size
+         * on the sum, truncated (the copy kernel's integer scaling) */
+        plan->op = HVD_SUM;
+        plan->postscale /= (double)size;
     }
     plan->in_place_only = plan->op == HVD_AVERAGE;
     return HVD_OK;

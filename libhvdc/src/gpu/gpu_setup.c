@@ -31,6 +31,10 @@ void hvdc__gpu_versions(char *buf, size_t len) {
              v / 100 % 100, v % 100);
 }
 
+int hvdc__gpu_nccl_version_built(void) {
+    return NCCL_VERSION_CODE;
+}
+
 /* The real count, and CUDA's reason when it is 0. */
 static int real_device_count(char *why, size_t len) {
     int n = 0;

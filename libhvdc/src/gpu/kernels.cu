@@ -85,6 +85,22 @@ template <> struct Scale<double> {
     __device__ static double apply(double x, double f) { return x * f; }
 };
 
+/* Integers as Horovod scales them: in double, truncated toward zero; a result beyond the
+ * type's range is clamped to it [Lo, Hi] (as collectives/reduce.c's hvdc__scale_integer). */
+template <typename T, long long Lo, long long Hi>
+__device__ void scale_ints(const void *src, void *dst, uint64_t count, double f, uint64_t tid,
+                           uint64_t stride) {
+    const T *s = static_cast<const T *>(src);
+    T *d = static_cast<T *>(dst);
+    for (uint64_t i = tid; i < count; i += stride) {
+        const double v = trunc(static_cast<double>(s[i]) * f);
+        d[i] = v != v ? T(0)
+             : v <= static_cast<double>(Lo) ? T(Lo)
+             : v >= static_cast<double>(Hi) ? T(Hi)
+             : static_cast<T>(v);
+    }
+}
+
 template <typename T>
 __device__ void scale_elems(const void *src, void *dst, uint64_t count, double f, uint64_t tid,
                             uint64_t stride) {
@@ -137,7 +153,14 @@ __global__ void __launch_bounds__(kThreads) copy_scale_kernel(const hvdc_gpu_bat
     case HVD_FLOAT16: scale_elems<__half>(seg.src, seg.dst, seg.count, f, tid, stride); break;
     case HVD_BFLOAT16: scale_elems<__nv_bfloat16>(seg.src, seg.dst, seg.count, f, tid, stride); break;
     case HVD_FLOAT32: scale_elems<float>(seg.src, seg.dst, seg.count, f, tid, stride); break;
-    default: scale_elems<double>(seg.src, seg.dst, seg.count, f, tid, stride); break;
+    case HVD_FLOAT64: scale_elems<double>(seg.src, seg.dst, seg.count, f, tid, stride); break;
+    case HVD_UINT8: scale_ints<uint8_t, 0, 255>(seg.src, seg.dst, seg.count, f, tid, stride); break;
+    case HVD_INT8: scale_ints<int8_t, -128, 127>(seg.src, seg.dst, seg.count, f, tid, stride); break;
+    case HVD_INT16: scale_ints<int16_t, -32768, 32767>(seg.src, seg.dst, seg.count, f, tid, stride); break;
+    case HVD_UINT16: scale_ints<uint16_t, 0, 65535>(seg.src, seg.dst, seg.count, f, tid, stride); break;
+    case HVD_INT32: scale_ints<int32_t, INT32_MIN, INT32_MAX>(seg.src, seg.dst, seg.count, f, tid, stride); break;
+    case HVD_INT64: scale_ints<int64_t, INT64_MIN, INT64_MAX>(seg.src, seg.dst, seg.count, f, tid, stride); break;
+    default: break; /* bool: the launch refuses a factor */
     }
 }
 
@@ -148,9 +171,7 @@ extern "C" int hvdc__gpu_launch_copy_scale(const hvdc_gpu_batch *batch, int max_
     const int d = batch->dtype;
     if (batch->n == 0) return static_cast<int>(cudaSuccess);
     if (d < 0 || d >= HVD_DTYPE_COUNT) return static_cast<int>(cudaErrorInvalidValue);
-    const bool is_float = d == HVD_FLOAT16 || d == HVD_BFLOAT16 || d == HVD_FLOAT32 ||
-                          d == HVD_FLOAT64;
-    if (batch->factor != 1.0 && !is_float) return static_cast<int>(cudaErrorInvalidValue);
+    if (batch->factor != 1.0 && d == HVD_BOOL) return static_cast<int>(cudaErrorInvalidValue);
     /* Blocks per segment from its own length (gpu_block_map.h; it also refuses n and
      * max_blocks out of range). The grid used to give every segment the same number, capped
      * at 8 * max_blocks / n: on the H100 one 32 MiB tensor among 127 of 4 KiB got 33 blocks

@@ -62,8 +62,8 @@ static hvd_status check_buffer(const char *fn, const char *name, const char *whi
 static hvd_status check_options(const char *fn, const char *name, const hvd_options *o, hvd_dtype dtype) {
     if (!isfinite(o->prescale) || !isfinite(o->postscale))
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': prescale and postscale must be finite numbers", fn, name);
-    if ((o->prescale != 1.0 || o->postscale != 1.0) && !hvdc__dtype_is_float(dtype))
-        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': prescale/postscale need a floating dtype, not %s", fn, name, hvdc__dtype_name(dtype));
+    if ((o->prescale != 1.0 || o->postscale != 1.0) && dtype == HVD_BOOL)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': prescale/postscale need a numeric dtype, not bool", fn, name);
     if (o->device < HVD_DEVICE_CPU)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': device %d; expected HVD_DEVICE_CPU (-1) or a CUDA device ordinal", fn, name, o->device);
     /* the device this rank's backend runs on needs no probe: it was set up (a per-request

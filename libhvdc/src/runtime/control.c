@@ -1,12 +1,13 @@
 /*
  * control.c - public calls that change how the running runtime behaves, rather than submit
  * work: hvd_start_timeline / hvd_stop_timeline (the timeline at run time, as HVD_TIMELINE does
- * at hvd_init), and what the build contains (hvd_gpu_built).
+ * at hvd_init), and what the build contains (hvd_gpu_built, hvd_nccl_built).
  * Any user thread, between hvd_init and hvd_shutdown (each call enters the runtime's gate).
  */
 #include <stddef.h>
 
 #include "base/status.h"
+#include "gpu/gpu.h"
 #include "runtime/runtime.h"
 
 static hvd_status start_timeline_entered(const char *path, int mark_cycles) {
@@ -30,6 +31,10 @@ hvd_status hvd_stop_timeline(void) {
     hvdc__timeline_stop(hvdc__runtime->executor.timeline);
     hvdc__leave();
     return HVD_OK;
+}
+
+int hvd_nccl_built(void) {
+    return hvdc__gpu_nccl_version_built();
 }
 
 int hvd_gpu_built(void) {

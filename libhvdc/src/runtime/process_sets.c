@@ -259,8 +259,13 @@ static hvd_status add_entered(const int *ranks, int n, int *out) {
             same = slots[i].id;
     }
     pthread_mutex_unlock(&table_lock);
+    if (n == hvdc__runtime->topo.size) { /* distinct ranks of the world (check_ranks): all */
+        st = hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_add_process_set: a duplicate process set: these "
+                        "are every rank, the global process set's (%d); use that one", HVD_PROCESS_SET_GLOBAL);
+        goto fail;
+    }
     if (same) {
-        st = hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_add_process_set: process set %d has these ranks already", same);
+        st = hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_add_process_set: a duplicate process set: process set %d has these ranks already", same);
         goto fail;
     }
     if (free_slot < 0) {

@@ -10,6 +10,8 @@
  * order on the stream, the pointers, the counts, the block split's limits.
  * The launching thread (validates and queues); the stream's thread (runs).
  */
+#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "base/half.h"
@@ -29,9 +31,25 @@ static int launched(cudaError_t err) {
 
 /* ---- the fusion buffer's copy-and-scale (gpu/kernels.cu) ---------------------------------- */
 
+/* An integer as kernels.cu's scale_ints scales it: in double, truncated, clamped to [lo, hi]. */
+static int64_t scale_int(int64_t x, double f, double lo, double hi) {
+    double v = trunc((double)x * f);
+    if (v != v) return 0;
+    if (v <= lo) return (int64_t)lo;
+    if (v >= hi) return hi >= 0x1p63 ? INT64_MAX : (int64_t)hi; /* (double)INT64_MAX is 2^63 */
+    return (int64_t)v;
+}
+
 static void scale_segment(const hvdc_gpu_segment *seg, hvd_dtype dtype, double f) {
     for (uint64_t i = 0; i < seg->count; i++) {
         switch (dtype) {
+        case HVD_UINT8: ((uint8_t *)seg->dst)[i] = (uint8_t)scale_int(((const uint8_t *)seg->src)[i], f, 0, 255); break;
+        case HVD_INT8: ((int8_t *)seg->dst)[i] = (int8_t)scale_int(((const int8_t *)seg->src)[i], f, -128, 127); break;
+        case HVD_INT16: ((int16_t *)seg->dst)[i] = (int16_t)scale_int(((const int16_t *)seg->src)[i], f, -32768, 32767); break;
+        case HVD_UINT16: ((uint16_t *)seg->dst)[i] = (uint16_t)scale_int(((const uint16_t *)seg->src)[i], f, 0, 65535); break;
+        case HVD_INT32: ((int32_t *)seg->dst)[i] = (int32_t)scale_int(((const int32_t *)seg->src)[i], f, INT32_MIN, INT32_MAX); break;
+        case HVD_INT64: ((int64_t *)seg->dst)[i] = scale_int(((const int64_t *)seg->src)[i], f, (double)INT64_MIN, (double)INT64_MAX); break;
+        case HVD_BOOL: break;
         case HVD_FLOAT16: {
             const uint16_t *s = seg->src;
             uint16_t *d = seg->dst;
@@ -45,7 +63,7 @@ static void scale_segment(const hvdc_gpu_segment *seg, hvd_dtype dtype, double f
             break;
         }
         case HVD_FLOAT32: ((float *)seg->dst)[i] = ((const float *)seg->src)[i] * (float)f; break;
-        default: ((double *)seg->dst)[i] = ((const double *)seg->src)[i] * f; break;
+        case HVD_FLOAT64: ((double *)seg->dst)[i] = ((const double *)seg->src)[i] * f; break;
         }
     }
 }
@@ -66,9 +84,7 @@ int hvdc__gpu_launch_copy_scale(const hvdc_gpu_batch *batch, int max_blocks, voi
     const int d = batch->dtype;
     if (batch->n == 0) return (int)cudaSuccess;
     if (d < 0 || d >= HVD_DTYPE_COUNT) return launched(cudaErrorInvalidValue);
-    const int is_float = d == HVD_FLOAT16 || d == HVD_BFLOAT16 || d == HVD_FLOAT32 ||
-                         d == HVD_FLOAT64;
-    if (batch->factor != 1.0 && !is_float) return launched(cudaErrorInvalidValue);
+    if (batch->factor != 1.0 && d == HVD_BOOL) return launched(cudaErrorInvalidValue);
     hvdc_gpu_block_map map; /* the .cu launch's limits on segments and blocks */
     if (hvdc__gpu_split_blocks(batch, max_blocks, &map) != HVD_OK)
         return launched(cudaErrorInvalidValue);

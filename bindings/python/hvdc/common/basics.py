@@ -188,7 +188,9 @@ def gloo_built():
 
 
 def nccl_built():
-    return bool(L.fast.hvd_gpu_built())
+    """NCCL's version code this build was compiled against (e.g. 22809 for 2.28.9), 0 without
+    NCCL: an int, as Horovod's, so that `nccl_built() >= 2700` guards read the same."""
+    return int(L.fast.hvd_nccl_built())
 
 
 def cuda_built():

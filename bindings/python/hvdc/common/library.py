@@ -167,6 +167,7 @@ for _h in (lib, fast):
     _declare(_h, "hvd_status_string", ctypes.c_char_p, [ctypes.c_int])
     _declare(_h, "hvd_last_error", ctypes.c_char_p, [])
     _declare(_h, "hvd_gpu_built", ctypes.c_int, [])
+    _declare(_h, "hvd_nccl_built", ctypes.c_int, [])
     _declare(_h, "hvd_version", ctypes.c_char_p, [])
     _declare(_h, "hvd_elastic_create", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_vp)])
     _declare(_h, "hvd_elastic_destroy", ctypes.c_int, [_vp])
@@ -192,7 +193,7 @@ def error_for(status, message=None, submitting=False):
     message = message if message is not None else last_error(status)
     if status == ERR_NOT_INITIALIZED:
         return ValueError(NOT_INITIALIZED_MESSAGE + " (" + message + ")")
-    if status == ERR_INVALID_ARG and submitting:
+    if status in (ERR_INVALID_ARG, ERR_DUPLICATE_NAME) and submitting:
         return HvdcValueError(message)
     if status == ERR_UNSUPPORTED:
         return NotImplementedError(message)

@@ -1,7 +1,10 @@
-"""Autograd through each collective. Each rank r has a loss L_r = sum(y_r * W_r) of the
-collective's output y_r with weights W_r that every rank can compute; the job's loss is
-L = sum_r L_r, and the gradient each rank receives must be dL/dx_r, derived by hand below
-(allreduce uses its op, as Horovod's backward does). Float64, integer-valued: exact."""
+"""Autograd through each collective, against Horovod 0.28's backward passes. Each rank r has a
+loss L_r = sum(y_r * W_r) of the collective's output y_r with weights W_r that every rank can
+compute, and the gradient each rank receives is derived by hand below from Horovod's rules:
+allreduce's backward uses its own op; allgather's and broadcast's average the gradients over the
+set (so they are 1/size of dL/dx_r for L = sum_r L_r); reducescatter's allgathers them, times
+size for op=Sum. Float64, integer-valued weights: exact, except where a division by size
+rounds (compared to 1 ulp there)."""
 import torch
 
 import hvdc.torch as hvd
@@ -19,6 +22,10 @@ def leaf(r, shape):
     for d in shape:
         n *= d
     return (torch.arange(n, dtype=torch.float64) + 10 * r).view(shape).requires_grad_()
+
+
+def close(got, want):
+    return torch.allclose(got, want, rtol=2 ** -52, atol=0)
 
 
 def test_allreduce_sum_and_average(rank, size):
@@ -57,8 +64,8 @@ def test_allgather(rank, size):
     assert y.shape == (total, 2)
     (y * weights(rank, (total, 2))).sum().backward()
     offset = rank * (rank + 1) // 2
-    want = sum(weights(r, (total, 2)) for r in range(size))[offset:offset + rank + 1]
-    assert torch.equal(x.grad, want)
+    want = sum(weights(r, (total, 2)) for r in range(size))[offset:offset + rank + 1] / size
+    assert close(x.grad, want), (x.grad, want)
 
 
 def test_grouped_allgather(rank, size):
@@ -66,8 +73,8 @@ def test_grouped_allgather(rank, size):
     ys = hvd.grouped_allgather(xs)
     sum((y * weights(rank, y.shape, i)).sum() for i, y in enumerate(ys)).backward()
     off0 = rank * (rank + 1) // 2
-    assert torch.equal(xs[0].grad, sum(weights(r, ys[0].shape, 0) for r in range(size))[off0:off0 + rank + 1])
-    assert torch.equal(xs[1].grad, sum(weights(r, ys[1].shape, 1) for r in range(size))[rank:rank + 1])
+    assert close(xs[0].grad, sum(weights(r, ys[0].shape, 0) for r in range(size))[off0:off0 + rank + 1] / size)
+    assert close(xs[1].grad, sum(weights(r, ys[1].shape, 1) for r in range(size))[rank:rank + 1] / size)
 
 
 def test_broadcast(rank, size):
@@ -75,8 +82,8 @@ def test_broadcast(rank, size):
     x = leaf(rank, (5,))
     y = hvd.broadcast(x, root)
     (y * weights(rank, (5,))).sum().backward()
-    want = sum(weights(r, (5,)) for r in range(size)) if rank == root else torch.zeros(5, dtype=torch.float64)
-    assert torch.equal(x.grad, want)
+    want = sum(weights(r, (5,)) for r in range(size)) / size if rank == root else torch.zeros(5, dtype=torch.float64)
+    assert close(x.grad, want), (x.grad, want)
 
 
 def test_alltoall(rank, size):
@@ -103,9 +110,32 @@ def test_reducescatter(rank, size):
         (y * weights(rank, y.shape)).sum().backward()
         base, extra = divmod(rows, size)
         want = torch.cat([weights(r, (base + (1 if r < extra else 0), 2)) for r in range(size)])
-        if op == hvd.Average:
-            want = want / size
+        if op == hvd.Sum:  # Horovod scales the gathered gradient by size for Sum, not Average
+            want = want * size
         assert torch.equal(x.grad, want), op
+
+
+def test_reducescatter_scale_factors(rank, size):
+    x = leaf(rank, (2 * size, 1))
+    y = hvd.reducescatter(x, op=hvd.Sum, prescale_factor=0.5, postscale_factor=3.0)
+    y.sum().backward()
+    assert torch.equal(x.grad, torch.full((2 * size, 1), size * 1.5, dtype=torch.float64))
+
+
+def test_grouped_reducescatter(rank, size):
+    for op in (hvd.Sum, hvd.Average):
+        xs = [leaf(rank, (size + 1, 2)), leaf(rank, (2 * size,))]
+        ys = hvd.grouped_reducescatter(xs, op=op, name=f"grs.{op}")
+        assert all(y.grad_fn is not None for y in ys)
+        sum((y * weights(rank, y.shape, i)).sum() for i, y in enumerate(ys)).backward()
+        for i, x in enumerate(xs):
+            base, extra = divmod(x.shape[0], size)
+            rest = tuple(x.shape[1:])
+            want = torch.cat([weights(r, (base + (1 if r < extra else 0),) + rest, i)
+                              for r in range(size)])
+            if op == hvd.Sum:
+                want = want * size
+            assert torch.equal(x.grad, want), (op, i, x.grad, want)
 
 
 def test_no_grad_means_no_graph(rank, size):

@@ -103,3 +103,40 @@ def test_an_object_that_cannot_be_pickled_fails_every_rank(rank):
     with pytest.raises((TypeError, ValueError)):
         hvd.allgather_object(unpicklable if rank == 1 else rank, name="obj.bad.gather")
     assert hvd.broadcast_object(rank, root_rank=0, name="obj.after.bad") == 0
+
+
+def test_broadcast_optimizer_state_with_frozen_parameters(rank, size):
+    """Horovod's case: a frozen parameter (requires_grad=False) has no gradient and no state.
+    A fresh optimizer, plain or distributed, is started as Horovod starts it (a zero gradient
+    on every trainable parameter, one step of the wrapped optimizer), so the trainable one has
+    a gradient, equal on every rank, and the frozen one keeps grad None."""
+    for distributed in (False, True):
+        torch.manual_seed(7 + rank)
+        index = torch.nn.Parameter(torch.tensor([1, 3], dtype=torch.int32), requires_grad=False)
+        weight = torch.nn.Parameter(torch.rand(4))
+        opt = torch.optim.SGD([index, weight], lr=0.001, weight_decay=1e-6, momentum=0.9,
+                              nesterov=True)
+        if distributed:
+            opt = hvd.DistributedOptimizer(opt, named_parameters=[("index", index),
+                                                                  ("weight", weight)])
+        hvd.broadcast_parameters({"index": index, "weight": weight}, root_rank=0)
+        hvd.broadcast_optimizer_state(opt, root_rank=0)
+        assert index.grad is None
+        grad = opt.param_groups[0]["params"][1].grad
+        assert isinstance(grad, torch.Tensor)
+        assert torch.equal(grad, hvd.broadcast(grad, root_rank=0, name=f"frozen.{distributed}"))
+        state = opt.state_dict()["state"]
+        assert 0 not in state and 1 in state, state
+        everyone = hvd.allgather_object(weight.detach().clone())
+        assert all(torch.equal(w, everyone[0]) for w in everyone), "parameters differ"
+
+
+def test_broadcast_optimizer_state_with_none_entries(rank, size):
+    # SGD without momentum keeps momentum_buffer None in its state; None travels as a value
+    p = torch.nn.Parameter(torch.ones(3))
+    opt = torch.optim.SGD([p], lr=0.5)
+    p.grad = torch.ones(3)
+    opt.step()
+    entries = opt.state_dict()["state"].get(0, {})
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert opt.state_dict()["state"].get(0, {}) == entries

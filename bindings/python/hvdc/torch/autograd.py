@@ -1,14 +1,16 @@
-"""The blocking collectives of horovod.torch, differentiable as in Horovod: for a tensor that
-requires grad, each runs as a torch.autograd.Function whose backward is the matching
-collective (all-reduce <-> all-reduce, allgather -> summed all-reduce then this rank's rows,
-broadcast -> summed all-reduce kept on the root, alltoall -> alltoall back with the received
-splits, reducescatter -> allgather). Without grad they call the _async op and wait, skipping
-autograd's bookkeeping.
+"""The blocking collectives of horovod.torch, differentiable as in Horovod 0.28: for a tensor
+that requires grad, each runs as a torch.autograd.Function whose backward is Horovod's:
 
-Gradient convention: the loss is the sum of every rank's loss, which is what data-parallel
-training differentiates (the optimizer then averages parameter gradients). So the gradient of a
-gathered or broadcast tensor is the *sum* of what every rank sends back; the gradient of an
-all-reduce uses the all-reduce's own op, as Horovod's does.
+  allreduce      -> allreduce of the gradient with the same op and scale factors
+  allgather      -> averaged allreduce of the gradient, then this rank's rows
+  broadcast      -> averaged allreduce of the gradient, kept on the root (zeros elsewhere)
+  alltoall       -> alltoall back with the received splits
+  reducescatter  -> allgather of the gradient, times the set's size for op=Sum and times
+                    prescale_factor * postscale_factor
+
+(the grouped variants alike, as one grouped operation). These are Horovod's conventions, kept
+so that models that differentiate through the collectives train as they did under Horovod.
+Without grad they call the _async op and wait, skipping autograd's bookkeeping.
 Any thread (backward runs on autograd's thread, like every collective's caller).
 """
 import torch
@@ -18,7 +20,7 @@ from hvdc.common.process_sets import global_process_set
 from hvdc.torch import mpi_ops as M
 from hvdc.torch.compression import Compression
 
-Sum = B.Sum
+Sum, Average = B.Sum, B.Average
 
 
 def _differentiable(tensors):
@@ -109,7 +111,7 @@ class HorovodAllgather(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allreduce(grad_output, op=Sum, process_set=ctx.process_set)
+        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
         offset, rows = _my_rows(ctx.dims, ctx.process_set)
         return grad.narrow(0, offset, rows), None, None
 
@@ -119,6 +121,25 @@ def allgather(tensor, name=None, process_set=global_process_set):
     ranks; the rest of the shape must agree). Differentiable."""
     if _differentiable((tensor,)):
         return HorovodAllgather.apply(tensor, name, process_set)
+    return M.synchronize(M.allgather_async(tensor, name, process_set))
+
+
+class _AllgatherSummedGrad(HorovodAllgather):
+    """An allgather whose backward sums (not averages) what every rank sends back: the exact
+    gradient of the sum of every rank's loss. SyncBatchNorm differentiates through this one,
+    so its gradients are torch's SyncBatchNorm's."""
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allreduce(grad_output, op=Sum, process_set=ctx.process_set)
+        offset, rows = _my_rows(ctx.dims, ctx.process_set)
+        return grad.narrow(0, offset, rows), None, None
+
+
+def allgather_summed_grad(tensor, name=None, process_set=global_process_set):
+    """allgather, differentiable with the summed backward of _AllgatherSummedGrad."""
+    if _differentiable((tensor,)):
+        return _AllgatherSummedGrad.apply(tensor, name, process_set)
     return M.synchronize(M.allgather_async(tensor, name, process_set))
 
 
@@ -133,7 +154,7 @@ class HorovodGroupedAllgather(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grad_outputs):
-        grads = grouped_allreduce(list(grad_outputs), op=Sum, process_set=ctx.process_set)
+        grads = grouped_allreduce(list(grad_outputs), op=Average, process_set=ctx.process_set)
         out = []
         for g, dims in zip(grads, ctx.dims):
             offset, rows = _my_rows(dims, ctx.process_set)
@@ -158,7 +179,7 @@ class HorovodBroadcast(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allreduce(grad_output, op=Sum, process_set=ctx.process_set)
+        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
         if B.rank() != ctx.root_rank:
             grad = grad * 0
         return grad, None, None, None
@@ -202,29 +223,30 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 
 # ---- reducescatter ---------------------------------------------------------------------------
 
+def _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor):
+    """Horovod's factor on a reducescatter's gradient before it is allgathered."""
+    scale = float(process_set.size()) if op == Sum else 1.0
+    return scale * prescale_factor * postscale_factor
+
+
 class HorovodReducescatter(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
-        ctx.op, ctx.process_set = op, process_set
-        ctx.scale = prescale_factor * postscale_factor
+        ctx.process_set = process_set
+        ctx.scale = _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor)
         return M.synchronize(M.reducescatter_async(tensor, name, op, process_set,
                                                    prescale_factor, postscale_factor))
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allgather(grad_output.contiguous(), process_set=ctx.process_set)
-        if ctx.op == B.Average:
-            grad = grad / ctx.process_set.size()
-        elif ctx.op != Sum:
-            raise NotImplementedError("the gradient of reducescatter is defined for "
-                                      "op=Average and op=Sum")
-        return grad * ctx.scale if ctx.scale != 1.0 else grad, None, None, None, None, None
+        grad = grad_output * ctx.scale if ctx.scale != 1.0 else grad_output
+        return allgather(grad.contiguous(), process_set=ctx.process_set), None, None, None, None, None
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=B.Average,
                   process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """Reduces tensor over the ranks; rank r gets its block of rows (the first dim0 % size
-    ranks one row more). Differentiable for Average and Sum."""
+    ranks one row more). Differentiable."""
     compressed, ctx = compression.compress(tensor)
     if _differentiable((compressed,)):
         reduced = HorovodReducescatter.apply(compressed, name, op, process_set, prescale_factor,
@@ -235,16 +257,30 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=B.Average,
     return compression.decompress(reduced, ctx)
 
 
+class HorovodGroupedReducescatter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
+        ctx.process_set = process_set
+        ctx.scale = _reducescatter_grad_scale(op, process_set, prescale_factor, postscale_factor)
+        return tuple(M.synchronize(M.grouped_reducescatter_async(
+            list(tensors), name, op, process_set, prescale_factor, postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = [(g * ctx.scale if ctx.scale != 1.0 else g).contiguous() for g in grad_outputs]
+        return (None,) * 5 + tuple(grouped_allgather(grads, process_set=ctx.process_set))
+
+
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=B.Average,
                           process_set=global_process_set, prescale_factor=1.0,
                           postscale_factor=1.0):
+    """Reduce-scatters a list of tensors as one unit; returns the list of results.
+    Differentiable."""
     pairs = [compression.compress(t) for t in tensors]
     compressed = [c for c, _ in pairs]
     if _differentiable(compressed):
-        base = name if name is not None else B.auto_name("grouped_reducescatter")
-        reduced = [HorovodReducescatter.apply(c, f"{base}_{i}", op, process_set,
-                                              prescale_factor, postscale_factor)
-                   for i, c in enumerate(compressed)]
+        reduced = HorovodGroupedReducescatter.apply(name, op, process_set, prescale_factor,
+                                                    postscale_factor, *compressed)
     else:
         reduced = M.synchronize(M.grouped_reducescatter_async(compressed, name, op, process_set,
                                                               prescale_factor, postscale_factor))

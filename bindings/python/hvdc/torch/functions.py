@@ -14,6 +14,8 @@ from hvdc.common import basics as B
 from hvdc.common.process_sets import global_process_set
 from hvdc.torch import mpi_ops as M
 
+_DISTRIBUTED_MODULE = "hvdc.torch.optimizer"  # DistributedOptimizer's classes are made there
+
 try:  # Horovod pickles with cloudpickle (lambdas, local classes); plain pickle otherwise
     import cloudpickle as _pickler
 except ImportError:
@@ -111,14 +113,37 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     return out
 
 
+def _initialize_state(optimizer):
+    """Horovod's start for a fresh optimizer: every parameter that requires grad gets a zero
+    gradient and the wrapped optimizer takes one step, so its state exists (momentum buffers,
+    Adam moments) and every trainable parameter has a .grad; frozen parameters keep grad None
+    and get no state. A DistributedOptimizer steps its inner optimizer's class, not its own
+    step, which would all-reduce and wait for ranks that are not stepping."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad:
+                p.grad = p.data.new(p.size()).zero_()
+                if isinstance(optimizer, torch.optim.SparseAdam):
+                    p.grad = p.grad.to_sparse()
+    if type(optimizer).__module__ == _DISTRIBUTED_MODULE:
+        super(type(optimizer), optimizer).step()
+    else:
+        optimizer.step()
+
+
 def broadcast_optimizer_state(optimizer, root_rank, prefix="Parameter."):
     """Makes every rank's optimizer state root_rank's: the per-parameter state (momentum
     buffers, Adam moments, step counts, scalars included) and every param_group option (lr,
     momentum, ...). Works whether or not the other ranks' state exists yet: root's structure
-    travels as one small object, then each state tensor is broadcast in place."""
+    travels as one small object, then each state tensor is broadcast in place. An optimizer
+    with no state yet is first started as Horovod does (_initialize_state); parameters without
+    a gradient (frozen) have no state and are skipped."""
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
     state = optimizer.state_dict()
+    if not state["state"]:
+        _initialize_state(optimizer)
+        state = optimizer.state_dict()
     skeleton = None
     if B.rank() == root_rank:
         skeleton = {"param_groups": state["param_groups"],

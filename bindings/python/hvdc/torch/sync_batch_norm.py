@@ -3,9 +3,9 @@ rank's part together), in forward and in backward, with Horovod's interface.
 
 In training, each rank computes its part's count, mean and centred sum of squares per channel;
 one allgather brings every rank's three to every rank, which combines them (Chan et al.'s
-parallel variance: no E[x^2] - E[x]^2 cancellation). The allgather is differentiable (its
-backward sums what every rank sends back), so autograd alone produces the synchronized
-backward: the gradient of the whole job's loss with respect to this rank's inputs, which is what
+parallel variance: no E[x^2] - E[x]^2 cancellation). The allgather is differentiable (this
+one's backward sums what every rank sends back; Horovod's public allgather averages), so
+autograd alone produces the synchronized backward: the gradient of the whole job's loss with respect to this rank's inputs, which is what
 torch.nn.SyncBatchNorm computes. (torch's fused batch_norm_stats kernels are CUDA-only in many
 torch builds; plain tensor ops run everywhere.) In eval mode, or on one rank, it is BatchNorm.
 Any thread that runs the module.
@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from hvdc.common.process_sets import global_process_set
-from hvdc.torch.autograd import allgather
+from hvdc.torch.autograd import allgather_summed_grad
 
 
 class SyncBatchNorm(_BatchNorm):
@@ -45,8 +45,12 @@ class SyncBatchNorm(_BatchNorm):
         self._check_input_dim(input)
         if self.training and self.track_running_stats:
             self.num_batches_tracked = self.num_batches_tracked + 1
-        if not self.training or self.process_set.size() == 1:
+        if not self.training:
             return self._run_bn(input)
+        if self.process_set.size() == 1 and input.numel() > input.shape[1]:
+            return self._run_bn(input)  # the same numbers, one fused kernel
+        # one value per channel on one rank: as Horovod, normalize it (to the bias) where
+        # F.batch_norm would refuse "more than 1 value per channel"
         return self._sync_forward(input)
 
     def _sync_forward(self, x):
@@ -63,7 +67,7 @@ class SyncBatchNorm(_BatchNorm):
             m2 = work.new_zeros(c)
         count = work.new_full((1,), float(n))
         row = torch.cat([count, mean, m2]).view(1, 2 * c + 1)
-        rows = allgather(row, process_set=self.process_set)  # (ranks, 2c + 1)
+        rows = allgather_summed_grad(row, process_set=self.process_set)  # (ranks, 2c + 1)
         counts, means, m2s = rows[:, :1], rows[:, 1:c + 1], rows[:, c + 1:]
         total = counts.sum()
         if float(total) == 0:

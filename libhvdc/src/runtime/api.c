@@ -17,6 +17,7 @@
 #include "gpu/gpu.h"
 #include "runtime/aliasing.h"
 #include "runtime/runtime.h"
+#include "runtime/set_table.h"
 
 static const hvd_options default_options = HVD_OPTIONS_DEFAULT;
 

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "base/status.h"
 #include "runtime/runtime.h"
 #include "runtime/set_table.h"
@@ -78,8 +79,13 @@ static int compare_int(const void *a, const void *b) {
 static hvd_status agree_on_ranks(const int *sorted, int n, int id, hvd_status local) {
     char own[HVDC_ERROR_MAX];
     snprintf(own, sizeof own, "%s", hvd_last_error());
-    uint64_t h = 1469598103934665603ull;
-    for (int i = 0; local == HVD_OK && i < n; i++) h = (h ^ (uint64_t)(uint32_t)sorted[i]) * 1099511628211ull;
+    uint64_t h = HVDC_FNV_OFFSET;
+    for (int i = 0; local == HVD_OK && i < n; i++) {
+        uint32_t r = (uint32_t)sorted[i]; /* little-endian bytes: the same hash on every host */
+        const unsigned char le[4] = {(unsigned char)r, (unsigned char)(r >> 8),
+                                     (unsigned char)(r >> 16), (unsigned char)(r >> 24)};
+        h = hvdc__fnv1a(h, le, sizeof le);
+    }
     int size = hvdc__runtime->topo.size;
     int64_t mine[2] = {local == HVD_OK ? n : -1, (int64_t)h}, *all = malloc((size_t)size * sizeof mine);
     if (!all) return hvdc__fail(HVD_ERR_NO_MEMORY, "hvd_add_process_set: out of memory");

@@ -221,7 +221,9 @@ HVD_API hvd_status hvd_cross_size(int *cross_size); /* processes with this local
  * Each comes blocking (returns the operation's status when it is complete) and _async (returns
  * HVD_OK once queued and stores a handle; the operation's own status comes from hvd_wait).
  * Argument errors found on this rank alone (NULL buffer, unknown dtype or op, bad name, root out
- * of range, a duplicate in-flight name) are returned at once and nothing is sent.
+ * of range, a duplicate in-flight name, a count whose bytes - or a group's or alltoall's counts
+ * together - exceed 2^56, more than any process can address) are returned at once as
+ * HVD_ERR_INVALID_ARG and nothing is sent.
  * Errors that need every rank's view come from the operation: HVD_ERR_MISMATCH when ranks
  * disagree (the message names the tensor, what differed and on which ranks), HVD_ERR_SHUTDOWN,
  * HVD_ERR_NO_MEMORY when some rank cannot allocate the working memory (the operation fails on

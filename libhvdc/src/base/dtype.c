@@ -28,6 +28,10 @@ size_t hvd_dtype_size(hvd_dtype dtype) {
     return hvdc__dtype_valid((int)dtype) ? dtypes[dtype].size : 0;
 }
 
+size_t hvdc__dtype_max_count(hvd_dtype dtype) {
+    return hvdc__dtype_valid((int)dtype) ? HVDC_MAX_BUFFER_BYTES / dtypes[dtype].size : 0;
+}
+
 int hvdc__dtype_is_float(hvd_dtype dtype) {
     return hvdc__dtype_valid((int)dtype) && dtypes[dtype].is_float;
 }

@@ -1,6 +1,7 @@
 /*
  * hash.h - FNV-1a, the hash of what is compared across ranks or saved: grouped all-reduce
- * member lists, the optimizer's cross-rank signature, the elastic state's signature. Not
+ * member lists, a new process set's ranks, the optimizer's cross-rank signature, the elastic
+ * state's signature. Not
  * cryptographic; well spread for short strings. (The name table's buckets use a faster hash
  * of their own, name_table.c: it never leaves the process.)
  * defines: HVDC_FNV_OFFSET, hvdc__fnv1a, hvdc__fnv1a_string

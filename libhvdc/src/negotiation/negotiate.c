@@ -430,7 +430,9 @@ static int find_disagreement(const entry *e, int size, message *m) {
                 say(m, "rank %d sent a malformed request", r);
                 return 1;
             }
-            total += e->by_rank[r].counts[0];
+            /* saturating: a sum that wrapped around could pass the capacity check below */
+            uint64_t c = e->by_rank[r].counts[0];
+            total = c > UINT64_MAX - total ? UINT64_MAX : total + c;
         }
         for (int r = 0; r < size; r++) {
             if (e->by_rank[r].capacity < total) {

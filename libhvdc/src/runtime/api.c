@@ -17,6 +17,7 @@
 #include "gpu/gpu.h"
 #include "runtime/aliasing.h"
 #include "runtime/runtime.h"
+#include "runtime/set_table.h"
 
 static const hvd_options default_options = HVD_OPTIONS_DEFAULT;
 
@@ -49,11 +50,24 @@ static hvd_status check_op(const char *fn, const char *name, int op, hvd_dtype d
     return HVD_OK;
 }
 
-/* A buffer of count elements: not NULL unless count is 0, and count*size fits in memory. */
+/* The refusal of a count of dtype (what says which, "count N is", "sendcounts add up to")
+ * that no buffer of this process can hold (base/dtype.h, HVDC_MAX_BUFFER_BYTES). Refused at
+ * submission, on this rank's own arguments, before anything is sent. */
+static hvd_status refuse_count(const char *fn, const char *name, const char *what, hvd_dtype dtype) {
+    return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': %s more than one buffer can hold; expected "
+                      "at most %zu elements of %s (%zu bytes: no process can address more; counts "
+                      "are elements, not bytes)", fn, name, what, hvdc__dtype_max_count(dtype),
+                      hvdc__dtype_name(dtype), (size_t)HVDC_MAX_BUFFER_BYTES);
+}
+
+/* A buffer of count elements: not NULL unless count is 0, and no more than a buffer can hold. */
 static hvd_status check_buffer(const char *fn, const char *name, const char *which, const void *buf,
                                size_t count, hvd_dtype dtype) {
-    if (count > (SIZE_MAX / 2) / hvd_dtype_size(dtype))
-        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': count %zu of %s overflows the address space", fn, name, count, hvdc__dtype_name(dtype));
+    if (count > hvdc__dtype_max_count(dtype)) {
+        char what[64];
+        snprintf(what, sizeof what, "count %zu is", count);
+        return refuse_count(fn, name, what, dtype);
+    }
     if (!buf && count > 0)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': %s is NULL but count is %zu", fn, name, which, count);
     return HVD_OK;
@@ -224,9 +238,14 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
     }
     CHECK(check_dtype(fn, names[0], (int)dtype));
     CHECK(check_op(fn, names[0], (int)op, dtype));
+    size_t total = 0, most = hvdc__dtype_max_count(dtype);
     for (int i = 0; i < n; i++) {
         CHECK(check_buffer(fn, names[i], "sendbufs[i]", sendbufs[i], counts[i], dtype));
         CHECK(check_buffer(fn, names[i], "recvbufs[i]", recvbufs[i], counts[i], dtype));
+        /* the group is fused into one buffer: its sum must fit one too */
+        if (counts[i] > most - total)
+            return refuse_count(fn, names[i], "the group's counts up to this tensor add up to", dtype);
+        total += counts[i];
     }
     CHECK(hvdc__check_group(fn, n, names, sendbufs, recvbufs, counts, hvd_dtype_size(dtype)));
     CHECK(check_options(fn, names[0], o, dtype));
@@ -417,10 +436,10 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
     CHECK(check_dtype(fn, name, (int)dtype));
     int set = o->process_set, set_size = 1, set_rank = 0;
     CHECK(hvdc__set_shape(set, fn, &set_size, &set_rank)); /* sendcounts: one per set rank */
-    size_t size = (size_t)set_size, total = 0;
+    size_t size = (size_t)set_size, total = 0, most = hvdc__dtype_max_count(dtype);
     for (size_t d = 0; d < size; d++) {
-        if (sendcounts[d] > SIZE_MAX / 4 - total)
-            return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': send counts overflow", fn, name);
+        if (sendcounts[d] > most - total)
+            return refuse_count(fn, name, "sendcounts add up to", dtype);
         total += sendcounts[d];
     }
     CHECK(check_buffer(fn, name, "sendbuf", sendbuf, total, dtype));

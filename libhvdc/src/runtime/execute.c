@@ -82,7 +82,11 @@ static hvd_status reserve_agreed(hvdc_executor *ex, const char *kind, const char
     hvd_status st = HVD_OK;
     if (fusion_bytes <= ex->fusion_agreed && scratch_bytes <= ex->scratch_agreed) return HVD_OK;
     char why[HVDC_ERROR_MAX] = "";
-    hvd_status mine = hvdc__buffer_reserve(&ex->fusion, fusion_bytes);
+    /* the fault (tests): memory this rank cannot get, now that no request may claim more than
+     * a process can address (base/dtype.h) and so none is too big for every machine */
+    hvd_status mine = hvdc__fault("working_memory")
+                          ? hvdc__fail(HVD_ERR_NO_MEMORY, "HVDC_TEST_FAULTS=working_memory")
+                          : hvdc__buffer_reserve(&ex->fusion, fusion_bytes);
     if (mine == HVD_OK) mine = hvdc__buffer_reserve(&ex->scratch, scratch_bytes);
     if (mine != HVD_OK) snprintf(why, sizeof why, "%s", hvd_last_error());
     int first_failed = mine == HVD_OK ? INT_MAX : ex->rank;

@@ -2,7 +2,8 @@
  * init.c - hvd_init / hvd_init_comm / hvd_shutdown and the topology getters: starting MPI
  * (or adopting the application's), reading the configuration, creating the private
  * communicators, and starting and stopping the background thread; and the same for the
- * runtime of a process set (hvdc__runtime_start_child / _stop_child, used by process_sets.c).
+ * runtime of a process set (hvdc__runtime_start_child / _stop_child, used by process_sets.c,
+ * which registers how hvd_shutdown stops the sets: hvdc__runtime_on_shutdown).
  * Runs on the thread that calls hvd_init and hvd_shutdown (getters: any thread).
  */
 /* mpi.h before hvdc.h, so hvdc.h declares (and exports) hvd_init_comm */
@@ -520,6 +521,14 @@ void hvdc__runtime_stop_child(hvdc_runtime *rt) {
 
 void hvdc__runtime_free_child(hvdc_runtime *rt) { runtime_free(rt); }
 
+/* A hook, not a call to process_sets.c: that file starts children here, so init.c calling it
+ * would close a circle (tests/layout/check_cycles.py). Called inside the gate. */
+void hvdc__runtime_on_shutdown(void (*stop)(void)) {
+    pthread_mutex_lock(&gate_mutex);
+    hvdc__runtime->stop_process_sets = stop;
+    pthread_mutex_unlock(&gate_mutex);
+}
+
 hvd_status hvd_init_comm(MPI_Comm comm) { return init_on(comm, 1); }
 
 int hvd_is_initialized(void) {
@@ -534,9 +543,10 @@ hvd_status hvd_shutdown(void) {
     pthread_mutex_lock(&gate_mutex);
     hvdc_runtime *rt = closing ? NULL : hvdc__runtime;
     if (rt) closing = 1;
+    void (*stop_process_sets)(void) = rt ? rt->stop_process_sets : NULL;
     pthread_mutex_unlock(&gate_mutex);
     if (!rt) return hvdc__fail(HVD_ERR_NOT_INITIALIZED, "hvd_shutdown: libhvdc is not initialized (hvd_init was not called, or hvd_shutdown was called already)");
-    hvdc__process_sets_stop_all(); /* each set's members stop its thread together */
+    if (stop_process_sets) stop_process_sets(); /* each set's members stop its thread together */
     pthread_mutex_lock(&rt->queue_mutex);
     rt->shutdown_requested = 1;
     pthread_cond_signal(&rt->queue_cond);

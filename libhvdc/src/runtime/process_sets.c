@@ -1,6 +1,7 @@
 /*
- * process_sets.c - process sets: hvd_add_process_set / hvd_remove_process_set, the table of
- * the sets this process knows, and which runtime an operation of a set goes to.
+ * process_sets.c - process sets: hvd_add_process_set / hvd_remove_process_set, and stopping
+ * every set at shutdown. The table of the sets, and which runtime an operation of a set goes
+ * to, is set_table.c's.
  *
  * Each set is a runtime of its own (init.c's hvdc__runtime_start_child) on a communicator of its
  * members split from the global runtime's sets_comm: its own queue, negotiation round, executor
@@ -13,10 +14,12 @@
  *
  * Every rank keeps the same table: add and remove are collective over every rank and called
  * in the same order everywhere; members also hold the set's runtime. The checks that need every
- * rank's view (same ranks everywhere; nothing in flight before removing) are collectives of the
- * global runtime, so they fail instead of hanging if a rank died or never came.
+ * rank's view (same ranks everywhere; nothing in flight before removing) are all-gathers of the
+ * global runtime, so they fail instead of hanging if a rank died or never came. They are queued
+ * through submit.c's internal call, not the public hvd_allgather: this file sits below api.c.
+ * hvd_shutdown stops the sets through a hook this file registers with init.c, so init.c never
+ * calls up into it.
  * Add and remove: the user threads that call them (one at a time per process: change_lock).
- * Lookups: any thread (table_lock; a runtime in use by a call is never freed under it).
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -24,154 +27,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "base/status.h"
 #include "runtime/runtime.h"
+#include "runtime/set_table.h"
 
-#define MAX_SLOTS 64 /* slot 0 is the global runtime; the handle has 8 bits for it */
-
-typedef struct set_slot {
-    int id;           /* 0: the slot is free */
-    int n;            /* members */
-    int *ranks;       /* (n) their global ranks, increasing */
-    int position;     /* this rank's index in ranks, -1 if it is not a member */
-    hvdc_runtime *rt; /* members only */
-    int users;        /* calls using rt right now */
-    int closing;      /* being removed: no new users */
-} set_slot;
-
-static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t table_idle = PTHREAD_COND_INITIALIZER;
 static pthread_mutex_t change_lock = PTHREAD_MUTEX_INITIALIZER;
-static set_slot slots[MAX_SLOTS];
 static int next_id = 1;
-
-/* The slot of id, or -1. Holds table_lock. */
-static int find(int id) {
-    for (int i = 1; i < MAX_SLOTS; i++)
-        if (slots[i].id == id && id != 0) return i;
-    return -1;
-}
-
-/* Appends rank r to the list "0, 2, 5" in buf (*count entries so far; buf is set on the first). */
-static void list_rank(char *buf, size_t len, int *count, int r) {
-    if (*count == 0) buf[0] = '\0';
-    size_t at = strlen(buf);
-    if (at + 16 < len) snprintf(buf + at, len - at, "%s%d", *count ? ", " : "", r);
-    (*count)++;
-}
-
-/* "0, 2, 5" into buf. */
-static const char *list_ranks(char *buf, size_t len, const int *ranks, int n) {
-    int count = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < n; i++) list_rank(buf, len, &count, ranks[i]);
-    return buf;
-}
-
-hvd_status hvdc__set_acquire(int id, const char *fn, hvdc_runtime **rt, int *slot) {
-    if (id == HVD_PROCESS_SET_GLOBAL) {
-        *rt = hvdc__runtime;
-        *slot = 0;
-        return HVD_OK;
-    }
-    char list[256];
-    hvd_status st = HVD_OK;
-    pthread_mutex_lock(&table_lock);
-    int i = find(id);
-    if (i < 0 || slots[i].closing) {
-        st = hvdc__fail(HVD_ERR_INVALID_ARG, "%s: process set %d does not exist (never added, or removed); "
-                        "create it with hvd_add_process_set on every rank", fn, id);
-    } else if (slots[i].position < 0) {
-        st = hvdc__fail(HVD_ERR_INVALID_ARG, "%s: rank %d is not in process set %d (ranks %s); only "
-                        "its members may submit to it", fn, hvdc__runtime->topo.rank, id,
-                        list_ranks(list, sizeof list, slots[i].ranks, slots[i].n));
-    } else {
-        slots[i].users++;
-        *rt = slots[i].rt;
-        *slot = i;
-    }
-    pthread_mutex_unlock(&table_lock);
-    return st;
-}
-
-hvd_status hvdc__set_acquire_slot(int slot, hvdc_runtime **rt) {
-    if (slot == 0) {
-        *rt = hvdc__runtime;
-        return HVD_OK;
-    }
-    hvd_status st = HVD_ERR_INVALID_ARG;
-    pthread_mutex_lock(&table_lock);
-    /* also while closing: the stopped runtime is freed only after its users left, so a wait
-     * still finds its op, failed, and returns that status */
-    if (slot > 0 && slot < MAX_SLOTS && slots[slot].id != 0 && slots[slot].rt) {
-        slots[slot].users++;
-        *rt = slots[slot].rt;
-        st = HVD_OK;
-    }
-    pthread_mutex_unlock(&table_lock);
-    return st;
-}
-
-void hvdc__set_release(int slot) {
-    if (slot <= 0) return;
-    pthread_mutex_lock(&table_lock);
-    if (--slots[slot].users == 0) pthread_cond_broadcast(&table_idle);
-    pthread_mutex_unlock(&table_lock);
-}
-
-hvd_status hvdc__set_shape(int id, const char *fn, int *size, int *rank) {
-    if (id == HVD_PROCESS_SET_GLOBAL) {
-        *size = hvdc__runtime->topo.size;
-        *rank = hvdc__runtime->topo.rank;
-        return HVD_OK;
-    }
-    hvd_status st = HVD_OK;
-    pthread_mutex_lock(&table_lock);
-    int i = find(id);
-    if (i < 0) {
-        st = hvdc__fail(HVD_ERR_INVALID_ARG, "%s: process set %d does not exist (never added, or removed)", fn, id);
-    } else {
-        *size = slots[i].n;
-        *rank = slots[i].position;
-    }
-    pthread_mutex_unlock(&table_lock);
-    return st;
-}
-
-int hvdc__set_position(int id, int global_rank) {
-    if (id == HVD_PROCESS_SET_GLOBAL)
-        return global_rank >= 0 && global_rank < hvdc__runtime->topo.size ? global_rank : -1;
-    int pos = -1;
-    pthread_mutex_lock(&table_lock);
-    int i = find(id);
-    for (int k = 0; i >= 0 && k < slots[i].n; k++)
-        if (slots[i].ranks[k] == global_rank) pos = k;
-    pthread_mutex_unlock(&table_lock);
-    return pos;
-}
 
 /* Stops slot i's runtime, frees it once no call uses it, and frees the slot. Members of the
  * set call this together (the runtime's last round is collective over them). */
 static void drop(int i) {
-    pthread_mutex_lock(&table_lock);
-    slots[i].closing = 1; /* no new users */
-    pthread_mutex_unlock(&table_lock);
-    hvdc__runtime_stop_child(slots[i].rt); /* fails what is left: waiters wake and leave */
-    pthread_mutex_lock(&table_lock);
-    while (slots[i].users > 0) pthread_cond_wait(&table_idle, &table_lock);
-    hvdc_runtime *rt = slots[i].rt;
-    free(slots[i].ranks);
-    memset(&slots[i], 0, sizeof slots[i]); /* id 0: no call can acquire it again */
-    pthread_mutex_unlock(&table_lock);
-    hvdc__runtime_free_child(rt); /* the woken waiters have left it; lookups need not wait */
+    hvdc_runtime *rt = hvdc__set_table_close(i);  /* no new users */
+    hvdc__runtime_stop_child(rt); /* fails what is left: waiters wake and leave */
+    hvdc__set_table_clear(i);     /* once they left */
+    hvdc__runtime_free_child(rt); /* lookups need not wait */
 }
 
-void hvdc__process_sets_stop_all(void) {
+/* Stops every process set's runtime: hvd_shutdown's hook, before it stops the global one. */
+static void stop_all(void) {
     pthread_mutex_lock(&change_lock);
-    for (int i = 1; i < MAX_SLOTS; i++)
-        if (slots[i].id != 0) drop(i);
+    for (int i = hvdc__set_table_used(1); i >= 0; i = hvdc__set_table_used(i + 1)) drop(i);
     next_id = 1;
     pthread_mutex_unlock(&change_lock);
+}
+
+/* Every rank's k values into all (rank r's at all[r * k]): an all-gather of the global runtime,
+ * queued and negotiated like a user's. Collective over every rank. */
+static hvd_status gather(const char *fn, const char *name, const int64_t *mine, size_t k,
+                         int64_t *all) {
+    hvdc_op *op = hvdc__op_create(1);
+    if (!op) return hvdc__fail(HVD_ERR_NO_MEMORY, "%s: out of memory", fn);
+    hvdc__op_set_counts(op, &k, 1); /* fits the op's own room: cannot fail */
+    snprintf(op->desc.name, sizeof op->desc.name, "%s", name);
+    op->desc.kind = HVDC_KIND_ALLGATHER;
+    op->desc.dtype = HVD_INT64;
+    op->desc.capacity = k * (size_t)hvdc__runtime->topo.size;
+    op->tensors[0] = (hvdc_tensor){op->desc.name, mine, all, k};
+    return hvdc__submit_wait(fn, HVD_PROCESS_SET_GLOBAL, op);
 }
 
 static int compare_int(const void *a, const void *b) {
@@ -186,21 +79,26 @@ static int compare_int(const void *a, const void *b) {
 static hvd_status agree_on_ranks(const int *sorted, int n, int id, hvd_status local) {
     char own[HVDC_ERROR_MAX];
     snprintf(own, sizeof own, "%s", hvd_last_error());
-    uint64_t h = 1469598103934665603ull;
-    for (int i = 0; local == HVD_OK && i < n; i++) h = (h ^ (uint64_t)(uint32_t)sorted[i]) * 1099511628211ull;
+    uint64_t h = HVDC_FNV_OFFSET;
+    for (int i = 0; local == HVD_OK && i < n; i++) {
+        uint32_t r = (uint32_t)sorted[i]; /* little-endian bytes: the same hash on every host */
+        const unsigned char le[4] = {(unsigned char)r, (unsigned char)(r >> 8),
+                                     (unsigned char)(r >> 16), (unsigned char)(r >> 24)};
+        h = hvdc__fnv1a(h, le, sizeof le);
+    }
     int size = hvdc__runtime->topo.size;
     int64_t mine[2] = {local == HVD_OK ? n : -1, (int64_t)h}, *all = malloc((size_t)size * sizeof mine);
     if (!all) return hvdc__fail(HVD_ERR_NO_MEMORY, "hvd_add_process_set: out of memory");
     char name[64];
     snprintf(name, sizeof name, "hvd.process_set.add.%d", id);
-    hvd_status st = hvd_allgather(name, mine, 2, all, 2 * (size_t)size, HVD_INT64, NULL, NULL);
+    hvd_status st = gather("hvd_add_process_set", name, mine, 2, all);
     if (st == HVD_OK) {
         char invalid[256], differ[256];
         int n_invalid = 0, n_differ = 0;
         for (int r = 0; r < size; r++) {
-            if (all[2 * r] < 0) list_rank(invalid, sizeof invalid, &n_invalid, r);
+            if (all[2 * r] < 0) hvdc__set_list_rank(invalid, sizeof invalid, &n_invalid, r);
             else if (r > 0 && (all[2 * r] != all[0] || all[2 * r + 1] != all[1]))
-                list_rank(differ, sizeof differ, &n_differ, r);
+                hvdc__set_list_rank(differ, sizeof differ, &n_differ, r);
         }
         if (local != HVD_OK)
             st = hvdc__fail(local, "%s", own);
@@ -249,16 +147,11 @@ static hvd_status add_entered(const int *ranks, int n, int *out) {
     hvd_status local = out ? check_ranks(ranks, n, &sorted)
                            : hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_add_process_set: process_set (where the id goes) is NULL");
     pthread_mutex_lock(&change_lock);
-    int id = next_id, free_slot = -1, same = 0;
+    hvdc__runtime_on_shutdown(stop_all); /* this call may add the first set */
+    int id = next_id, free_slot = -1;
     CHECK(agree_on_ranks(sorted, n, id, local));
     /* every rank has the same table and the same ranks now: these checks agree everywhere */
-    pthread_mutex_lock(&table_lock);
-    for (int i = MAX_SLOTS - 1; i >= 1; i--) {
-        if (slots[i].id == 0) free_slot = i;
-        else if (slots[i].n == n && memcmp(slots[i].ranks, sorted, (size_t)n * sizeof *sorted) == 0)
-            same = slots[i].id;
-    }
-    pthread_mutex_unlock(&table_lock);
+    int same = hvdc__set_table_has_ranks(sorted, n, &free_slot);
     if (n == hvdc__runtime->topo.size) { /* distinct ranks of the world (check_ranks): all */
         st = hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_add_process_set: a duplicate process set: these "
                         "are every rank, the global process set's (%d); use that one", HVD_PROCESS_SET_GLOBAL);
@@ -270,7 +163,7 @@ static hvd_status add_entered(const int *ranks, int n, int *out) {
     }
     if (free_slot < 0) {
         st = hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_add_process_set: %d process sets exist, the most "
-                        "libhvdc holds; remove one first", MAX_SLOTS - 1);
+                        "libhvdc holds; remove one first", HVDC_SET_SLOTS - 1);
         goto fail;
     }
     int position = -1;
@@ -285,12 +178,16 @@ static hvd_status add_entered(const int *ranks, int n, int *out) {
         MPI_Comm_free(&comm); /* the child keeps duplicates of it */
     }
     /* members may fail to start (and have agreed among themselves): every rank must know */
-    int32_t failed = started != HVD_OK, any = 0;
+    int64_t failed = started != HVD_OK, *all = malloc((size_t)hvdc__runtime->topo.size * sizeof *all);
+    int any = 0;
     char message[HVDC_ERROR_MAX];
     snprintf(message, sizeof message, "%s", hvd_last_error());
     char name[64];
     snprintf(name, sizeof name, "hvd.process_set.started.%d", id);
-    st = hvd_allreduce(name, &failed, &any, 1, HVD_INT32, HVD_MAX);
+    st = all ? gather("hvd_add_process_set", name, &failed, 1, all)
+             : hvdc__fail(HVD_ERR_NO_MEMORY, "hvd_add_process_set: out of memory");
+    for (int r = 0; st == HVD_OK && r < hvdc__runtime->topo.size; r++) any |= all[r] != 0;
+    free(all);
     if (st == HVD_OK && any) {
         st = started != HVD_OK ? hvdc__fail(started, "hvd_add_process_set: %s", message)
                                : hvdc__fail(HVD_ERR_MPI, "hvd_add_process_set: process set %d could not start on its members", id);
@@ -300,9 +197,7 @@ static hvd_status add_entered(const int *ranks, int n, int *out) {
         hvdc__runtime_free_child(child);
         goto fail;
     }
-    pthread_mutex_lock(&table_lock);
-    slots[free_slot] = (set_slot){.id = id, .n = n, .ranks = sorted, .position = position, .rt = child};
-    pthread_mutex_unlock(&table_lock);
+    hvdc__set_table_publish(free_slot, id, sorted, n, position, child);
     sorted = NULL;
     next_id++;
     *out = id;
@@ -319,12 +214,10 @@ hvd_status hvd_add_process_set(const int *ranks, int n, int *process_set) {
 static hvd_status remove_entered(int id) {
     hvd_status st = HVD_OK;
     pthread_mutex_lock(&change_lock);
-    pthread_mutex_lock(&table_lock);
-    int i = id == HVD_PROCESS_SET_GLOBAL ? -1 : find(id);
-    hvdc_runtime *rt = i >= 0 ? slots[i].rt : NULL;
-    pthread_mutex_unlock(&table_lock);
+    hvdc_runtime *rt = NULL;
+    int i = hvdc__set_table_find(id, &rt);
     int size = hvdc__runtime->topo.size;
-    int32_t mine[2] = {id, 0}, *all = NULL; /* the id; 0 ok, 1 busy, 2 unknown, 3 global */
+    int64_t mine[2] = {id, 0}, *all = NULL; /* the id; 0 ok, 1 busy, 2 unknown, 3 global */
     if (id == HVD_PROCESS_SET_GLOBAL) {
         mine[1] = 3;
     } else if (i < 0) {
@@ -343,14 +236,14 @@ static hvd_status remove_entered(int id) {
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "hvd_remove_process_set: out of memory");
         goto fail;
     }
-    CHECK(hvd_allgather("hvd.process_set.remove", mine, 2, all, 2 * (size_t)size, HVD_INT32, NULL, NULL));
+    CHECK(gather("hvd_remove_process_set", "hvd.process_set.remove", mine, 2, all));
     char other[256], busy[256];
     int n_other = 0, n_unknown = 0, n_busy = 0, n_global = 0;
     for (int r = 0; r < size; r++) {
-        if (all[2 * r] != id) list_rank(other, sizeof other, &n_other, r);
+        if (all[2 * r] != id) hvdc__set_list_rank(other, sizeof other, &n_other, r);
         else if (all[2 * r + 1] == 3) n_global++;
         else if (all[2 * r + 1] == 2) n_unknown++;
-        else if (all[2 * r + 1] == 1) list_rank(busy, sizeof busy, &n_busy, r);
+        else if (all[2 * r + 1] == 1) hvdc__set_list_rank(busy, sizeof busy, &n_busy, r);
     }
     if (n_other) {
         st = hvdc__fail(HVD_ERR_MISMATCH, "hvd_remove_process_set: rank(s) %s passed another "

@@ -5,11 +5,10 @@
  *   user threads <──hvd_wait── handles, op completion (completion_mutex, completion_cond)
  *
  * defines: hvdc_runtime, hvdc__runtime (the live instance), hvdc__enter, hvdc__leave, HVDC_GATED,
- *          hvdc__background_main, hvdc__submit, hvdc__runtime_start_child, hvdc__runtime_stop_child,
- *          hvdc__runtime_free_child,
- *          hvdc__set_acquire[_slot], hvdc__set_release, hvdc__set_shape, hvdc__set_position,
- *          hvdc__process_sets_stop_all,
+ *          hvdc__background_main, hvdc__submit, hvdc__submit_wait, hvdc__runtime_start_child,
+ *          hvdc__runtime_stop_child, hvdc__runtime_free_child, hvdc__runtime_on_shutdown,
  *          hvdc__topology_detect
+ * (the process sets' table, which runtime an op of a set goes to: set_table.h)
  */
 #ifndef HVDC_RUNTIME_H
 #define HVDC_RUNTIME_H
@@ -82,6 +81,10 @@ typedef struct hvdc_runtime {
     /* how hvd_wait_on_stream makes a stream wait for a done event: hvdc__gpu_stream_wait_on
      * (the unit test's fake device likewise) */
     hvd_status (*device_stream_wait)(void *stream, void *event);
+    /* what hvd_shutdown calls first, to stop the process sets' runtimes (their members
+     * together): registered by hvd_add_process_set (hvdc__runtime_on_shutdown), NULL while no
+     * set was ever added; under init.c's gate lock */
+    void (*stop_process_sets)(void);
 
     /* the background thread waits here until every rank's hvd_init has succeeded (1) or one
      * has failed (-1: it exits touching nothing); under queue_mutex, signalled on queue_cond */
@@ -126,26 +129,20 @@ hvd_status hvdc__runtime_start_child(const hvdc_runtime *parent, MPI_Comm comm,
 /* Stops it (its members together, like hvd_shutdown): its thread fails what is left and ends;
  * threads woken in hvd_wait may still be leaving it. NULL-safe. */
 void hvdc__runtime_stop_child(hvdc_runtime *child);
-/* Frees a stopped child, once no call uses it any more (process_sets.c counts them). */
+/* Frees a stopped child, once no call uses it any more (set_table.c counts them). */
 void hvdc__runtime_free_child(hvdc_runtime *child);
 
 /* Gives a checked op a handle and queues it on process_set's runtime; on failure frees op and
  * returns the error (unknown set, not a member, stopped runtime, duplicate name). submit.c */
 hvd_status hvdc__submit(const char *fn, int process_set, hvdc_op *op, hvd_handle *handle);
+/* Submits op as hvdc__submit does and waits for it as hvd_wait does, for the collectives
+ * libhvdc runs for itself inside a public call (process sets' agreement), without re-entering
+ * the public API. @return the op's status (its message naming fn). submit.c */
+hvd_status hvdc__submit_wait(const char *fn, int process_set, hvdc_op *op);
 
-/* Process sets (process_sets.c). A set is named by its id in hvd_options; a handle carries its
- * set's slot in bits 56..63 (slot 0: the global runtime). Acquire gives the runtime an
- * operation of set id goes to, failing (with a message naming fn) for an unknown set or one this
- * rank is not in; every successful acquire is paired with one release of *slot. */
-#define HVDC_HANDLE_SLOT_SHIFT 56
-hvd_status hvdc__set_acquire(int id, const char *fn, hvdc_runtime **rt, int *slot);
-hvd_status hvdc__set_acquire_slot(int slot, hvdc_runtime **rt);
-void hvdc__set_release(int slot);
-/* Set id's size and this rank's position in it (-1 outside); global rank g's position. */
-hvd_status hvdc__set_shape(int id, const char *fn, int *size, int *rank);
-int hvdc__set_position(int id, int global_rank);
-/* Stops every process set's runtime (hvd_shutdown, before the global one). */
-void hvdc__process_sets_stop_all(void);
+/* Registers what hvd_shutdown calls before stopping the global runtime (process_sets.c: stop
+ * every set). The live runtime's; one hook, a second registration replaces it. init.c */
+void hvdc__runtime_on_shutdown(void (*stop)(void));
 
 /* Fills topo from comm. Collective over comm. */
 hvd_status hvdc__topology_detect(MPI_Comm comm, hvdc_topology *topo);

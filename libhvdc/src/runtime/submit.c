@@ -1,8 +1,8 @@
 /*
  * submit.c - queueing a checked op for its process set's background thread (hvdc__submit), and
- * the handles: hvd_poll, hvd_wait and hvd_wait_on_stream. A handle carries its set's slot in
- * its top byte, so a wait finds the runtime whose table holds it (process_sets.c keeps that
- * runtime alive meanwhile).
+ * the handles: hvd_poll, hvd_wait and hvd_wait_on_stream (and hvdc__submit_wait, both at once
+ * for libhvdc's own collectives). A handle carries its set's slot in its top byte, so a wait
+ * finds the runtime whose table holds it (set_table.c keeps that runtime alive meanwhile).
  * Any user thread. Touches only the queue (queue_mutex) and the handles (completion_mutex).
  */
 #include <stdio.h>
@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "runtime/complete.h"
 #include "runtime/runtime.h"
+#include "runtime/set_table.h"
 
 static hvd_status queue_op(const char *fn, hvdc_runtime *rt, hvdc_op *op, hvd_handle *handle);
 
@@ -177,6 +178,12 @@ hvd_status hvd_wait_on_stream(hvd_handle *handle, void *stream) {
 
 hvd_status hvd_poll(hvd_handle handle, int *done) {
     HVDC_GATED("hvd_poll", hvd_poll_entered(handle, done));
+}
+
+hvd_status hvdc__submit_wait(const char *fn, int process_set, hvdc_op *op) {
+    hvd_handle h = HVD_HANDLE_NULL;
+    hvd_status st = hvdc__submit(fn, process_set, op, &h);
+    return st == HVD_OK ? wait_entered(fn, &h, 0, NULL) : st;
 }
 
 hvd_status hvd_wait(hvd_handle *handle) {

@@ -15,7 +15,8 @@
  *     magnitude, float64: 1e-12, float16: 4e-3, bfloat16: 3e-2; how many elements match bit for
  *     bit is printed);
  *   - mixed ops (rank 0 HVD_ADASUM, the others HVD_SUM): HVD_ERR_MISMATCH on every rank, naming
- *     both ops; then a working all-reduce.
+ *     both ops; then a working all-reduce;
+ *   - the last rank joined (hvd_join): the others' Adasum treats it as a zero vector.
  * Every size:
  *   - refusals that depend only on size, dtype, kind and process set, returned at once on every
  *     rank: int32 (HVD_ERR_INVALID_ARG), reducescatter (HVD_ERR_INVALID_ARG), a process set
@@ -163,6 +164,33 @@ static void test_dtype(mt_ctx *t, hvd_dtype dt) {
     free(ref);
 }
 
+/* The last rank joins; the others' Adasum goes on without it: it contributes zeros, which
+ * the combine leaves out (combine(a, 0) = a), so the reference has zeros for it. */
+static void test_join(mt_ctx *t) {
+    enum { COUNT = 37 };
+    mt_begin(t, "adasum while rank %d has joined", t->size - 1);
+    int last = -1;
+    if (t->rank == t->size - 1) {
+        MT_EXPECT(t, hvd_join(&last), HVD_OK);
+    } else {
+        float x[COUNT];
+        double *inputs[MT_MAX_RANKS], ref[COUNT];
+        size_t count[1] = {COUNT};
+        for (int r = 0; r < t->size; r++) {
+            inputs[r] = malloc(COUNT * sizeof(double));
+            for (size_t i = 0; i < COUNT; i++) inputs[r][i] = r == t->size - 1 ? 0 : input(r, 4, i);
+        }
+        for (size_t i = 0; i < COUNT; i++) x[i] = (float)inputs[t->rank][i];
+        adasum_ref(ref, inputs, 0, t->size, count, 1, COUNT, HVD_FLOAT32, round_to);
+        if (MT_EXPECT(t, hvd_allreduce("adasum.joined", x, x, COUNT, HVD_FLOAT32, HVD_ADASUM), HVD_OK))
+            for (size_t i = 0; i < COUNT; i++)
+                MT_CHECK(t, fabs(x[i] - ref[i]) <= 1e-5 * 16, "[%zu] = %.9g, reference %.9g", i, x[i], ref[i]);
+        for (int r = 0; r < t->size; r++) free(inputs[r]);
+        MT_EXPECT(t, hvd_join(&last), HVD_OK);
+    }
+    mt_end(t);
+}
+
 /* A correct all-reduce must work after a refusal: int32 sum of (rank + 1) * (i + 1). */
 static void check_recovers(mt_ctx *t, const char *name) {
     int32_t buf[5];
@@ -235,6 +263,7 @@ int main(void) {
         static const hvd_dtype dts[] = {HVD_FLOAT32, HVD_FLOAT64, HVD_FLOAT16, HVD_BFLOAT16};
         for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) test_dtype(&t, dts[k]);
         if (t.size > 1) test_mixed_ops(&t);
+        if (t.size > 1) test_join(&t);
     }
     mt_combine(&t);
     hvd_shutdown();

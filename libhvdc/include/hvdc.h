@@ -113,15 +113,26 @@ typedef enum hvd_dtype {
  * zero; int64 sums in int64), float16 and bfloat16 in float32 (each value divided first, the
  * result rounded once to nearest-even). HVD_MIN and HVD_MAX on floating dtypes propagate NaN
  * (a NaN on any rank gives NaN, as torch.minimum/maximum do). Every rank gets the same bits.
- * bool: see hvd_dtype (no average). */
+ * bool: see hvd_dtype (no average).
+ * HVD_ADASUM is Horovod's Adasum, not an element-wise op: ranks combine pairwise in a binary
+ * tree, a' = (1 - a.b/(2|a|^2)) a + (1 - a.b/(2|b|^2)) b, with the dot product and norms taken
+ * over each whole tensor (each tensor of a grouped or fused all-reduce on its own): vectors
+ * that agree are averaged, orthogonal ones added. For all-reduce (and grouped all-reduce)
+ * only, of float16, bfloat16, float32 or float64 (else HVD_ERR_INVALID_ARG), on the global
+ * process set and a power-of-2 number of ranks (else HVD_ERR_UNSUPPORTED); host memory only
+ * for now (device tensors: HVD_ERR_UNSUPPORTED on every rank). Prescale applies before the
+ * combine, postscale after. A rank that has joined contributes zeros, which Adasum leaves
+ * out. Each element is computed by one rank and copied to the others: every rank gets the
+ * same bits. */
 typedef enum hvd_reduce_op {
     HVD_SUM = 0,
     HVD_AVERAGE = 1,
     HVD_MIN = 2,
     HVD_MAX = 3,
     HVD_PRODUCT = 4,
+    HVD_ADASUM = 5,
 } hvd_reduce_op;
-#define HVD_REDUCE_OP_COUNT 5
+#define HVD_REDUCE_OP_COUNT 6
 
 /* Where a tensor's memory lives. */
 #define HVD_DEVICE_CPU (-1)

@@ -50,6 +50,23 @@ static void test_refused(hvd_dtype dt) {
     cudaFree(d);
 }
 
+/* HVD_ADASUM on device memory is not supported yet: every rank's wait says so (the executor
+ * refuses before any data moves), and device work goes on (the tests after this one). */
+static void test_adasum_refused(void) {
+    float *d = gt_alloc(8 * sizeof(float));
+    hvd_options o = HVD_OPTIONS_DEFAULT;
+    o.device = local_rank;
+    hvd_handle h = HVD_HANDLE_NULL;
+    mt_begin(&T, "gpu.allreduce adasum refused on every rank");
+    if (MT_EXPECT(&T, hvd_allreduce_async("gpu.adasum", d, d, 8, HVD_FLOAT32, HVD_ADASUM, &o, &h), HVD_OK)) {
+        MT_EXPECT(&T, hvd_wait(&h), HVD_ERR_UNSUPPORTED);
+        const char *e = hvd_last_error();
+        MT_CHECK(&T, e && strstr(e, "HVD_ADASUM on device memory"), "message: %s", e ? e : "(null)");
+    }
+    mt_end(&T);
+    cudaFree(d);
+}
+
 /* A float16/bfloat16 average on the device: NCCL sums in the dtype's own precision (as
  * PyTorch DDP's fp16 all-reduce does), after libhvdc divided each input by the ranks. Each of
  * the n divided inputs and n - 1 partial sums is rounded once, so the error is bounded by the
@@ -447,6 +464,7 @@ int main(int argc, char **argv) {
         test_grouped(dt, 5);
         test_movers(dt);
     }
+    test_adasum_refused();
     test_grouped(HVD_FLOAT32, 300); /* 3 pack launches */
     test_ready_events();
     test_completion();

@@ -212,7 +212,7 @@ const hvd_dtype mt_all_dtypes[HVD_DTYPE_COUNT] = {HVD_UINT8,   HVD_INT8,    HVD_
                                                   HVD_FLOAT32, HVD_FLOAT64, HVD_INT16,
                                                   HVD_UINT16,  HVD_BOOL};
 const hvd_reduce_op mt_all_ops[HVD_REDUCE_OP_COUNT] = {HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX,
-                                                       HVD_PRODUCT};
+                                                       HVD_PRODUCT, HVD_ADASUM};
 
 size_t mt_dtype_size(hvd_dtype dt) {
     switch (dt) {
@@ -248,11 +248,14 @@ const char *mt_op_name(hvd_reduce_op op) {
     case HVD_MIN: return "min";
     case HVD_MAX: return "max";
     case HVD_PRODUCT: return "product";
+    case HVD_ADASUM: return "adasum";
     }
     return "?";
 }
 
-int mt_op_defined(hvd_dtype dt, hvd_reduce_op op) { return !(dt == HVD_BOOL && op == HVD_AVERAGE); }
+int mt_op_defined(hvd_dtype dt, hvd_reduce_op op) {
+    return !(dt == HVD_BOOL && op == HVD_AVERAGE) && op != HVD_ADASUM; /* Adasum: test_adasum */
+}
 
 hvd_reduce_op mt_defined_op(hvd_dtype dt, hvd_reduce_op op) {
     return mt_op_defined(dt, op) ? op : HVD_SUM;
@@ -442,6 +445,7 @@ void mt_reduce_ref(void *ref, hvd_dtype dt, hvd_reduce_op op, int size, size_t f
                 case HVD_MIN: acc = v < acc ? v : acc; break;
                 case HVD_MAX: acc = v > acc ? v : acc; break;
                 case HVD_PRODUCT: acc *= v; break; /* on bool's 0 and 1: and */
+                case HVD_ADASUM: break; /* not element-wise: test_adasum has its reference */
                 }
             }
             if (op == HVD_AVERAGE && postscale == 1.0) acc /= size; /* C division truncates toward zero */
@@ -457,6 +461,7 @@ void mt_reduce_ref(void *ref, hvd_dtype dt, hvd_reduce_op op, int size, size_t f
                 case HVD_MIN: acc = v < acc ? v : acc; break;
                 case HVD_MAX: acc = v > acc ? v : acc; break;
                 case HVD_PRODUCT: acc *= v; break;
+                case HVD_ADASUM: break;
                 }
             }
             if (op == HVD_AVERAGE) acc /= size;

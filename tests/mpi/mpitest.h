@@ -83,7 +83,8 @@ size_t mt_dtype_size(hvd_dtype dt); /* our own table, independent of hvd_dtype_s
 const char *mt_dtype_name(hvd_dtype dt);
 const char *mt_op_name(hvd_reduce_op op);
 int mt_is_float(hvd_dtype dt);
-/* 0 for the pairs libhvdc refuses (average of bool); mt_defined_op gives HVD_SUM for them. */
+/* 0 for the pairs libhvdc refuses (average of bool), and for HVD_ADASUM, which is not
+ * element-wise (test_adasum.c has its own reference); mt_defined_op gives HVD_SUM for them. */
 int mt_op_defined(hvd_dtype dt, hvd_reduce_op op);
 hvd_reduce_op mt_defined_op(hvd_dtype dt, hvd_reduce_op op);
 

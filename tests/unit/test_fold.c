@@ -52,7 +52,7 @@ int main(void) {
     for (int q = 0; q < MAX_IN; q++) in[q] = malloc(MAX_COUNT * 8);
     for (int t = 0; t < HVD_DTYPE_COUNT; t++) {
         size_t elem = hvd_dtype_size((hvd_dtype)t);
-        for (int op = 0; op < HVD_REDUCE_OP_COUNT; op++)
+        for (int op = 0; op < HVD_ADASUM; op++) /* element-wise ops; Adasum: test_adasum */
             for (int n = 1; n <= MAX_IN; n++)
                 for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
                     size_t count = counts[c];

@@ -369,7 +369,7 @@ static void test_support(void) {
                "int8 product");
     CHECK_TRUE(native == 1, "ncclAvg in 2.28");
     for (int d = 0; d < HVD_DTYPE_COUNT; d++)
-        for (int o = 0; o < HVD_REDUCE_OP_COUNT; o++) {
+        for (int o = 0; o < HVD_ADASUM; o++) /* element-wise ops; Adasum: test_adasum */ {
             hvd_status want = d == HVD_INT16 || d == HVD_UINT16 ? HVD_ERR_UNSUPPORTED
                               : d == HVD_BOOL && o == HVD_AVERAGE ? HVD_ERR_INVALID_ARG
                                                                   : HVD_OK;

@@ -47,7 +47,7 @@ int main(void) {
     static unsigned char a[N * 8], b[N * 8], d[N * 8];
     for (int t = 0; t < HVD_DTYPE_COUNT; t++) {
         int is_signed = t != HVD_UINT8 && t != HVD_UINT16 && t != HVD_BOOL;
-        for (int op = 0; op < HVD_REDUCE_OP_COUNT; op++) {
+        for (int op = 0; op < HVD_ADASUM; op++) /* element-wise ops; Adasum: test_adasum */ {
             for (size_t i = 0; i < N; i++) {
                 double x = (double)(i % 5) + 1, y = (double)(i % 3) + (is_signed ? -1 : 0);
                 set(a, i, (hvd_dtype)t, x);

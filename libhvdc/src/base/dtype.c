@@ -19,7 +19,7 @@ static const struct {
 
 static const char *const op_names[HVD_REDUCE_OP_COUNT] = {
     [HVD_SUM] = "sum", [HVD_AVERAGE] = "average", [HVD_MIN] = "min",
-    [HVD_MAX] = "max", [HVD_PRODUCT] = "product",
+    [HVD_MAX] = "max", [HVD_PRODUCT] = "product", [HVD_ADASUM] = "adasum",
 };
 
 int hvdc__dtype_valid(int dtype) { return dtype >= 0 && dtype < HVD_DTYPE_COUNT; }

@@ -18,6 +18,7 @@ typedef enum hvdc_tag {
     HVDC_TAG_REDUCE_SCATTER = 10, /* the direct reduce-scatter in rank order */
     HVDC_TAG_ALLGATHER = 11,      /* the ring's all-gather */
     HVDC_TAG_SMALL = 12,          /* the one-step all-reduce of small buffers */
+    HVDC_TAG_ADASUM = 13,         /* Adasum's halves and dot products (adasum.h) */
 } hvdc_tag;
 
 #endif

@@ -21,6 +21,7 @@ static void reduce_u8(uint8_t *d, const uint8_t *a, const uint8_t *b, size_t n, 
     case HVD_MIN: for (size_t i = 0; i < n; i++) d[i] = a[i] < b[i] ? a[i] : b[i]; break;
     case HVD_MAX: for (size_t i = 0; i < n; i++) d[i] = a[i] > b[i] ? a[i] : b[i]; break;
     case HVD_PRODUCT: for (size_t i = 0; i < n; i++) d[i] = (uint8_t)(a[i] * b[i]); break;
+    case HVD_ADASUM: break; /* not element-wise: collectives/adasum.c */
     }
 }
 
@@ -31,6 +32,7 @@ static void reduce_i8(int8_t *d, const int8_t *a, const int8_t *b, size_t n, hvd
     case HVD_MIN: for (size_t i = 0; i < n; i++) d[i] = a[i] < b[i] ? a[i] : b[i]; break;
     case HVD_MAX: for (size_t i = 0; i < n; i++) d[i] = a[i] > b[i] ? a[i] : b[i]; break;
     case HVD_PRODUCT: for (size_t i = 0; i < n; i++) d[i] = (int8_t)(uint8_t)((unsigned)a[i] * (unsigned)b[i]); break;
+    case HVD_ADASUM: break; /* not element-wise: collectives/adasum.c */
     }
 }
 
@@ -40,6 +42,7 @@ static void reduce_i16(int16_t *d, const int16_t *a, const int16_t *b, size_t n,
     case HVD_MIN: for (size_t i = 0; i < n; i++) d[i] = a[i] < b[i] ? a[i] : b[i]; break;
     case HVD_MAX: for (size_t i = 0; i < n; i++) d[i] = a[i] > b[i] ? a[i] : b[i]; break;
     case HVD_PRODUCT: for (size_t i = 0; i < n; i++) d[i] = (int16_t)(uint16_t)((unsigned)(uint16_t)a[i] * (unsigned)(uint16_t)b[i]); break;
+    case HVD_ADASUM: break; /* not element-wise: collectives/adasum.c */
     }
 }
 
@@ -50,6 +53,7 @@ static void reduce_u16(uint16_t *d, const uint16_t *a, const uint16_t *b, size_t
     case HVD_MIN: for (size_t i = 0; i < n; i++) d[i] = a[i] < b[i] ? a[i] : b[i]; break;
     case HVD_MAX: for (size_t i = 0; i < n; i++) d[i] = a[i] > b[i] ? a[i] : b[i]; break;
     case HVD_PRODUCT: for (size_t i = 0; i < n; i++) d[i] = (uint16_t)((unsigned)a[i] * (unsigned)b[i]); break;
+    case HVD_ADASUM: break; /* not element-wise: collectives/adasum.c */
     }
 }
 
@@ -69,6 +73,7 @@ static void reduce_i32(int32_t *d, const int32_t *a, const int32_t *b, size_t n,
     case HVD_MIN: for (size_t i = 0; i < n; i++) d[i] = a[i] < b[i] ? a[i] : b[i]; break;
     case HVD_MAX: for (size_t i = 0; i < n; i++) d[i] = a[i] > b[i] ? a[i] : b[i]; break;
     case HVD_PRODUCT: for (size_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)a[i] * (uint32_t)b[i]); break;
+    case HVD_ADASUM: break; /* not element-wise: collectives/adasum.c */
     }
 }
 
@@ -78,6 +83,7 @@ static void reduce_i64(int64_t *d, const int64_t *a, const int64_t *b, size_t n,
     case HVD_MIN: for (size_t i = 0; i < n; i++) d[i] = a[i] < b[i] ? a[i] : b[i]; break;
     case HVD_MAX: for (size_t i = 0; i < n; i++) d[i] = a[i] > b[i] ? a[i] : b[i]; break;
     case HVD_PRODUCT: for (size_t i = 0; i < n; i++) d[i] = (int64_t)((uint64_t)a[i] * (uint64_t)b[i]); break;
+    case HVD_ADASUM: break; /* not element-wise: collectives/adasum.c */
     }
 }
 
@@ -90,6 +96,7 @@ static void reduce_f32(float *d, const float *a, const float *b, size_t n, hvd_r
     case HVD_MIN: for (size_t i = 0; i < n; i++) d[i] = a[i] != a[i] || a[i] < b[i] ? a[i] : b[i]; break;
     case HVD_MAX: for (size_t i = 0; i < n; i++) d[i] = a[i] != a[i] || a[i] > b[i] ? a[i] : b[i]; break;
     case HVD_PRODUCT: for (size_t i = 0; i < n; i++) d[i] = a[i] * b[i]; break;
+    case HVD_ADASUM: break; /* not element-wise: collectives/adasum.c */
     }
 }
 
@@ -99,6 +106,7 @@ static void reduce_f64(double *d, const double *a, const double *b, size_t n, hv
     case HVD_MIN: for (size_t i = 0; i < n; i++) d[i] = a[i] != a[i] || a[i] < b[i] ? a[i] : b[i]; break;
     case HVD_MAX: for (size_t i = 0; i < n; i++) d[i] = a[i] != a[i] || a[i] > b[i] ? a[i] : b[i]; break;
     case HVD_PRODUCT: for (size_t i = 0; i < n; i++) d[i] = a[i] * b[i]; break;
+    case HVD_ADASUM: break; /* not element-wise: collectives/adasum.c */
     }
 }
 

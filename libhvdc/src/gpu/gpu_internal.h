@@ -85,6 +85,7 @@ static inline ncclRedOp_t hvdc__nccl_op(hvd_reduce_op op) {
     case HVD_MIN: return ncclMin;
     case HVD_MAX: return ncclMax;
     case HVD_PRODUCT: return ncclProd;
+    case HVD_ADASUM: break; /* never reaches NCCL as an op (runtime/execute_adasum.c) */
     }
     return ncclSum;
 }

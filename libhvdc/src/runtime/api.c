@@ -14,6 +14,7 @@
 #include "base/dtype.h"
 #include "base/hash.h"
 #include "base/status.h"
+#include "collectives/adasum.h"
 #include "gpu/gpu.h"
 #include "runtime/aliasing.h"
 #include "runtime/runtime.h"
@@ -44,9 +45,33 @@ static hvd_status check_dtype(const char *fn, const char *name, int dtype) {
 /* A reduce op that is known and defined on dtype (checked after check_dtype). */
 static hvd_status check_op(const char *fn, const char *name, int op, hvd_dtype dtype) {
     if (!hvdc__op_valid(op))
-        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': reduce op %d is unknown; expected HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX or HVD_PRODUCT", fn, name, op);
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': reduce op %d is unknown; expected HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX, HVD_PRODUCT or HVD_ADASUM", fn, name, op);
     if (dtype == HVD_BOOL && op == HVD_AVERAGE)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': HVD_AVERAGE of bool is undefined; use HVD_SUM or HVD_MAX (logical or), or HVD_MIN or HVD_PRODUCT (logical and)", fn, name);
+    return HVD_OK;
+}
+
+/* Adasum's limits (hvdc.h), as Horovod words them. Each depends only on the op, the dtype, the
+ * process set, the job's size and where the tensor lives, which negotiation makes every rank
+ * agree on: so every rank refuses alike, before anything is sent. A device all-reduce's own
+ * limit (a power-of-2 number of nodes) is the executor's (execute_adasum.c). */
+static hvd_status check_adasum(const char *fn, const char *name, hvd_reduce_op op,
+                               hvd_dtype dtype, const hvd_options *o, int device) {
+    if (op != HVD_ADASUM) return HVD_OK;
+    if (!hvdc__dtype_is_float(dtype))
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': HVD_ADASUM needs a floating dtype (float16, bfloat16, float32 or float64), not %s", fn, name, hvdc__dtype_name(dtype));
+    if (o->process_set != HVD_PROCESS_SET_GLOBAL)
+        return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s '%s': Adasum does not support non-global process sets yet. (process set %d)", fn, name, o->process_set);
+    int size = hvdc__runtime->topo.size;
+    if (device == HVD_DEVICE_CPU && !hvdc__adasum_is_power_of_2(size))
+        return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s '%s': %s (%d ranks; use 1, 2, 4, 8, ... ranks, or another op)", fn, name, HVDC_ADASUM_POW2_MESSAGE, size);
+    return HVD_OK;
+}
+
+/* Ops that only all-reduce defines. */
+static hvd_status check_not_adasum(const char *fn, const char *name, hvd_reduce_op op) {
+    if (op == HVD_ADASUM)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': HVD_ADASUM applies to hvd_allreduce and hvd_grouped_allreduce only", fn, name);
     return HVD_OK;
 }
 
@@ -200,6 +225,7 @@ static hvd_status hvd_allreduce_async_entered(const char *name, const void *send
     hvd_status st;
     hvdc_op *req = NULL;
     CHECK(check_reduction(fn, name, handle, dtype, op, sendbuf, count, o));
+    CHECK(check_adasum(fn, name, op, dtype, o, tensor_device(o, recvbuf)));
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, count, dtype));
     size_t nbytes = count * hvd_dtype_size(dtype);
     CHECK(hvdc__check_overlap(fn, name, sendbuf, nbytes, recvbuf, nbytes, 1));
@@ -251,6 +277,7 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
     CHECK(check_options(fn, names[0], o, dtype));
     int device = tensor_device(o, recvbufs[0]);
     CHECK(check_device_reduce(fn, names[0], device, dtype));
+    CHECK(check_adasum(fn, names[0], op, dtype, o, device));
     for (int i = 0; i < n; i++)
         CHECK(check_device_buffers(fn, names[i], device, sendbufs[i], recvbufs[i]));
     hvdc_op *req = hvdc__op_create((size_t)n);
@@ -401,6 +428,7 @@ static hvd_status hvd_reducescatter_async_entered(const char *name, const void *
     hvd_status st;
     hvdc_op *req = NULL;
     CHECK(check_reduction(fn, name, handle, dtype, op, sendbuf, count, o));
+    CHECK(check_not_adasum(fn, name, op));
     int size = 1, rank = 0; /* in the set; a rank outside it is refused by submit */
     CHECK(hvdc__set_shape(o->process_set, fn, &size, &rank));
     size_t block = rank < 0 ? 0 : count / (size_t)size + ((size_t)rank < count % (size_t)size ? 1 : 0);

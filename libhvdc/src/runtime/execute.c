@@ -77,8 +77,8 @@ static int uses_mpi(const hvdc_executor *ex, hvd_dtype dtype, hvd_reduce_op op) 
  * runtime goes on (a rank failing mid-collective would leave the others waiting for it).
  * fusion_agreed/scratch_agreed grow identically on every rank, so the agreement (one small
  * all-reduce) runs on every rank or on none: only when a response needs more than before. */
-static hvd_status reserve_agreed(hvdc_executor *ex, const char *kind, const char *name,
-                                 size_t fusion_bytes, size_t scratch_bytes) {
+hvd_status hvdc__reserve_agreed(hvdc_executor *ex, const char *kind, const char *name,
+                                size_t fusion_bytes, size_t scratch_bytes) {
     hvd_status st = HVD_OK;
     if (fusion_bytes <= ex->fusion_agreed && scratch_bytes <= ex->scratch_agreed) return HVD_OK;
     char why[HVDC_ERROR_MAX] = "";
@@ -259,7 +259,7 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
         return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory planning an all-reduce of %zu tensors", n);
     size_t fusion_bytes, scratch_bytes;
     allreduce_memory(ex, plan, tensors, acc, op, widened, staged, &fusion_bytes, &scratch_bytes);
-    CHECK(reserve_agreed(ex, "allreduce", tensors[0]->name, fusion_bytes, scratch_bytes));
+    CHECK(hvdc__reserve_agreed(ex, "allreduce", tensors[0]->name, fusion_bytes, scratch_bytes));
     for (size_t p = 0; p < plan->n_pieces; p++) {
         const hvdc_pack_piece *piece = &plan->pieces[p];
         int64_t t0 = hvdc__timeline_now_us(ex->timeline);
@@ -428,7 +428,7 @@ static hvd_status execute_reducescatter(hvdc_executor *ex, hvdc_op *op) {
     hvd_reduce_op rop = (hvd_reduce_op)op->desc.op;
     hvd_dtype acc = hvdc__accumulation_dtype(dtype, rop);
     size_t elem = hvd_dtype_size(dtype), acc_elem = hvd_dtype_size(acc), start, len;
-    CHECK(reserve_agreed(ex, "reducescatter", op->desc.name, t->count * acc_elem,
+    CHECK(hvdc__reserve_agreed(ex, "reducescatter", op->desc.name, t->count * acc_elem,
                          hvdc__direct_scratch_bytes(t->count, acc, ex->size)));
     const void *src = t->send;
     if (acc != dtype && t->count > 0) {
@@ -497,6 +497,10 @@ hvd_status hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response, 
                          size_t n_ops, hvdc_gpu_pending **pending) {
     *pending = NULL;
     ex->failed_before_data = 0;
+    /* the op from this rank's own request: a response carries it only while ranks have
+     * joined (wire.h); negotiation checked that every rank asked for the same */
+    if (response->kind == HVDC_KIND_ALLREDUCE && n_ops > 0 && ops[0]->desc.op == HVD_ADASUM)
+        return hvdc__execute_adasum(ex, response, ops, n_ops, pending);
     if (n_ops > 0 && ops[0]->desc.device >= 0) /* barrier and join are always host ops */
         return hvdc__execute_gpu(ex, response, ops, n_ops, pending);
     switch ((hvdc_kind)response->kind) {

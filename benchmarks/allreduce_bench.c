@@ -282,7 +282,7 @@ typedef struct row {
 
 /* Each side of a pass writes its own output buffer: with Open MPI's default single-copy
  * transfers (CMA), the hvd call after an MPI_Allreduce into the same buffer took 2.5x longer to
- * write its result there (benchmarks/results/allreduce_np2_own_outputs.txt), a cost no
+ * write its result there (benchmarks/results/archive/allreduce_np2_own_outputs.txt), a cost no
  * training step pays: its gradients are last written by the step itself. */
 enum { OUT_HVD, OUT_BASELINE };
 

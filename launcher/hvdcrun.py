@@ -94,7 +94,7 @@ def options():
     p = Parser(prog="hvdcrun", usage="hvdcrun [options] PROGRAM [ARGS...]", allow_abbrev=False,
                description="Runs PROGRAM as a libhvdc job under mpirun (like horovodrun).",
                epilog="Examples: hvdcrun -np 4 -H node1:2,node2:2 ./train;  hvdcrun -np 2 "
-                      "python3 train.py;  hvdcrun --check-build.  README.md, 'Running', has "
+                      "python3 train.py;  hvdcrun --check-build.  docs/running.md has "
                       "more.")
     p.add_argument("-v", "--version", action="version", version="hvdcrun " + VERSION)
     g = p.add_argument_group("where")
@@ -137,7 +137,7 @@ def options():
     g.add_argument("--stall-check-shutdown-time-seconds", type=non_negative,
                    help="HVD_STALL_SHUTDOWN_TIME")
     g.add_argument("--log-level", type=log_level, help="HVD_LOG_LEVEL")
-    g = p.add_argument_group("elastic training (see README.md, 'Elastic training')")
+    g = p.add_argument_group("elastic training (see docs/elastic.md)")
     g.add_argument("--min-np", type=positive_int,
                    help="fewest ranks to run on; a failure leaving fewer ends the job "
                         "(default: -np)")

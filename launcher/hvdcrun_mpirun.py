@@ -162,7 +162,7 @@ def mpirun_command(args, hosts, np, env, extra_env=(), cpus=None):
     # Where ranks outnumber the slots or this host's cores, waiting ranks must give up the core.
     # Where only each rank's two threads (training, background) outnumber the cores, libhvdc's
     # own waits already yield to the training thread (base/poll.h) and MPI's yield only costs
-    # small operations ~10 us each (benchmarks/results/hvdcrun_yield_np2.txt); but a background
+    # small operations ~10 us each (benchmarks/results/archive/hvdcrun_yield_np2.txt); but a background
     # thread blocked inside MPI_Allreduce (HVD_CPU_ALLREDUCE=mpi) would spin the training
     # thread's core away: 1.5x the step there.
     local = sum(s for h, s in take_slots(hosts, np) if is_this_machine(h))

@@ -2,7 +2,7 @@
 # quickstart.sh - the README's first command: installs what is missing, builds, and trains the
 # example model on Fashion-MNIST (shipped by Debian's dataset-fashion-mnist) on 2 ranks.
 # Fails if the held-out accuracy does not reach the stated target (85 % for the MLP).
-# The ranks start through hvdcrun, the launcher (build/hvdcrun; README, "Running").
+# The ranks start through hvdcrun, the launcher (build/hvdcrun; docs/running.md).
 # The test suite runs the training step alone on its own build: HVDC_SKIP_SETUP=1 skips
 # setup.sh, HVDC_TRAIN names the binary (default build/examples/train) and HVDCRUN the
 # launcher (default build/hvdcrun).

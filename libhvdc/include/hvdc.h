@@ -173,7 +173,7 @@ typedef uint64_t hvd_handle;
 /* Starts libhvdc on MPI_COMM_WORLD. Initializes MPI (asking for MPI_THREAD_MULTIPLE) unless the
  * application already did; in that case libhvdc uses the application's MPI and leaves finalizing
  * it to the application. Without a launcher the process runs as a single rank.
- * Reads these environment variables (the HVD_ name wins over Horovod's; README "Configuration"
+ * Reads these environment variables (the HVD_ name wins over Horovod's; docs/configuration.md
  * says what each does), then starts the background thread. Collective: every rank calls it.
  *   (settings: generated from libhvdc/src/runtime/config.c by tests/unit/test_settings_doc)
  *   HVD_FUSION_THRESHOLD (HOROVOD_FUSION_THRESHOLD)                default 16M host, 128M device
@@ -246,7 +246,7 @@ HVD_API hvd_status hvd_cross_size(int *cross_size); /* processes with this local
  * sendbuf == recvbuf reduces in place; buffers that overlap otherwise are refused.
  * Host memory: each element is combined in rank order,
  * ((rank 0 op rank 1) op rank 2) ..., so its bits are the same on every rank and do not depend
- * on fusion, timing or submission order (README, Reproducibility); with
+ * on fusion, timing or submission order (docs/reproducibility.md); with
  * HVD_HIERARCHICAL_ALLREDUCE=1, rank order inside each node, then node order. */
 HVD_API hvd_status hvd_allreduce(const char *name, const void *sendbuf, void *recvbuf,
                                  size_t count, hvd_dtype dtype, hvd_reduce_op op);
@@ -469,7 +469,7 @@ HVD_API const char *hvd_build_info(void);
  *          hvd_sampler_record, hvd_sampler_position, hvd_sampler_set_position,
  *          hvd_metrics_reduce, hvd_checkpoint_save, hvd_checkpoint_load
  *
- * Built only on the collectives above. README.md "Training" has a whole loop and
+ * Built only on the collectives above. docs/training.md has a whole loop and
  * examples/train/train.c a whole program.
  *
  * Example (tests/docs/check_snippets.py compiles it): one epoch; params describes the model.
@@ -781,7 +781,7 @@ HVD_API hvd_status hvd_checkpoint_load(const char *path, hvd_optimizer *opt,
  * directory on a filesystem every host shares. Everything registered must be the same on
  * every rank (rank 0's values are the ones saved). The steps since the last commit are lost
  * on a failure: commit often enough, but not every step (a commit of examples/train's MLP,
- * 2.8 MB, takes 10-25 ms on a 2-core machine; README, "Elastic training"). Threads: one thread at a time per state. Collective calls (marked so) are made by every
+ * 2.8 MB, takes 10-25 ms on a 2-core machine; docs/elastic.md). Threads: one thread at a time per state. Collective calls (marked so) are made by every
  * rank in the same order. */
 typedef struct hvd_elastic hvd_elastic;
 

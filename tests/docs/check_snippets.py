@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""check_snippets.py - every C snippet the README and hvdc.h show compiles against hvdc.h, and
-every whole program among them (one with main) links against libhvdc and runs as one rank.
+"""check_snippets.py - every C snippet the README, docs/ and hvdc.h show compiles against hvdc.h,
+and every whole program among them (one with main) links against libhvdc and runs as one rank.
 
 Snippets:
-  - README.md: every ```c block. A block with its own includes and functions is a translation
+  - Markdown (README.md, and every *.md of a directory given, e.g. docs/): every ```c block,
+    also one indented inside a list item. A block with its own includes and functions is a translation
     unit as it stands; a block of bare statements is compiled as the body of a function, after
     <hvdc.h> and the C headers it may use.
   - hvdc.h: every comment paragraph that starts with "Example" and continues with lines indented
@@ -12,7 +13,7 @@ Snippets:
 A snippet that uses CUDA is compiled only where cuda_runtime_api.h is found (else reported as
 skipped, with the reason).
 
-Usage: check_snippets.py --include DIR --libdir DIR [--cuda-include DIR] FILE...
+Usage: check_snippets.py --include DIR --libdir DIR [--cuda-include DIR] FILE_OR_DIR...
 Exit status: 0 if every snippet compiled (and every program ran), 1 otherwise.
 """
 import argparse
@@ -67,7 +68,16 @@ def main():
     ap.add_argument("files", nargs="+")
     args = ap.parse_args()
     problems, snippets = [], []
+    files = []
     for f in args.files:
+        if os.path.isdir(f):
+            mds = sorted(os.path.join(f, n) for n in os.listdir(f) if n.endswith(".md"))
+            if not mds:
+                problems.append("%s: a directory with no .md file" % f)
+            files += mds
+        else:
+            files.append(f)
+    for f in files:
         snippets += list(readme_snippets(f) if f.endswith(".md") else header_snippets(f, problems))
     cuda = os.path.exists(os.path.join(args.cuda_include, "cuda_runtime_api.h"))
     compiled = ran = skipped = 0

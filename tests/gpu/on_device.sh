@@ -95,7 +95,7 @@ PY
 step gpu_tests_ran gpu_tests_ran
 
 # 5: memcheck; a memory error fails the step (--error-exitcode). API errors are not counted:
-# NCCL probes kernels it has no image for, and its 8 API errors are its own (README, GPU nodes)
+# NCCL probes kernels it has no image for, and its 8 API errors are its own (docs/gpu.md)
 sanitizer=$(command -v compute-sanitizer || ls "$(dirname "$(command -v nvcc)")"/../compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1)
 if [ -n "$sanitizer" ]; then
     check=("$sanitizer" --tool memcheck --error-exitcode 1 --report-api-errors no)

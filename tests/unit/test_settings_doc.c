@@ -1,10 +1,11 @@
 /*
  * test_settings_doc.c - the settings table (libhvdc/src/runtime/config.c) is the one source of
- * the README's "Configuration" table and of the list in hvd_init's comment in hvdc.h: this
- * test regenerates both from the table and fails if either file differs.
+ * the table in docs/configuration.md and of the list in hvd_init's comment in hvdc.h: this
+ * test regenerates both from the table and fails if either file differs. So every HVD_* setting
+ * the code reads is documented, with its default and help as the code has them.
  *
- * Usage: test_settings_doc README.md hvdc.h            check (exit 1 with a diff-like report)
- *        test_settings_doc --write README.md hvdc.h    rewrite the generated blocks in place
+ * Usage: test_settings_doc configuration.md hvdc.h            check (exit 1 with a report)
+ *        test_settings_doc --write configuration.md hvdc.h    rewrite the generated blocks
  * Each block sits between a line containing "settings: generated" and one containing
  * "end settings".
  */
@@ -40,8 +41,8 @@ static void append(char **buf, size_t *len, const char *s) {
     *len += n;
 }
 
-/* The README's rows. */
-static char *readme_block(void) {
+/* docs/configuration.md's rows. */
+static char *doc_block(void) {
     char *out = NULL, line[2048];
     size_t len = 0;
     append(&out, &len, "| variable (alias) | default | across ranks | meaning |\n|---|---|---|---|\n");
@@ -108,7 +109,8 @@ static int check_or_write(const char *path, const char *wanted, int write) {
     } else if (!same) {
         printf("FAIL %s: its settings block differs from the table in runtime/config.c.\n"
                "--- expected:\n%s--- found:\n%.*s---\n"
-               "Run: build/tests/unit/test_settings_doc --write README.md libhvdc/include/hvdc.h\n",
+               "Run: build/tests/unit/test_settings_doc --write docs/configuration.md "
+               "libhvdc/include/hvdc.h\n",
                path, wanted, (int)have_len, start);
         failed = 1;
     } else {
@@ -121,13 +123,13 @@ static int check_or_write(const char *path, const char *wanted, int write) {
 int main(int argc, char **argv) {
     int write = argc == 4 && strcmp(argv[1], "--write") == 0;
     if (argc != 3 + write) {
-        fprintf(stderr, "usage: test_settings_doc [--write] README.md hvdc.h\n");
+        fprintf(stderr, "usage: test_settings_doc [--write] configuration.md hvdc.h\n");
         return 2;
     }
-    char *readme = readme_block(), *header = header_block();
-    int failed = check_or_write(argv[1 + write], readme, write);
+    char *doc = doc_block(), *header = header_block();
+    int failed = check_or_write(argv[1 + write], doc, write);
     failed |= check_or_write(argv[2 + write], header, write);
-    free(readme);
+    free(doc);
     free(header);
     return failed;
 }

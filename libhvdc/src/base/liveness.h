@@ -10,7 +10,7 @@
  * after the dead process was reaped. A rank whose runtime stops on an error of its own (out of
  * memory, say) is alive but will not answer either: it sends the same notice.
  * Limits: a node running a single rank has no neighbour to watch it. Under mpirun's default
- * policy the launcher itself tears the whole job down first (see README, Troubleshooting).
+ * policy the launcher itself tears the whole job down first (see docs/troubleshooting.md).
  *
  * Its waits pause between polls as the runtime's poll policy says (base/poll.h).
  *

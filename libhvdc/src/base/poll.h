@@ -7,7 +7,7 @@
  * seen only after it returns. Where system calls are dear (1.2-1.4 us each on the VMs we
  * measure on) a negotiation round, which waits twice, paid several of them: spinning through
  * the first SPIN_NS of a wait cut a lone 4-byte hvd_allreduce at np 2 by a fifth
- * (benchmarks/results/poll_spin_np2.txt).
+ * (benchmarks/results/archive/poll_spin_np2.txt).
  * Why not always spin: a spinning thread holds its core. So a wait spins only while
  *   - an application thread is blocked waiting for this runtime (hvd_wait and the calls built
  *     on it: app_waiting > 0) - not while it submits or computes, which needs the core; and

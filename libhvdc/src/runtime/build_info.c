@@ -13,7 +13,7 @@
  *   autotune: yes, ...                    HVD_AUTOTUNE / horovodrun --autotune
  *   environment: HVD_FUSION_THRESHOLD HOROVOD_FUSION_THRESHOLD ...   every variable read
  *
- * A feature added later changes its own line here (and the README's --check-build example).
+ * A feature added later changes its own line here (and the --check-build example in docs/running.md).
  */
 #include <mpi.h>
 #include <pthread.h>

@@ -19,7 +19,7 @@
 #include "base/status.h"
 #include "collectives/shm.h" /* HVD_SHM_STEP's unit and largest value */
 
-/* Host: chosen with benchmarks/fusion_bench (README, Performance): 16 MiB was best or within
+/* Host: chosen with benchmarks/fusion_bench (docs/performance.md): 16 MiB was best or within
  * noise of best for resnet50, bert-base and tiny at np = 2. Device: Horovod's 128 MiB, which
  * suits NCCL's large-message bandwidth. */
 #define DEFAULT_FUSION_THRESHOLD ((size_t)16 << 20)
@@ -41,7 +41,7 @@ const hvdc_setting hvdc__settings[] = {
      FIELD(fusion_threshold_bytes), 0, MAX_BYTES, NULL, NULL, "16M host, 128M device",
      "most bytes of all-reduces fused into one response; `0` turns fusion off; accepts `K`, "
      "`M`, `G` suffixes; when set, it applies to host and device tensors alike. The host "
-     "default comes from `benchmarks/fusion_bench` (see [Performance](#performance)); the "
+     "default comes from `benchmarks/fusion_bench` (see [Performance](performance.md)); the "
      "device default is Horovod's", 1, 0},
     {"HVD_CYCLE_TIME", "HOROVOD_CYCLE_TIME", HVDC_SETTING_MS, FIELD(cycle_time_ms), 0, 10000,
      NULL, NULL, "1", "ms to wait for new submissions after a round that made no progress", 0, 0},
@@ -51,7 +51,7 @@ const hvdc_setting hvdc__settings[] = {
      "`HVD_HIERARCHICAL_ALLREDUCE=1`; else `ring`. `shm`: the ranks of a node reduce in one "
      "shared memory segment (across nodes: the two-level all-reduce, shared memory inside each "
      "node). `ring`: libhvdc's all-reduce over MPI point-to-point messages. All three are "
-     "bitwise reproducible and give the same bits (see [Reproducibility](#reproducibility)). "
+     "bitwise reproducible and give the same bits (see [Reproducibility](reproducibility.md)). "
      "`mpi`: `MPI_Allreduce` (`MPI_Iallreduce` from 32 MiB; a watchdog thread looks for dead "
      "ranks meanwhile), whose order is MPI's (float16/bfloat16 always use libhvdc's)",
      1, 0},
@@ -61,7 +61,7 @@ const hvdc_setting hvdc__settings[] = {
     {"HVD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE", HVDC_SETTING_CHOICE,
      FIELD(hierarchical_allreduce), 0, 0, flag_choices, NULL, "`0`",
      "`1`: two-level all-reduce (inside each node, then across nodes; see [Running on several "
-     "nodes](#running-on-several-nodes))", 1, 0},
+     "nodes](running.md#running-on-several-nodes))", 1, 0},
     {"HVD_STALL_CHECK_TIME", "HOROVOD_STALL_CHECK_TIME_SECONDS", HVDC_SETTING_SECONDS,
      FIELD(stall_check_s), 0, WEEK_S, NULL, NULL, "60",
      "seconds a name may wait for other ranks before rank 0 logs it; `0` turns the check off",

@@ -2,10 +2,10 @@
  * config.h - the runtime's settings, read from the environment once by hvd_init.
  *
  * One table (hvdc__settings, config.c) says everything about each setting: its HVD_ name and
- * Horovod alias, how it is parsed, where it goes in hvdc_config, its range, its default as the
- * README shows it, a one-line help and whether every rank must use the same value. The parser,
- * the error messages, the list in hvdc.h's hvd_init comment and the README's table all come
- * from it (tests/unit/test_settings_doc.c checks the last two against it), so a new setting is
+ * Horovod alias, how it is parsed, where it goes in hvdc_config, its range, its default as
+ * docs/configuration.md shows it, a one-line help and whether every rank must use the same
+ * value. The parser, the error messages, the list in hvdc.h's hvd_init comment and
+ * docs/configuration.md's table all come from it (tests/unit/test_settings_doc.c checks the last two against it), so a new setting is
  * one line of the table plus its field.
  *
  * defines: hvdc_config, hvdc_cpu_allreduce, hvdc_setting, hvdc_setting_type, hvdc__settings,
@@ -89,7 +89,7 @@ hvd_status hvdc__config_from_env(hvdc_config *config, hvdc_env_lookup lookup, vo
  * @return the length written (snprintf's). */
 int hvdc__setting_format(const hvdc_setting *s, const hvdc_config *config, char *out, size_t len);
 
-/* Writes the README's table row for s ("| `NAME` (`ALIAS`) | default | must agree | help |"). */
+/* Writes docs/configuration.md's table row for s ("| `NAME` (`ALIAS`) | default | must agree | help |"). */
 int hvdc__setting_doc_row(const hvdc_setting *s, char *out, size_t len);
 
 #endif

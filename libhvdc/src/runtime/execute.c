@@ -37,7 +37,7 @@
 /* HVD_CPU_ALLREDUCE=mpi: below this, Open MPI's blocking MPI_Allreduce (its nonblocking one,
  * libnbc's, took 1.7x as long at 1 MiB and 1.4x at 4 MiB here, np 2); from it on the nonblocking
  * one, which hvd_allreduce ran at 1.66-1.82x raw MPI_Allreduce's busbw at 64-256 MiB
- * (benchmarks/results/allreduce_mpi_before_after.txt). */
+ * (benchmarks/results/archive/allreduce_mpi_before_after.txt). */
 #define MPI_NONBLOCKING_BYTES ((size_t)32 << 20)
 
 static MPI_Datatype mpi_native_type(hvd_dtype dtype) {

@@ -1,5 +1,5 @@
 """hvdc.torch.elastic: Horovod's elastic API (`hvd.elastic.run`, `hvd.elastic.TorchState`) on
-libhvdc's restart-based elastic training (hvdc.h, "Elastic training"; README).
+libhvdc's restart-based elastic training (hvdc.h, "Elastic training"; docs/elastic.md).
 
 Horovod's elastic mode keeps the processes and re-forms the ring in place; libhvdc, like
 torchrun, restarts them: when a rank dies every rank fails, `hvdcrun --elastic` asks its host

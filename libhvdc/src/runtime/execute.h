@@ -1,8 +1,7 @@
 /*
  * execute.h - runs one negotiated response on host memory: a fused all-reduce (pack, ring,
  * unpack), broadcast, allgather, reducescatter, alltoall or barrier.
- * defines: hvdc_executor, hvdc__execute, hvdc__execute_gpu, hvdc__execute_adasum,
- *          hvdc__reserve_agreed
+ * defines: hvdc_executor, hvdc__execute, hvdc__execute_gpu, hvdc__execute_adasum
  * Background thread (the only MPI caller).
  */
 #ifndef HVDC_EXECUTE_H
@@ -70,13 +69,6 @@ typedef struct hvdc_executor {
  * (the ranks are still in step), or the job cannot go on. */
 hvd_status hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
                          size_t n_ops, hvdc_gpu_pending **pending);
-
-/* Working memory for one response, reserved before any data moves, and agreed: a rank that
- * cannot get it fails the response on every rank alone (ex->failed_before_data) and the
- * runtime goes on. fusion and scratch grow to at least these sizes. kind and name go into the
- * message. Collective over ex->comm when either grows beyond what was agreed before. */
-hvd_status hvdc__reserve_agreed(hvdc_executor *ex, const char *kind, const char *name,
-                                size_t fusion_bytes, size_t scratch_bytes);
 
 /* The Adasum all-reduce of hvdc__execute (execute_adasum.c), host or device memory. */
 hvd_status hvdc__execute_adasum(hvdc_executor *ex, const hvdc_wire_response *response,

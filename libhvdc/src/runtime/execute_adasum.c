@@ -19,6 +19,7 @@
 #include "collectives/adasum.h"
 #include "collectives/reduce.h"
 #include "runtime/execute.h"
+#include "runtime/working_memory.h"
 
 /* The tensors' counts, in ex->tensor_list (kept from one response to the next). */
 static hvd_status list_counts(hvdc_executor *ex, hvdc_op **ops, size_t n_ops, size_t **counts,

@@ -15,7 +15,8 @@ from hvdc.common.process_sets import ProcessSet, global_process_set, _registry
 
 # Reduction ops, with Horovod's values so that code comparing or storing them keeps working.
 Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
-_C_OPS = {Average: L.AVERAGE, Sum: L.SUM, Min: L.MIN, Max: L.MAX, Product: L.PRODUCT}
+_C_OPS = {Average: L.AVERAGE, Sum: L.SUM, Min: L.MIN, Max: L.MAX, Product: L.PRODUCT,
+          Adasum: L.ADASUM}
 
 _homogeneous = None
 _atexit_registered = False
@@ -30,16 +31,12 @@ def _topology(fn):
 
 
 def c_op(op):
-    """libhvdc's reduce op for a Horovod op value; Adasum and unknown values are refused."""
+    """libhvdc's reduce op for a Horovod op value; unknown values are refused."""
     try:
         return _C_OPS[op]
     except (KeyError, TypeError):
-        if op == Adasum:
-            raise NotImplementedError(
-                "hvdc does not implement Adasum (op=hvd.Adasum); use hvd.Average or hvd.Sum. "
-                "Adasum's scale-invariant combination is on libhvdc's roadmap, not in this build.")
         raise ValueError(f"unknown reduction op {op!r}; expected one of hvd.Average, hvd.Sum, "
-                         "hvd.Min, hvd.Max, hvd.Product") from None
+                         "hvd.Adasum, hvd.Min, hvd.Max, hvd.Product") from None
 
 
 # ---- start-up --------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ ERR_RANK_FAILED = 15
 # hvd_dtype
 UINT8, INT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64, INT16, UINT16, BOOL = range(11)
 # hvd_reduce_op
-SUM, AVERAGE, MIN, MAX, PRODUCT = range(5)
+SUM, AVERAGE, MIN, MAX, PRODUCT, ADASUM = range(6)
 
 DEVICE_CPU = -1
 NOT_INITIALIZED_MESSAGE = "Horovod has not been initialized; use hvd.init()."

@@ -9,6 +9,8 @@ writes the averages into p.grad, then runs the wrapped optimizer's step.
   loss.backward()          hooks fire layer by layer: allreduce_async_(p.grad) each
   optimizer.step()         synchronize(): wait for every handle, p.grad = average; then step
 
+With op=hvd.Adasum (and more than one rank) it is Horovod's delta optimizer instead
+(optimizer_adasum.py): each rank steps on its own gradient and Adasum combines the updates.
 backward_passes_per_step = k: the hooks let torch accumulate k backward passes into p.grad
 and submit on the k-th (the gradients are summed over the passes, as in Horovod).
 groups: lists of parameters (or a number of groups) reduced as one grouped all-reduce each,
@@ -32,28 +34,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                  sparse_as_dense=False, process_set=global_process_set):
         super(self.__class__, self).__init__(params)
         self._compression = compression
-        if named_parameters is not None:
-            named_parameters = list(named_parameters)
-        else:
-            named_parameters = [(f"allreduce.noname.{i}.{j}", v)
-                                for i, param_group in enumerate(self.param_groups)
-                                for j, v in enumerate(param_group["params"])]
-        if any(not isinstance(p, tuple) for p in named_parameters):
-            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
-                             "usually produced by model.named_parameters().")
-        dups = _DistributedOptimizer.find_duplicates([k for k, _ in named_parameters])
-        if len(dups) > 0:
-            raise ValueError("Parameter names in named_parameters must be unique. "
-                             "Found duplicates: %s" % ", ".join(dups))
-        all_param_ids = {id(v) for param_group in self.param_groups
-                         for v in param_group["params"]}
-        named_param_ids = {id(v) for k, v in named_parameters}
-        unnamed_param_ids = all_param_ids - named_param_ids
-        if len(unnamed_param_ids):
-            raise ValueError("named_parameters was specified, but one or more model parameters "
-                             "were not named. Python object ids: "
-                             "%s" % ", ".join(str(id) for id in unnamed_param_ids))
-
+        named_parameters = _named_parameters(self.param_groups, named_parameters)
         self._parameter_names = {v: k for k, v in sorted(named_parameters, key=lambda kv: kv[0])}
         self.backward_passes_per_step = backward_passes_per_step
         self._allreduce_delay = {v: self.backward_passes_per_step
@@ -285,6 +266,32 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).zero_grad(*args, **kwargs)
 
 
+def _named_parameters(param_groups, named_parameters):
+    """named_parameters as a list of (name, parameter), checked as Horovod checks it: tuples,
+    unique names, every parameter of param_groups named; without it, names by position."""
+    if named_parameters is not None:
+        named_parameters = list(named_parameters)
+    else:
+        named_parameters = [(f"allreduce.noname.{i}.{j}", v)
+                            for i, param_group in enumerate(param_groups)
+                            for j, v in enumerate(param_group["params"])]
+    if any(not isinstance(p, tuple) for p in named_parameters):
+        raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
+                         "usually produced by model.named_parameters().")
+    dups = _DistributedOptimizer.find_duplicates([k for k, _ in named_parameters])
+    if len(dups) > 0:
+        raise ValueError("Parameter names in named_parameters must be unique. "
+                         "Found duplicates: %s" % ", ".join(dups))
+    all_param_ids = {id(v) for param_group in param_groups for v in param_group["params"]}
+    named_param_ids = {id(v) for k, v in named_parameters}
+    unnamed_param_ids = all_param_ids - named_param_ids
+    if len(unnamed_param_ids):
+        raise ValueError("named_parameters was specified, but one or more model parameters "
+                         "were not named. Python object ids: "
+                         "%s" % ", ".join(str(id) for id in unnamed_param_ids))
+    return named_parameters
+
+
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=B.Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False,
@@ -294,14 +301,21 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     optimizer's class, built on optimizer.param_groups."""
     if gradient_predivide_factor != 1.0 and op != B.Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
-    if op == B.Adasum:
-        B.c_op(op)  # raises: Adasum is not implemented
     if num_groups != 0:
         warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed "
                       "in v0.23.0.", DeprecationWarning)
         if groups is None:
             groups = num_groups
+    if op != B.Adasum or B.size() == 1:
+        cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+                   dict(_DistributedOptimizer.__dict__))
+        return cls(optimizer.param_groups, named_parameters, compression,
+                   backward_passes_per_step, op, gradient_predivide_factor, groups,
+                   sparse_as_dense, process_set)
+    # Adasum combines each rank's update, not its gradient (optimizer_adasum.py), as Horovod
+    if process_set != global_process_set:
+        raise NotImplementedError("Adasum does not support non-global process sets yet.")
+    from hvdc.torch.optimizer_adasum import _DistributedAdasumOptimizer
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
-               dict(_DistributedOptimizer.__dict__))
-    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor, groups, sparse_as_dense, process_set)
+               dict(_DistributedAdasumOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step)

@@ -158,9 +158,16 @@ typedef struct hvd_options {
                           destroyed) until the handle completes; re-recording it after the call
                           returns is allowed only once the handle completed */
     int process_set;   /* HVD_PROCESS_SET_GLOBAL (every rank) or an id from hvd_add_process_set */
+    const int64_t *shape; /* optional, one-tensor calls: the tensor's ndim dimensions, as the
+                          caller describes it (not checked against the count). Every rank that
+                          gives one must give the same (allgather, alltoall: beyond the first
+                          dimension), else every rank fails with HVD_ERR_MISMATCH naming both
+                          shapes, as Horovod compares shapes. NULL: only counts are compared.
+                          Read during the call only. */
+    int ndim;          /* dimensions in shape (0..64; 0 with a non-NULL shape: a scalar) */
 } hvd_options;
 #define HVD_PROCESS_SET_GLOBAL 0
-#define HVD_OPTIONS_DEFAULT {1.0, 1.0, HVD_DEVICE_CPU, NULL, HVD_PROCESS_SET_GLOBAL}
+#define HVD_OPTIONS_DEFAULT {1.0, 1.0, HVD_DEVICE_CPU, NULL, HVD_PROCESS_SET_GLOBAL, NULL, 0}
 
 /* An in-flight operation. 0 is never a valid handle. A handle is released by exactly one
  * successful hvd_wait; using it afterwards returns HVD_ERR_INVALID_ARG (it is never a crash).

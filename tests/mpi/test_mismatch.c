@@ -119,6 +119,35 @@ static void test_mismatches(mt_ctx *t) {
     }
     mt_end(t);
 
+    mt_begin(t, "mismatch shape: 6 elements as [2, 3] on rank 0, [3, 2] elsewhere");
+    {
+        int64_t mine[2] = {other ? 3 : 2, other ? 2 : 3};
+        hvd_options o = HVD_OPTIONS_DEFAULT;
+        o.shape = mine, o.ndim = 2;
+        hvd_handle h = HVD_HANDLE_NULL;
+        fill_sentinel(recv, 64);
+        hvd_status s = hvd_allreduce_async("mm.shape", send, recv, 6, HVD_INT32, HVD_SUM, &o, &h);
+        if (MT_EXPECT(t, s, HVD_OK)) s = hvd_wait(&h);
+        check_mismatch(t, s, "mm.shape");
+        MT_CHECK(t, strstr(hvd_last_error(), "shape differs") && strstr(hvd_last_error(), "[2, 3]") &&
+                 strstr(hvd_last_error(), "[3, 2]"), "the message names both shapes: %s", hvd_last_error());
+        MT_CHECK(t, untouched(recv, 64), "recvbuf was written although the operation failed");
+        /* an allgather's first dimension may differ, the rest not: [r+1, 2] agrees everywhere */
+        int64_t rows[2] = {t->rank + 1, 2};
+        o.shape = rows;
+        size_t got = 0;
+        s = hvd_allgather_async("mm.shape.rows.ok", send, (size_t)(t->rank + 1) * 2, recv, 64,
+                                HVD_INT32, &got, NULL, &o, &h);
+        if (MT_EXPECT(t, s, HVD_OK)) MT_EXPECT(t, hvd_wait(&h), HVD_OK);
+        MT_CHECK(t, got == (size_t)t->size * (t->size + 1), "allgather of [r+1, 2]: %zu elements", got);
+        /* a rank that gives no shape is compared by counts alone */
+        o.shape = other ? NULL : mine;
+        s = hvd_allreduce_async("mm.shape.some", send, recv, 6, HVD_INT32, HVD_SUM, &o, &h);
+        if (MT_EXPECT(t, s, HVD_OK)) MT_EXPECT(t, hvd_wait(&h), HVD_OK);
+        check_recovers(t, "after.shape");
+    }
+    mt_end(t);
+
     mt_begin(t, "mismatch in flight beside a correct async allreduce");
     {
         hvd_handle bad = HVD_HANDLE_NULL, good = HVD_HANDLE_NULL;
@@ -196,6 +225,8 @@ static void test_duplicate(mt_ctx *t) {
                      #expr);                                                                   \
     } while (0)
 
+enum { HVDC_TEST_DIMS = 64 }; /* hvdc.h: a shape has at most 64 dimensions */
+
 static void test_bad_args(mt_ctx *t) {
     int32_t buf[8] = {0}, out[8];
     size_t counts[16] = {0};
@@ -207,6 +238,20 @@ static void test_bad_args(mt_ctx *t) {
     max_name[HVD_MAX_NAME_LEN] = '\0';
 
     mt_begin(t, "local argument errors -> HVD_ERR_INVALID_ARG");
+    {
+        int64_t negative[2] = {2, -4}, many[HVDC_TEST_DIMS + 1] = {0};
+        hvd_options o = HVD_OPTIONS_DEFAULT;
+        o.shape = negative, o.ndim = 2;
+        EXPECT_INVALID(t, hvd_allreduce_async("bad.shape.neg", buf, out, 8, HVD_INT32, HVD_SUM, &o, &h));
+        o.shape = many, o.ndim = HVDC_TEST_DIMS + 1;
+        EXPECT_INVALID(t, hvd_allreduce_async("bad.shape.dims", buf, out, 8, HVD_INT32, HVD_SUM, &o, &h));
+        o.ndim = 2;
+        const char *names[1] = {"bad.shape.grouped"};
+        const void *sends[1] = {buf};
+        void *recvs[1] = {out};
+        size_t n8[1] = {8};
+        EXPECT_INVALID(t, hvd_grouped_allreduce_async(1, names, sends, recvs, n8, HVD_INT32, HVD_SUM, &o, &h));
+    }
     EXPECT_INVALID(t, hvd_allreduce("bad.null", NULL, out, 8, HVD_INT32, HVD_SUM));
     EXPECT_INVALID(t, hvd_allreduce("bad.null", buf, NULL, 8, HVD_INT32, HVD_SUM));
     EXPECT_INVALID(t, hvd_allreduce("bad.dtype", buf, out, 8, (hvd_dtype)99, HVD_SUM));

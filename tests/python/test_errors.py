@@ -44,6 +44,24 @@ def test_mismatches_raise_horovod_internal_error(rank):
     else:
         fn = lambda: hvd.allreduce(torch.ones(3), name="mm.kind")  # noqa: E731
     expect_mismatch(fn, "mm.kind", "operation")
+    # shapes, not only element counts, must agree, as Horovod checks them: the same 17 * 1311
+    # elements shaped [17, 1311] on rank 0 and [17, 23, 57] elsewhere
+    shape = (17, 23 * 57) if not other else (17, 23, 57)
+    expect_mismatch(lambda: hvd.allreduce(torch.ones(shape), name="mm.shape"), "mm.shape",
+                    "[17, 1311]")
+    expect_mismatch(lambda: hvd.reducescatter(torch.ones(shape), name="mm.rs.shape"),
+                    "mm.rs.shape", "[17, 23, 57]")
+    expect_mismatch(lambda: hvd.broadcast(torch.ones(shape), 0, name="mm.bc.shape"),
+                    "mm.bc.shape", "shape")
+    # allgather and alltoall: all but the first dimension, with rows of as many elements
+    rows = (4, 6) if not other else (4, 2, 3)
+    expect_mismatch(lambda: hvd.allgather(torch.ones(rows), name="mm.ag.shape"), "mm.ag.shape",
+                    "[*, 6]")
+    expect_mismatch(lambda: hvd.alltoall(torch.ones((hvd.size(),) + rows[1:]), name="mm.a2a.shape"),
+                    "mm.a2a.shape", "beyond the first dimension")
+    # the first dimension of an allgather may differ (that is its point)
+    got = hvd.allgather(torch.ones(rank + 1, 2, 3), name="mm.ag.rows.ok")
+    assert got.shape == (hvd.size() * (hvd.size() + 1) // 2, 2, 3)
     # the rest of an allgather's shape must agree: rank 0 sends rows of 5, the others rows of 3
     with pytest.raises(hvd.HorovodInternalError) as e:
         hvd.allgather(torch.ones(1, 3 if other else 5), name="mm.rows")

@@ -11,10 +11,11 @@ int main(void) {
     hvdc_wire_request a = {.name = "layer1.grad", .kind = HVDC_KIND_ALLREDUCE, .dtype = HVD_FLOAT32,
                            .op = HVD_AVERAGE, .device = -1, .root = 0, .prescale = 0.5,
                            .postscale = 2.0, .n_counts = 1, .counts = counts_a};
+    uint64_t shape_b[3] = {2, 0, 1ull << 40};
     hvdc_wire_request b = {.name = "group", .kind = HVDC_KIND_ALLTOALL, .dtype = HVD_BFLOAT16,
                            .device = 3, .root = -7, .prescale = 1, .postscale = 1,
                            .members_hash = 0x123456789abcdefull, .capacity = 99, .n_counts = 3,
-                           .counts = counts_b};
+                           .counts = counts_b, .has_shape = 1, .ndim = 3, .shape = shape_b};
     const hvdc_wire_request *items[2] = {&a, &b};
     hvdc_bytes bytes = {0};
     uint32_t slots[3] = {0, 7, 1023};
@@ -31,6 +32,14 @@ int main(void) {
         CHECK_TRUE(y->kind == HVDC_KIND_ALLTOALL && y->root == -7 && y->device == 3 &&
                    y->members_hash == 0x123456789abcdefull && y->capacity == 99 &&
                    y->n_counts == 3 && y->counts[2] == 1000003, "second request");
+        CHECK_TRUE(!x->has_shape && x->ndim == 0 && x->shape == NULL, "no shape stays none");
+        CHECK_TRUE(y->has_shape && y->ndim == 3 && y->shape[0] == 2 && y->shape[1] == 0 &&
+                   y->shape[2] == 1ull << 40, "the shape survives");
+        hvdc_wire_request copy;
+        CHECK_TRUE(hvdc__wire_request_copy(&copy, y) == 0 && copy.shape != y->shape &&
+                   copy.ndim == 3 && copy.shape[2] == y->shape[2] && copy.counts != y->counts &&
+                   copy.counts[2] == 1000003, "a deep copy");
+        hvdc__wire_request_free(&copy);
     }
     hvdc__request_list_free(&list);
 

@@ -57,29 +57,15 @@ static int same_request(const hvdc_wire_request *a, const hvdc_wire_request *b) 
         a->op != b->op || a->device != b->device || a->root != b->root ||
         a->prescale != b->prescale || a->postscale != b->postscale ||
         a->members_hash != b->members_hash || a->capacity != b->capacity ||
-        a->n_counts != b->n_counts)
+        a->n_counts != b->n_counts || a->has_shape != b->has_shape || a->ndim != b->ndim)
         return 0;
-    return a->n_counts == 0 || memcmp(a->counts, b->counts, a->n_counts * sizeof *a->counts) == 0;
+    return (a->n_counts == 0 || memcmp(a->counts, b->counts, a->n_counts * sizeof *a->counts) == 0) &&
+           (a->ndim == 0 || memcmp(a->shape, b->shape, a->ndim * sizeof *a->shape) == 0);
 }
 
 int64_t hvdc__cache_lookup(const hvdc_cache *c, const hvdc_wire_request *q) {
     int64_t s = hvdc__cache_find(c, q->name);
     return s >= 0 && c->slots[s].valid && same_request(&c->slots[s].request, q) ? s : -1;
-}
-
-/* A deep copy of q (its counts duplicated). @return 0; -1 out of memory (then *to holds q's
- * fields without counts). */
-static int copy_request(hvdc_wire_request *to, const hvdc_wire_request *q) {
-    *to = *q;
-    to->counts = NULL;
-    if (q->n_counts == 0) return 0;
-    to->counts = malloc(q->n_counts * sizeof *to->counts);
-    if (!to->counts) {
-        to->n_counts = 0;
-        return -1;
-    }
-    memcpy(to->counts, q->counts, q->n_counts * sizeof *to->counts);
-    return 0;
 }
 
 /* Every rank calls this with the same names in the same order, so slot numbers must advance
@@ -91,13 +77,13 @@ int64_t hvdc__cache_put(hvdc_cache *c, const hvdc_wire_request *q) {
     if (found >= 0) {
         slot *s = &c->slots[found];
         hvdc__wire_request_free(&s->request);
-        s->valid = copy_request(&s->request, q) == 0; /* same name: the table's key stays valid */
+        s->valid = hvdc__wire_request_copy(&s->request, q) == 0; /* same name: the table's key stays valid */
         return found;
     }
     if (c->used == c->capacity) return -1;
     slot *s = &c->slots[c->used];
     s->index = c->used;
-    s->valid = copy_request(&s->request, q) == 0;
+    s->valid = hvdc__wire_request_copy(&s->request, q) == 0;
     if (hvdc__name_table_put(&c->by_name, s->request.name, s) != 0) s->valid = 0;
     return c->used++;
 }

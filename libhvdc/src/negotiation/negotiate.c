@@ -155,17 +155,6 @@ static entry *entry_new(hvdc_negotiator *n, int64_t slot) {
     return e;
 }
 
-/* rank's copy of a cached request, as a named entry holds it. */
-static int copy_cached(hvdc_wire_request *to, const hvdc_wire_request *cached) {
-    *to = *cached;
-    to->counts = NULL;
-    if (cached->n_counts == 0) return 0;
-    to->counts = malloc(cached->n_counts * sizeof *to->counts);
-    if (!to->counts) return -1;
-    memcpy(to->counts, cached->counts, cached->n_counts * sizeof *to->counts);
-    return 0;
-}
-
 /* Counts rank's announcement of e (join bookkeeping, readiness). */
 static void note_announced(hvdc_negotiator *n, entry *e, int rank) {
     e->announced[rank] = 1;
@@ -187,7 +176,7 @@ static entry *materialize(hvdc_negotiator *n, entry *slotted) {
     const hvdc_wire_request *cached = hvdc__cache_request(n->cache, (uint32_t)slotted->slot);
     for (int r = 0; r < n->size; r++) {
         if (!slotted->announced[r]) continue;
-        if (copy_cached(&e->by_rank[r], cached) != 0) {
+        if (hvdc__wire_request_copy(&e->by_rank[r], cached) != 0) {
             entry_free(e, n->size);
             return NULL;
         }
@@ -221,6 +210,7 @@ static hvd_status announce_named(hvdc_negotiator *n, int rank, hvdc_wire_request
         e->by_rank[rank] = *q;
         if (hvdc__name_table_put(&n->table, e->by_rank[rank].name, e) != 0) {
             e->by_rank[rank].counts = NULL; /* still the caller's */
+            e->by_rank[rank].shape = NULL;
             entry_free(e, n->size);
             return HVD_ERR_NO_MEMORY;
         }
@@ -231,6 +221,9 @@ static hvd_status announce_named(hvdc_negotiator *n, int rank, hvdc_wire_request
     }
     q->counts = NULL; /* moved into the entry */
     q->n_counts = 0;
+    q->shape = NULL;
+    q->ndim = 0;
+    q->has_shape = 0;
     note_announced(n, e, rank);
     return HVD_OK;
 }
@@ -242,7 +235,7 @@ static hvd_status announce_slot(hvdc_negotiator *n, int rank, uint32_t s) {
     entry *e = hvdc__name_table_get(&n->table, cached->name);
     if (e) { /* the name is pending in full: join it there */
         if (e->announced[rank]) return HVD_ERR_INTERNAL;
-        if (copy_cached(&e->by_rank[rank], cached) != 0) return HVD_ERR_NO_MEMORY;
+        if (hvdc__wire_request_copy(&e->by_rank[rank], cached) != 0) return HVD_ERR_NO_MEMORY;
         note_announced(n, e, rank);
         return HVD_OK;
     }
@@ -346,6 +339,32 @@ static int scale_differs(const hvdc_wire_request *a, const hvdc_wire_request *b)
 static void scale_print(message *m, const hvdc_wire_request *q) {
     say(m, "prescale %g postscale %g", q->prescale, q->postscale);
 }
+/* Shapes, where both ranks gave one (hvd_options.shape; C callers may give none): all of it for
+ * reductions and broadcast, all but the first dimension for allgather and alltoall, as Horovod
+ * compares them. */
+static int dims_differ(const hvdc_wire_request *a, const hvdc_wire_request *b, uint32_t from) {
+    if (!a->has_shape || !b->has_shape) return 0;
+    if (a->ndim != b->ndim) return 1;
+    for (uint32_t d = from; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return 1;
+    return 0;
+}
+static int shape_differs(const hvdc_wire_request *a, const hvdc_wire_request *b) { return dims_differ(a, b, 0); }
+static int rows_differ(const hvdc_wire_request *a, const hvdc_wire_request *b) { return dims_differ(a, b, 1); }
+static void dims_print(message *m, const hvdc_wire_request *q, uint32_t from) {
+    if (!q->has_shape) {
+        say(m, "no shape");
+        return;
+    }
+    say(m, "[");
+    for (uint32_t d = 0; d < q->ndim; d++) {
+        if (d < from) say(m, "%s*", d ? ", " : "");
+        else say(m, "%s%llu", d ? ", " : "", (unsigned long long)q->shape[d]);
+    }
+    say(m, "]");
+}
+static void shape_print(message *m, const hvdc_wire_request *q) { dims_print(m, q, 0); }
+static void rows_print(message *m, const hvdc_wire_request *q) { dims_print(m, q, 1); }
 static int members_differ(const hvdc_wire_request *a, const hvdc_wire_request *b) {
     return a->members_hash != b->members_hash || a->n_counts != b->n_counts;
 }
@@ -413,10 +432,12 @@ static int find_disagreement(const entry *e, int size, message *m) {
         if (list_differences(m, e, size, "reduce op", op_differs, op_print)) return 1;
         if (list_differences(m, e, size, "scaling", scale_differs, scale_print)) return 1;
         if (list_differences(m, e, size, "group", members_differ, members_print)) return 1;
+        if (list_differences(m, e, size, "shape", shape_differs, shape_print)) return 1;
         if (list_differences(m, e, size, "count", counts_differ, counts_print)) return 1;
         break;
     case HVDC_KIND_BROADCAST:
         if (list_differences(m, e, size, "root", root_differs, root_print)) return 1;
+        if (list_differences(m, e, size, "shape", shape_differs, shape_print)) return 1;
         if (list_differences(m, e, size, "count", counts_differ, counts_print)) return 1;
         if (base->root < 0 || base->root >= size) {
             say(m, "root %d is out of range 0..%d", (int)base->root, size - 1);
@@ -424,6 +445,8 @@ static int find_disagreement(const entry *e, int size, message *m) {
         }
         break;
     case HVDC_KIND_ALLGATHER: {
+        if (list_differences(m, e, size, "shape beyond the first dimension", rows_differ, rows_print))
+            return 1;
         uint64_t total = 0;
         for (int r = 0; r < size; r++) {
             if (e->by_rank[r].n_counts != 1) {
@@ -448,6 +471,8 @@ static int find_disagreement(const entry *e, int size, message *m) {
         break;
     }
     case HVDC_KIND_ALLTOALL:
+        if (list_differences(m, e, size, "shape beyond the first dimension", rows_differ, rows_print))
+            return 1;
         for (int r = 0; r < size; r++) {
             if (e->by_rank[r].n_counts != (uint32_t)size) {
                 say(m, "rank %d gave %u send counts; expected one per rank (%d)", r,

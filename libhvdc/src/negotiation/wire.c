@@ -5,7 +5,7 @@
  * request list:  magic u32 | version u16 | flags u32 | n u32 | n x request
  * request:       name (u16 len + bytes) | kind u8 | dtype u8 | op u8 | device i32 | root i32 |
  *                prescale f64 | postscale f64 | members_hash u64 | capacity u64 |
- *                n_counts u32 | n_counts x u64
+ *                n_counts u32 | n_counts x u64 | has_shape u8 | ndim u32 | ndim x u64
  * response list: magic u32 | version u16 | flags u32 | n u32 | n x response |
  *                reason (u32 len + bytes) |
  *                with HVDC_FLAG_TUNE: cycle_time_ms f64 | shm_step_bytes u64
@@ -76,6 +76,9 @@ int hvdc__wire_encode_requests(hvdc_bytes *out, uint32_t flags,
             return -1;
         for (uint32_t c = 0; c < r->n_counts; c++)
             if (put_uint(out, r->counts[c], 8)) return -1;
+        if (put_uint(out, r->has_shape, 1) || put_uint(out, r->ndim, 4)) return -1;
+        for (uint32_t d = 0; d < r->ndim; d++)
+            if (put_uint(out, r->shape[d], 8)) return -1;
     }
     if (put_uint(out, n_slots, 4)) return -1;
     for (uint32_t k = 0; k < n_slots; k++)
@@ -198,6 +201,10 @@ static int get_request(reader *r, void *item) {
         get_uint(r, 8, &q->members_hash) || get_uint(r, 8, &q->capacity) ||
         get_u32(r, &q->n_counts) || get_u64_array(r, q->n_counts, &q->counts))
         return -1;
+    if (get_u8(r, &q->has_shape) || get_u32(r, &q->ndim)) return -1;
+    if (q->has_shape > 1 || q->ndim > HVDC_MAX_DIMS || (!q->has_shape && q->ndim))
+        return fail_read(r, "bad shape");
+    if (get_u64_array(r, q->ndim, &q->shape)) return -1;
     q->device = (int32_t)device;
     q->root = (int32_t)root;
     if (q->kind >= HVDC_KIND_COUNT) return fail_read(r, "unknown operation kind");
@@ -368,6 +375,24 @@ void hvdc__wire_request_free(hvdc_wire_request *request) {
     free(request->counts);
     request->counts = NULL;
     request->n_counts = 0;
+    free(request->shape);
+    request->shape = NULL;
+    request->ndim = 0;
+    request->has_shape = 0;
+}
+
+int hvdc__wire_request_copy(hvdc_wire_request *to, const hvdc_wire_request *from) {
+    *to = *from;
+    to->counts = NULL;
+    to->shape = NULL;
+    if (from->n_counts > 0 && !(to->counts = malloc(from->n_counts * sizeof *to->counts))) goto fail;
+    if (from->n_counts > 0) memcpy(to->counts, from->counts, from->n_counts * sizeof *to->counts);
+    if (from->ndim > 0 && !(to->shape = malloc(from->ndim * sizeof *to->shape))) goto fail;
+    if (from->ndim > 0) memcpy(to->shape, from->shape, from->ndim * sizeof *to->shape);
+    return 0;
+fail:
+    hvdc__wire_request_free(to);
+    return -1;
 }
 
 void hvdc__request_list_free(hvdc_request_list *list) {

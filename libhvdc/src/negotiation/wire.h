@@ -9,7 +9,8 @@
  *
  * defines: hvdc_kind, hvdc_wire_request, hvdc_request_list, hvdc_wire_response,
  *          hvdc_response_list, hvdc__wire_{encode,decode}_{requests,responses},
- *          hvdc__wire_request_free, hvdc__response_list_free, hvdc__request_list_free
+ *          hvdc__wire_request_copy, hvdc__wire_request_free, hvdc__response_list_free,
+ *          hvdc__request_list_free
  * Pure; runs on the background thread (and in tests).
  */
 #ifndef HVDC_WIRE_H
@@ -22,7 +23,7 @@
 #include "hvdc.h"
 
 #define HVDC_WIRE_MAGIC 0x48564443u /* "HVDC" */
-#define HVDC_WIRE_VERSION 5u
+#define HVDC_WIRE_VERSION 6u
 
 typedef enum hvdc_kind {
     HVDC_KIND_ALLREDUCE = 0,
@@ -49,7 +50,12 @@ typedef struct hvdc_wire_request {
     uint64_t capacity;       /* allgather/alltoall: receive capacity in elements */
     uint32_t n_counts;
     uint64_t *counts;        /* (n_counts) per-tensor counts; alltoall: count per destination */
+    uint8_t has_shape;       /* the caller gave the tensor's shape (hvd_options.shape): it is
+                                compared across ranks. 0: only counts are (a zeroed request) */
+    uint32_t ndim;
+    uint64_t *shape;         /* (ndim) */
 } hvdc_wire_request;
+#define HVDC_MAX_DIMS 64     /* a shape with more dimensions is refused at submission */
 
 /* Round flags. */
 #define HVDC_FLAG_SHUTDOWN 1u /* in a request list: this rank is shutting down;
@@ -117,6 +123,10 @@ int hvdc__wire_decode_responses(const uint8_t *data, size_t len, hvdc_response_l
                                 const char **why);
 
 void hvdc__wire_request_free(hvdc_wire_request *request);
+
+/* *to = a deep copy of *from (its counts and shape duplicated). @return 0; -1 out of memory
+ * (then *to owns nothing). */
+int hvdc__wire_request_copy(hvdc_wire_request *to, const hvdc_wire_request *from);
 void hvdc__request_list_free(hvdc_request_list *list);
 void hvdc__response_free(hvdc_wire_response *response);
 void hvdc__response_list_free(hvdc_response_list *list);

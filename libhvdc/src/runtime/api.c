@@ -174,6 +174,36 @@ static hvd_status single_op(const char *fn, hvdc_kind kind, const char *name, co
     return HVD_OK;
 }
 
+/* options->shape: checked, then copied into what req announces, so negotiation compares it
+ * across ranks. It is the caller's description of its tensor and is not checked against the
+ * count: a binding may pack the tensor first (hvdc.torch pads a reducescatter's rows). */
+static hvd_status attach_shape(const char *fn, const char *name, hvdc_op *req, const hvd_options *o) {
+    if (!o->shape) return HVD_OK;
+    hvd_status st = HVD_OK;
+    if (o->ndim < 0 || o->ndim > HVDC_MAX_DIMS) {
+        st = hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': shape has %d dimensions; expected 0..%d", fn, name, o->ndim, HVDC_MAX_DIMS);
+        goto fail;
+    }
+    for (int d = 0; d < o->ndim; d++) {
+        if (o->shape[d] < 0) {
+            st = hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': dimension %d of shape is %lld; expected >= 0", fn, name, d, (long long)o->shape[d]);
+            goto fail;
+        }
+    }
+    req->desc.shape = o->ndim ? malloc((size_t)o->ndim * sizeof *req->desc.shape) : NULL;
+    if (o->ndim && !req->desc.shape) {
+        st = hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory", fn, name);
+        goto fail;
+    }
+    for (int d = 0; d < o->ndim; d++) req->desc.shape[d] = (uint64_t)o->shape[d];
+    req->desc.ndim = (uint32_t)o->ndim;
+    req->desc.has_shape = 1;
+    return HVD_OK;
+fail:
+    hvdc__op_free(req);
+    return st;
+}
+
 /* Takes the handle's address: it is read only after the submission has set it. */
 static hvd_status wait_for(hvd_status submitted, hvd_handle *handle) {
     if (submitted != HVD_OK) return submitted;
@@ -231,6 +261,7 @@ static hvd_status hvd_allreduce_async_entered(const char *name, const void *send
     CHECK(hvdc__check_overlap(fn, name, sendbuf, nbytes, recvbuf, nbytes, 1));
     CHECK(check_device_buffers(fn, name, tensor_device(o, recvbuf), sendbuf, recvbuf));
     CHECK(single_op(fn, HVDC_KIND_ALLREDUCE, name, sendbuf, recvbuf, count, dtype, &req));
+    CHECK(attach_shape(fn, name, req, o));
     set_reduction(req, op, o, recvbuf);
     return hvdc__submit(fn, o->process_set, req, handle);
 fail:
@@ -275,6 +306,8 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
     }
     CHECK(hvdc__check_group(fn, n, names, sendbufs, recvbufs, counts, hvd_dtype_size(dtype)));
     CHECK(check_options(fn, names[0], o, dtype));
+    if (o->shape)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': options->shape describes one tensor; a grouped all-reduce compares its tensors' counts (pass shape NULL)", fn, names[0]);
     int device = tensor_device(o, recvbufs[0]);
     CHECK(check_device_reduce(fn, names[0], device, dtype));
     CHECK(check_adasum(fn, names[0], op, dtype, o, device));
@@ -342,6 +375,7 @@ static hvd_status hvd_broadcast_async_entered(const char *name, void *buf, size_
     int device = tensor_device(o, buf);
     CHECK(check_device_buffer(fn, name, device, "buf", buf));
     CHECK(single_op(fn, HVDC_KIND_BROADCAST, name, buf, buf, count, dtype, &req));
+    CHECK(attach_shape(fn, name, req, o));
     req->desc.root = in_set;
     req->desc.device = device;
     req->ready_event = o->ready_event;
@@ -403,6 +437,7 @@ static hvd_status hvd_allgather_async_entered(const char *name, const void *send
     int device = HVD_DEVICE_CPU;
     CHECK(check_output(fn, name, sendbuf, count, recvbuf, recv_capacity, dtype, alloc_out, o, &device));
     CHECK(single_op(fn, HVDC_KIND_ALLGATHER, name, sendbuf, recvbuf, count, dtype, &req));
+    CHECK(attach_shape(fn, name, req, o));
     req->alloc_out = alloc_out;
     req->desc.capacity = recv_capacity == SIZE_MAX ? UINT64_MAX : recv_capacity;
     req->recv_count_out = recv_count;
@@ -437,6 +472,7 @@ static hvd_status hvd_reducescatter_async_entered(const char *name, const void *
                               block * hvd_dtype_size(dtype), 1));
     CHECK(check_device_buffers(fn, name, tensor_device(o, sendbuf), sendbuf, recvbuf));
     CHECK(single_op(fn, HVDC_KIND_REDUCESCATTER, name, sendbuf, recvbuf, count, dtype, &req));
+    CHECK(attach_shape(fn, name, req, o));
     set_reduction(req, op, o, sendbuf);
     req->recv_count_out = recv_count;
     return hvdc__submit(fn, o->process_set, req, handle);
@@ -474,6 +510,7 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
     int device = HVD_DEVICE_CPU;
     CHECK(check_output(fn, name, sendbuf, total, recvbuf, recv_capacity, dtype, alloc_out, o, &device));
     CHECK(single_op(fn, HVDC_KIND_ALLTOALL, name, sendbuf, recvbuf, total, dtype, &req));
+    CHECK(attach_shape(fn, name, req, o));
     req->alloc_out = alloc_out;
     if (hvdc__op_set_counts(req, sendcounts, size) != 0) {
         hvdc__op_free(req);

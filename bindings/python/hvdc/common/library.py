@@ -55,7 +55,9 @@ class Options(ctypes.Structure):
                 ("postscale", ctypes.c_double),
                 ("device", ctypes.c_int),
                 ("ready_event", ctypes.c_void_p),
-                ("process_set", ctypes.c_int)]
+                ("process_set", ctypes.c_int),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("ndim", ctypes.c_int)]
 
 
 def _candidates():

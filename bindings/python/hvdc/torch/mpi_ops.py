@@ -69,7 +69,7 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     sid = _set(process_set)
     send = T.contiguous(tensor)
     recv = send if output is tensor else output
-    opts, event = T.options(send, prescale_factor, postscale_factor, sid)
+    opts, event = T.options(send, prescale_factor, postscale_factor, sid, tensor.shape)
     h = ctypes.c_uint64(0)
     _submitted(L.fast.hvd_allreduce_async(_name(name, "allreduce"), send.data_ptr(),
                                           recv.data_ptr(), send.numel(), dtype, cop, opts,
@@ -214,7 +214,7 @@ def _allgather_async(tensor, name, process_set):
     total = ctypes.c_size_t(0)
     counts = (ctypes.c_size_t * n)()
     h = ctypes.c_uint64(0)
-    sopts = T.set_options(sid)
+    sopts = T.set_options(sid, tensor.shape)
     _submitted(L.fast.hvd_allgather_alloc_async(name, send.data_ptr(), send.numel(), dtype, sopts,
                                                 ctypes.byref(out), ctypes.byref(total), counts,
                                                 ctypes.byref(h)))
@@ -230,7 +230,7 @@ def _allgather_async(tensor, name, process_set):
                 "first dimension")
         dims = [counts[r] // row for r in range(n)]
         return T.from_allocated(out.value, tensor.dtype, (sum(dims),) + trailing), dims
-    return B.register([h.value], (tensor, send, out, total, counts), finish)
+    return B.register([h.value], (tensor, send, out, total, counts, sopts), finish)
 
 
 def _allgather_two_rounds(send, name, dtype, dim0, row, trailing, process_set, sid):
@@ -246,7 +246,7 @@ def _allgather_two_rounds(send, name, dtype, dim0, row, trailing, process_set, s
     B.wait_all([h.value])
     all_dims = list(got)
     output = torch.empty((sum(all_dims),) + trailing, dtype=send.dtype, device=send.device)
-    opts, event = T.options(send, process_set=sid)
+    opts, event = T.options(send, process_set=sid, shape=send.shape)
     h = ctypes.c_uint64(0)
     _submitted(L.fast.hvd_allgather_async(name, send.data_ptr(), send.numel(), output.data_ptr(),
                                           output.numel(), dtype, None, None, opts,
@@ -298,7 +298,7 @@ def _broadcast_async(tensor, output, root_rank, name, process_set):
     h = ctypes.c_uint64(0)
     if buf.device.type == "cuda":  # libhvdc recognises device memory; order it after the data
         torch.cuda.current_stream(buf.device).synchronize()
-    sopts = T.set_options(sid)
+    sopts = T.set_options(sid, tensor.shape)
     _submitted(L.fast.hvd_broadcast_async(_name(name, "broadcast"), buf.data_ptr(), buf.numel(),
                                           dtype, root_rank, sopts, ctypes.byref(h)))
     if output is tensor and buf is not tensor:
@@ -350,6 +350,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     T.check_dense(tensor, "alltoall")
     sid = _set(process_set)
     sopts = T.set_options(sid)
+    shaped = T.set_options(sid, tensor.shape)  # the data's: its shape is compared
     n = process_set.size()
     dim0, row, trailing = T.rows(tensor, "alltoall")
     split_list = _splits(splits, dim0, n)
@@ -360,7 +361,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     h = ctypes.c_uint64(0)
     if send.device.type == "cpu" and row > 0:
         out, total = ctypes.c_void_p(None), ctypes.c_size_t(0)
-        _submitted(L.fast.hvd_alltoall_alloc_async(name, send.data_ptr(), sendcounts, dtype, sopts,
+        _submitted(L.fast.hvd_alltoall_alloc_async(name, send.data_ptr(), sendcounts, dtype, shaped,
                                                    ctypes.byref(out), ctypes.byref(total),
                                                    recvcounts, ctypes.byref(h)))
 
@@ -368,7 +369,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
             got = [recvcounts[r] // row for r in range(n)]
             output = T.from_allocated(out.value, tensor.dtype, (sum(got),) + trailing)
             return output, torch.tensor(got, dtype=torch.int32)
-        return B.register([h.value], (tensor, send, sendcounts, recvcounts, out, total, sopts),
+        return B.register([h.value], (tensor, send, sendcounts, recvcounts, out, total, shaped),
                           finish)
     # device tensors and rows of 0 elements: the received splits first, then the data
     got = torch.empty(n, dtype=torch.int64)
@@ -384,9 +385,9 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
         torch.cuda.current_stream(send.device).synchronize()
     h = ctypes.c_uint64(0)
     _submitted(L.fast.hvd_alltoall_async(name, send.data_ptr(), sendcounts, output.data_ptr(),
-                                         output.numel(), dtype, None, recvcounts, sopts,
+                                         output.numel(), dtype, None, recvcounts, shaped,
                                          ctypes.byref(h)))
-    return B.register([h.value], (tensor, send, sendcounts, recvcounts, output),
+    return B.register([h.value], (tensor, send, sendcounts, recvcounts, output, shaped),
                       lambda: (output, torch.tensor(received, dtype=torch.int32)))
 
 
@@ -419,7 +420,7 @@ def _reducescatter_async(tensor, name, op, process_set, prescale_factor, postsca
     else:
         recv_rows = mine
     recv = torch.empty((recv_rows,) + trailing, dtype=tensor.dtype, device=tensor.device)
-    opts, event = T.options(send, prescale_factor, postscale_factor, sid)
+    opts, event = T.options(send, prescale_factor, postscale_factor, sid, tensor.shape)
     h = ctypes.c_uint64(0)
     _submitted(L.fast.hvd_reducescatter_async(_name(name, "reducescatter"), send.data_ptr(),
                                               recv.data_ptr(), send.numel(), dtype, cop, opts,

@@ -43,14 +43,28 @@ def contiguous(tensor):
     return tensor if tensor.is_contiguous() else tensor.contiguous()
 
 
-def options(tensor, prescale=1.0, postscale=1.0, process_set=0):
+def _with_shape(o, shape):
+    """o describing a tensor of this shape (hvd_options.shape): libhvdc compares it across
+    ranks, as Horovod compares shapes. The array lives as long as o."""
+    if shape is not None:
+        dims = (ctypes.c_int64 * max(1, len(shape)))(*shape)
+        o.shape = ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64))
+        o.ndim = len(shape)
+        o._dims = dims
+    return o
+
+
+def options(tensor, prescale=1.0, postscale=1.0, process_set=0, shape=None):
     """An hvd_options for tensor in process set process_set (an id), or None (NULL) when the
     defaults do. CUDA tensors name their device and carry an event recorded on the current
     stream, so libhvdc's stream waits for the data on the device instead of the host waiting;
-    the event must outlive the operation (the caller keeps the returned objects)."""
-    if prescale == 1.0 and postscale == 1.0 and process_set == 0 and tensor.device.type == "cpu":
+    the event must outlive the operation (the caller keeps the returned objects). shape: the
+    caller's tensor's shape, compared across ranks."""
+    if (prescale == 1.0 and postscale == 1.0 and process_set == 0 and shape is None
+            and tensor.device.type == "cpu"):
         return _DEFAULT_OPTIONS, None
-    o = L.Options(float(prescale), float(postscale), L.DEVICE_CPU, None, process_set)
+    o = _with_shape(L.Options(float(prescale), float(postscale), L.DEVICE_CPU, None, process_set),
+                    shape)
     event = None
     if tensor.device.type == "cuda":
         o.device = tensor.device.index if tensor.device.index is not None else torch.cuda.current_device()
@@ -61,10 +75,12 @@ def options(tensor, prescale=1.0, postscale=1.0, process_set=0):
     return ctypes.pointer(o), event
 
 
-def set_options(process_set):
-    """An hvd_options that only names a process set (id), or None for the global set."""
-    return None if process_set == 0 else ctypes.pointer(
-        L.Options(1.0, 1.0, L.DEVICE_CPU, None, process_set))
+def set_options(process_set, shape=None):
+    """An hvd_options that names a process set (id) and, if given, the tensor's shape; None
+    for the global set without a shape."""
+    if process_set == 0 and shape is None:
+        return None
+    return ctypes.pointer(_with_shape(L.Options(1.0, 1.0, L.DEVICE_CPU, None, process_set), shape))
 
 
 def from_allocated(ptr, dtype, shape):

@@ -60,9 +60,11 @@ def options(tensor, prescale=1.0, postscale=1.0, process_set=0, shape=None):
     stream, so libhvdc's stream waits for the data on the device instead of the host waiting;
     the event must outlive the operation (the caller keeps the returned objects). shape: the
     caller's tensor's shape, compared across ranks."""
-    if (prescale == 1.0 and postscale == 1.0 and process_set == 0 and shape is None
-            and tensor.device.type == "cpu"):
+    plain = prescale == 1.0 and postscale == 1.0 and tensor.device.type == "cpu"
+    if plain and process_set == 0 and shape is None:
         return _DEFAULT_OPTIONS, None
+    if plain:  # the common case, every step: one options object per shape, made once
+        return _plain_options(process_set, shape), None
     o = _with_shape(L.Options(float(prescale), float(postscale), L.DEVICE_CPU, None, process_set),
                     shape)
     event = None
@@ -75,12 +77,27 @@ def options(tensor, prescale=1.0, postscale=1.0, process_set=0, shape=None):
     return ctypes.pointer(o), event
 
 
+_plain = {}  # (process set, shape) -> hvd_options; libhvdc only reads options during a call
+
+
+def _plain_options(process_set, shape):
+    key = (process_set, None if shape is None else tuple(shape))
+    o = _plain.get(key)
+    if o is None:
+        if len(_plain) >= 4096:  # a model has far fewer shapes; bound a pathological caller
+            _plain.clear()
+        o = ctypes.pointer(_with_shape(L.Options(1.0, 1.0, L.DEVICE_CPU, None, process_set),
+                                       shape))
+        _plain[key] = o
+    return o
+
+
 def set_options(process_set, shape=None):
     """An hvd_options that names a process set (id) and, if given, the tensor's shape; None
     for the global set without a shape."""
     if process_set == 0 and shape is None:
         return None
-    return ctypes.pointer(_with_shape(L.Options(1.0, 1.0, L.DEVICE_CPU, None, process_set), shape))
+    return _plain_options(process_set, shape)
 
 
 def from_allocated(ptr, dtype, shape):

@@ -102,6 +102,13 @@ def _my_rows(dims, process_set):
     return sum(dims[:r]), dims[r]
 
 
+def _allgather_grad(ctx, grad_output, op):
+    """This rank's rows of the gradient all-reduced with op over the set."""
+    grad = allreduce(grad_output, op=op, process_set=ctx.process_set)
+    offset, rows = _my_rows(ctx.dims, ctx.process_set)
+    return grad.narrow(0, offset, rows)
+
+
 class HorovodAllgather(torch.autograd.Function):
     @staticmethod
     def forward(ctx, tensor, name, process_set):
@@ -111,9 +118,7 @@ class HorovodAllgather(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allreduce(grad_output, op=Average, process_set=ctx.process_set)
-        offset, rows = _my_rows(ctx.dims, ctx.process_set)
-        return grad.narrow(0, offset, rows), None, None
+        return _allgather_grad(ctx, grad_output, Average), None, None
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
@@ -131,9 +136,7 @@ class _AllgatherSummedGrad(HorovodAllgather):
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = allreduce(grad_output, op=Sum, process_set=ctx.process_set)
-        offset, rows = _my_rows(ctx.dims, ctx.process_set)
-        return grad.narrow(0, offset, rows), None, None
+        return _allgather_grad(ctx, grad_output, Sum), None, None
 
 
 def allgather_summed_grad(tensor, name=None, process_set=global_process_set):

@@ -159,17 +159,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p):
         def hook(*ignore):
-            if p in self._handles and self._handles[p][0] is not None:
-                if self._allreduce_delay[p] <= 0:
-                    raise AssertionError(
-                        "Gradients were computed more than backward_passes_per_step times "
-                        "before call to step(). Increase backward_passes_per_step to "
-                        "accumulate gradients locally.")
-            assert not p.grad.requires_grad
-            assert self._allreduce_delay[p] > 0
             handle, ctx = None, None
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] == 0:
+            if _count_backward_pass(self, p):
                 if self._groups is not None:
                     group = self._p_to_group[p]
                     self._group_counts[group] += 1
@@ -264,6 +255,22 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                  "before optimizer.step() or optimizer.synchronize(). This is "
                                  "prohibited as it can cause a race condition.")
         return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+
+def _count_backward_pass(opt, p):
+    """A backward pass produced p's gradient (its hook): counts it against
+    backward_passes_per_step, as Horovod does. True when this pass is the last before step(),
+    the one whose gradient goes out."""
+    if p in opt._handles and opt._handles[p][0] is not None:
+        if opt._allreduce_delay[p] <= 0:
+            raise AssertionError(
+                "Gradients were computed more than backward_passes_per_step times "
+                "before call to step(). Increase backward_passes_per_step to "
+                "accumulate gradients locally.")
+    assert not p.grad.requires_grad
+    assert opt._allreduce_delay[p] > 0
+    opt._allreduce_delay[p] -= 1
+    return opt._allreduce_delay[p] == 0
 
 
 def _named_parameters(param_groups, named_parameters):

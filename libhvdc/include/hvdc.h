@@ -119,8 +119,10 @@ typedef enum hvd_dtype {
  * over each whole tensor (each tensor of a grouped or fused all-reduce on its own): vectors
  * that agree are averaged, orthogonal ones added. For all-reduce (and grouped all-reduce)
  * only, of float16, bfloat16, float32 or float64 (else HVD_ERR_INVALID_ARG), on the global
- * process set and a power-of-2 number of ranks (else HVD_ERR_UNSUPPORTED); host memory only
- * for now (device tensors: HVD_ERR_UNSUPPORTED on every rank). Prescale applies before the
+ * process set and, on host memory, a power-of-2 number of ranks (else HVD_ERR_UNSUPPORTED).
+ * Device tensors run it as Horovod's NCCL Adasum does on one node: the average (summed inside
+ * the node, divided by its ranks); across nodes HVD_ERR_UNSUPPORTED on every rank for now
+ * (Horovod combines the nodes' sums with Adasum over MPI). Prescale applies before the
  * combine, postscale after. A rank that has joined contributes zeros, which Adasum leaves
  * out. Each element is computed by one rank and copied to the others: every rank gets the
  * same bits. */

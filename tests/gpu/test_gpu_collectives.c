@@ -50,21 +50,37 @@ static void test_refused(hvd_dtype dt) {
     cudaFree(d);
 }
 
-/* HVD_ADASUM on device memory is not supported yet: every rank's wait says so (the executor
- * refuses before any data moves), and device work goes on (the tests after this one). */
-static void test_adasum_refused(void) {
-    float *d = gt_alloc(8 * sizeof(float));
+/* HVD_ADASUM on device memory: Horovod's on one node is the average (NCCL sums inside the
+ * node, then divides by its ranks); across nodes it is refused on every rank before any data
+ * moves, and device work goes on (the tests after this one). */
+static void test_adasum(void) {
+    const size_t count = 1001;
+    size_t nb = count * sizeof(float);
+    float *d = gt_alloc(nb), *host = malloc(nb), *ref = malloc(nb), *got = malloc(nb);
+    int local_size = 0;
+    hvd_local_size(&local_size);
+    int one_node = local_size == T.size;
     hvd_options o = HVD_OPTIONS_DEFAULT;
     o.device = local_rank;
+    o.prescale = 0.5;
+    o.postscale = 2.0;
     hvd_handle h = HVD_HANDLE_NULL;
-    mt_begin(&T, "gpu.allreduce adasum refused on every rank");
-    if (MT_EXPECT(&T, hvd_allreduce_async("gpu.adasum", d, d, 8, HVD_FLOAT32, HVD_ADASUM, &o, &h), HVD_OK)) {
-        MT_EXPECT(&T, hvd_wait(&h), HVD_ERR_UNSUPPORTED);
-        const char *e = hvd_last_error();
-        MT_CHECK(&T, e && strstr(e, "HVD_ADASUM on device memory"), "message: %s", e ? e : "(null)");
+    mt_begin(&T, "gpu.allreduce adasum: %s", one_node ? "the average on one node" : "refused across nodes");
+    mt_fill(host, HVD_FLOAT32, HVD_AVERAGE, T.rank, 0, count, 7);
+    to_dev(d, host, nb);
+    if (MT_EXPECT(&T, hvd_allreduce_async("gpu.adasum", d, d, count, HVD_FLOAT32, HVD_ADASUM, &o, &h), HVD_OK)) {
+        hvd_status st = hvd_wait(&h);
+        if (one_node && MT_EXPECT(&T, st, HVD_OK)) {
+            to_host(got, d, nb);
+            mt_reduce_ref(ref, HVD_FLOAT32, HVD_AVERAGE, T.size, 0, count, 7, 0.5, 2.0);
+            mt_compare(&T, got, ref, HVD_FLOAT32, count, 1, "gpu.adasum");
+        } else if (!one_node && MT_EXPECT(&T, st, HVD_ERR_UNSUPPORTED)) {
+            const char *e = hvd_last_error();
+            MT_CHECK(&T, e && strstr(e, "across nodes"), "message: %s", e ? e : "(null)");
+        }
     }
     mt_end(&T);
-    cudaFree(d);
+    cudaFree(d), free(host), free(ref), free(got);
 }
 
 /* A float16/bfloat16 average on the device: NCCL sums in the dtype's own precision (as
@@ -464,7 +480,7 @@ int main(int argc, char **argv) {
         test_grouped(dt, 5);
         test_movers(dt);
     }
-    test_adasum_refused();
+    test_adasum();
     test_grouped(HVD_FLOAT32, 300); /* 3 pack launches */
     test_ready_events();
     test_completion();

@@ -71,6 +71,21 @@ def test_async_grouped_and_scaled():
     assert torch.allclose(scaled.cpu(), expected(torch.float32, hvd.Sum, (4099,), salt=4099) * 2.0)
 
 
+def test_adasum_and_integer_scaling_on_the_device():
+    # Horovod's GPU Adasum on one node is the average (NCCL sum, then / local size)
+    x = value(torch.float32, hvd.Average, hvd.rank(), (1001,), salt=3).to(dev())
+    got = hvd.allreduce(x, op=hvd.Adasum, name="cuda.adasum")
+    assert torch.allclose(got.cpu(), expected(torch.float32, hvd.Average, (1001,), salt=3),
+                          rtol=1e-6, atol=1e-6)
+    # integers take scale factors on the device as on the host: in float64, truncated
+    n = 4 * hvd.size() + 1
+    xs = [((torch.arange(n) * 7 + r * 5) % 23 - 9).to(torch.int32) for r in range(hvd.size())]
+    want = torch.trunc(sum(torch.trunc(t.double() * 0.5) for t in xs) * 3.0).to(torch.int32)
+    got = hvd.allreduce(xs[hvd.rank()].to(dev()), op=hvd.Sum, prescale_factor=0.5,
+                        postscale_factor=3.0, name="cuda.int.scaled")
+    assert torch.equal(got.cpu(), want)
+
+
 def test_work_on_a_side_stream():
     """The ready event orders libhvdc's stream after the producer's stream, without a host sync."""
     side = torch.cuda.Stream(device=dev())

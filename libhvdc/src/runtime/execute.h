@@ -1,7 +1,8 @@
 /*
  * execute.h - runs one negotiated response on host memory: a fused all-reduce (pack, ring,
  * unpack), broadcast, allgather, reducescatter, alltoall or barrier.
- * defines: hvdc_executor, hvdc__execute, hvdc__execute_gpu, hvdc__execute_adasum
+ * defines: hvdc_executor, hvdc__execute, hvdc__execute_gpu, hvdc__execute_gpu_allreduce_as,
+ *          hvdc__execute_adasum
  * Background thread (the only MPI caller).
  */
 #ifndef HVDC_EXECUTE_H
@@ -77,5 +78,11 @@ hvd_status hvdc__execute_adasum(hvdc_executor *ex, const hvdc_wire_response *res
 /* The device half of hvdc__execute (execute_gpu.c). */
 hvd_status hvdc__execute_gpu(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
                              size_t n_ops, hvdc_gpu_pending **pending);
+
+/* A device all-reduce of ops' tensors with op and scale factors in place of the requests' own
+ * (execute_gpu.c): what a device Adasum on one node is (execute_adasum.c). */
+hvd_status hvdc__execute_gpu_allreduce_as(hvdc_executor *ex, hvdc_op **ops, size_t n_ops,
+                                          hvd_reduce_op op, double prescale, double postscale,
+                                          hvdc_gpu_pending **pending);
 
 #endif

@@ -10,6 +10,9 @@
  * can_fuse compares the op), and api.c refused what Adasum does not define, so here the dtype
  * is floating and the size a power of 2. A rank that has joined runs it with zeros, which the
  * combine leaves out (a coefficient of 1 for the other vector).
+ * Device tensors on one node: Horovod's device Adasum there is the average (NCCL sums inside the
+ * node, no nodes to combine, postscale / local_size), so the device all-reduce runs as a sum
+ * with that postscale; across nodes it is refused on every rank (not implemented yet).
  * Background thread.
  */
 #include <string.h>
@@ -82,10 +85,19 @@ hvd_status hvdc__execute_adasum(hvdc_executor *ex, const hvdc_wire_response *res
                                 hvdc_op **ops, size_t n_ops, hvdc_gpu_pending **pending) {
     *pending = NULL;
     if (n_ops == 0) return HVD_OK;
-    if (ops[0]->desc.device >= 0) {
-        ex->failed_before_data = 1; /* every rank's response is a device one: all refuse */
-        return hvdc__fail(HVD_ERR_UNSUPPORTED, "allreduce '%s': HVD_ADASUM on device memory is "
-                          "not supported yet; copy the tensors to host memory, or use another op",
+    const hvdc_wire_request *d = &ops[0]->desc;
+    if (d->device >= 0 && ex->local_size == ex->size) {
+        /* Horovod's device Adasum (NCCL) sums inside each node, runs Adasum across nodes and
+         * divides by the node's ranks: on one node that is the average, all on the device */
+        return hvdc__execute_gpu_allreduce_as(ex, ops, n_ops, HVD_SUM, d->prescale,
+                                              d->postscale / ex->local_size, pending);
+    }
+    if (d->device >= 0) {
+        /* every rank sees the same: local_size == size on one rank means one node for all */
+        ex->failed_before_data = 1;
+        return hvdc__fail(HVD_ERR_UNSUPPORTED, "allreduce '%s': HVD_ADASUM on device memory "
+                          "across nodes is not supported yet (on one node it runs, as Horovod's: "
+                          "the average); copy the tensors to host memory, or use another op",
                           response->names[0]);
     }
     return adasum_host(ex, ops, n_ops);

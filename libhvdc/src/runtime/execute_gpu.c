@@ -54,8 +54,11 @@ static hvd_status wait_ready(hvdc_executor *ex, hvdc_op **ops, size_t n_ops, voi
     return HVD_OK;
 }
 
-static hvd_status gpu_allreduce(hvdc_executor *ex, const hvdc_wire_response *r, hvdc_op **ops,
-                                size_t n_ops, void *ready, hvdc_gpu_pending **pending) {
+/* The response's tensors as one device all-reduce, with op and scale factors given (the
+ * requests' own, or an Adasum's stand-in: hvdc__execute_gpu_allreduce_as). */
+static hvd_status gpu_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_ops, hvd_reduce_op op,
+                                double prescale, double postscale, void *ready,
+                                hvdc_gpu_pending **pending) {
     size_t n = 0;
     for (size_t i = 0; i < n_ops; i++) n += ops[i]->n_tensors;
     hvdc_gpu_tensor *tensors = malloc((n ? n : 1) * sizeof *tensors);
@@ -65,12 +68,22 @@ static hvd_status gpu_allreduce(hvdc_executor *ex, const hvdc_wire_response *r, 
         for (size_t k = 0; k < ops[i]->n_tensors; k++)
             tensors[n++] = (hvdc_gpu_tensor){ops[i]->tensors[k].send, ops[i]->tensors[k].recv,
                                              ops[i]->tensors[k].count};
-    const hvdc_wire_request *d = &ops[0]->desc;
-    hvd_status st = hvdc__gpu_allreduce(ex->gpu, tensors, n, (hvd_dtype)d->dtype,
-                                        (hvd_reduce_op)d->op, d->prescale, d->postscale, ready,
-                                        pending);
-    (void)r;
+    hvd_status st = hvdc__gpu_allreduce(ex->gpu, tensors, n, (hvd_dtype)ops[0]->desc.dtype, op,
+                                        prescale, postscale, ready, pending);
     free(tensors);
+    return st;
+}
+
+hvd_status hvdc__execute_gpu_allreduce_as(hvdc_executor *ex, hvdc_op **ops, size_t n_ops,
+                                          hvd_reduce_op op, double prescale, double postscale,
+                                          hvdc_gpu_pending **pending) {
+    hvd_status st = HVD_OK;
+    void *ready = NULL;
+    *pending = NULL;
+    CHECK(ensure_backend(ex, ops[0]->desc.device));
+    CHECK(wait_ready(ex, ops, n_ops, &ready));
+    return gpu_allreduce(ex, ops, n_ops, op, prescale, postscale, ready, pending);
+fail:
     return st;
 }
 
@@ -122,7 +135,8 @@ hvd_status hvdc__execute_gpu(hvdc_executor *ex, const hvdc_wire_response *r, hvd
     hvd_dtype dtype = (hvd_dtype)op->desc.dtype;
     switch ((hvdc_kind)r->kind) {
     case HVDC_KIND_ALLREDUCE:
-        return gpu_allreduce(ex, r, ops, n_ops, ready, pending);
+        return gpu_allreduce(ex, ops, n_ops, (hvd_reduce_op)op->desc.op, op->desc.prescale,
+                             op->desc.postscale, ready, pending);
     case HVDC_KIND_BROADCAST:
         return hvdc__gpu_broadcast(ex->gpu, t->recv, t->count, dtype, op->desc.root, ready, pending);
     case HVDC_KIND_ALLGATHER: {

@@ -61,11 +61,24 @@ def _submitted(status):
 
 # ---- allreduce -------------------------------------------------------------------------------
 
+def _check_device_adasum(op, tensor):
+    """Horovod's refusals for Adasum on GPU tensors (mpi_ops.py, _allreduce_async); libhvdc
+    runs it on one node and refuses it across nodes for now."""
+    if op != Adasum or tensor.device.type != "cuda":
+        return
+    if not B.is_homogeneous():
+        raise NotImplementedError("Running GPU Adasum on heterogeneous cluster is not supported yet.")
+    nodes = B.size() // B.local_size()
+    if nodes & (nodes - 1):
+        raise NotImplementedError("Running GPU Adasum with non-power of 2 nodes is not supported yet.")
+
+
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
     """Submits one all-reduce of tensor into output (output is tensor: in place)."""
     dtype = T.c_dtype(tensor, "allreduce")
     T.check_dense(tensor, "allreduce")
     cop = B.c_op(op)
+    _check_device_adasum(op, tensor)
     sid = _set(process_set)
     send = T.contiguous(tensor)
     recv = send if output is tensor else output
@@ -115,6 +128,7 @@ def _grouped_async(tensors, outputs, name, op, prescale_factor, postscale_factor
     if not tensors:
         raise ValueError("grouped_allreduce: the list of tensors is empty")
     cop = B.c_op(op)
+    _check_device_adasum(op, tensors[0])
     sid = _set(process_set)
     base = _name(name, "grouped_allreduce")
     sends = [T.contiguous(t) for t in tensors]

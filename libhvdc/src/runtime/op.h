@@ -67,7 +67,8 @@ int hvdc__op_set_counts(hvdc_op *op, const size_t *counts, size_t n);
 void hvdc__op_free(hvdc_op *op); /* NULL-safe */
 
 /* Handles are (generation << 32 | slot + 1), generation in 24 bits (the top byte is the process
- * set's, api.c), so a released handle does not match again before 2^24 reuses of its slot. */
+ * set's table slot, added by submit.c), so a released handle does not match again before 2^24
+ * reuses of its slot. */
 typedef struct hvdc_handle_slot {
     uint32_t generation;
     hvdc_op *op; /* NULL when free */

@@ -431,6 +431,16 @@ static int64_t int_scaled(hvd_dtype dt, int64_t v, double f) {
     return (int64_t)(x < lo ? lo : x > hi ? hi : x);
 }
 
+void mt_check_recovers(mt_ctx *t, const char *name) {
+    int32_t buf[5];
+    for (int i = 0; i < 5; i++) buf[i] = (t->rank + 1) * (i + 1);
+    if (!MT_EXPECT(t, hvd_allreduce(name, buf, buf, 5, HVD_INT32, HVD_SUM), HVD_OK)) return;
+    int32_t ranks_sum = t->size * (t->size + 1) / 2;
+    for (int i = 0; i < 5; i++)
+        MT_CHECK(t, buf[i] == ranks_sum * (i + 1), "%s: element %d is %d, expected %d", name, i,
+                 buf[i], ranks_sum * (i + 1));
+}
+
 void mt_reduce_ref(void *ref, hvd_dtype dt, hvd_reduce_op op, int size, size_t first,
                    size_t n, uint64_t salt, double prescale, double postscale) {
     for (size_t i = 0; i < n; i++) {

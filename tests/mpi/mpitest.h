@@ -97,6 +97,10 @@ void mt_set_f64(void *buf, hvd_dtype dt, size_t i, double v);
 /* Stores an integer test value in whatever the dtype is. */
 void mt_set_value(void *buf, hvd_dtype dt, size_t i, int64_t v);
 
+/* After a refusal or a mismatch, a correct all-reduce named name must work: an int32 sum of
+ * (rank + 1) * (i + 1) over 5 elements, checked on every rank. */
+void mt_check_recovers(mt_ctx *t, const char *name);
+
 /* ---- deterministic test data ------------------------------------------------------------- */
 uint64_t mt_hash(uint64_t a, uint64_t b, uint64_t c);
 /* The input of `rank` at index i for a reduction op on dtype (salt tells tensors apart).

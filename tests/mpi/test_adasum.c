@@ -191,16 +191,6 @@ static void test_join(mt_ctx *t) {
     mt_end(t);
 }
 
-/* A correct all-reduce must work after a refusal: int32 sum of (rank + 1) * (i + 1). */
-static void check_recovers(mt_ctx *t, const char *name) {
-    int32_t buf[5];
-    for (int i = 0; i < 5; i++) buf[i] = (t->rank + 1) * (i + 1);
-    if (!MT_EXPECT(t, hvd_allreduce(name, buf, buf, 5, HVD_INT32, HVD_SUM), HVD_OK)) return;
-    int32_t ranks_sum = t->size * (t->size + 1) / 2;
-    for (int i = 0; i < 5; i++)
-        MT_CHECK(t, buf[i] == ranks_sum * (i + 1), "%s: element %d is %d, expected %d", name, i,
-                 buf[i], ranks_sum * (i + 1));
-}
 
 static void expect_refusal(mt_ctx *t, hvd_status got, hvd_status want, const char *words) {
     if (!MT_EXPECT(t, got, want)) return;
@@ -232,7 +222,7 @@ static void test_refusals(mt_ctx *t) {
                        HVD_ERR_UNSUPPORTED, "Adasum does not support non-global process sets yet.");
         MT_EXPECT(t, hvd_remove_process_set(set), HVD_OK);
     }
-    check_recovers(t, "adasum.after.refusals");
+    mt_check_recovers(t, "adasum.after.refusals");
     mt_end(t);
 }
 
@@ -249,7 +239,7 @@ static void test_mixed_ops(mt_ctx *t) {
         if (t->rank == 0) printf("#   message on rank 0: %s\n", e ? e : "(null)");
     }
     MT_CHECK(t, memcmp(f, sentinel, sizeof f) == 0, "the buffer was written although the operation failed");
-    check_recovers(t, "adasum.after.mixed");
+    mt_check_recovers(t, "adasum.after.mixed");
     mt_end(t);
 }
 

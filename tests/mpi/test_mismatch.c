@@ -18,16 +18,6 @@
 
 #define SENTINEL 0x5A5A5A5A
 
-/* A correct allreduce named `name` must work after a failure: int32 sum of (rank + 1) * (i + 1). */
-static void check_recovers(mt_ctx *t, const char *name) {
-    int32_t buf[5];
-    for (int i = 0; i < 5; i++) buf[i] = (t->rank + 1) * (i + 1);
-    if (!MT_EXPECT(t, hvd_allreduce(name, buf, buf, 5, HVD_INT32, HVD_SUM), HVD_OK)) return;
-    int32_t ranks_sum = t->size * (t->size + 1) / 2;
-    for (int i = 0; i < 5; i++)
-        MT_CHECK(t, buf[i] == ranks_sum * (i + 1), "%s: element %d is %d, expected %d", name, i,
-                 buf[i], ranks_sum * (i + 1));
-}
 
 /* Checks a mismatch status: HVD_ERR_MISMATCH and the name in the message. */
 static void check_mismatch(mt_ctx *t, hvd_status s, const char *name) {
@@ -58,7 +48,7 @@ static void test_mismatches(mt_ctx *t) {
     check_mismatch(t, hvd_allreduce("mm.count", send, recv, other ? 11 : 10, HVD_INT32, HVD_SUM),
                    "mm.count");
     MT_CHECK(t, untouched(recv, 64), "recvbuf was written although the operation failed");
-    check_recovers(t, "after.count");
+    mt_check_recovers(t, "after.count");
     mt_end(t);
 
     mt_begin(t, "mismatch dtype (rank 0: float32, others: int32)");
@@ -67,7 +57,7 @@ static void test_mismatches(mt_ctx *t) {
                                     HVD_SUM),
                    "mm.dtype");
     MT_CHECK(t, untouched(recv, 64), "recvbuf was written although the operation failed");
-    check_recovers(t, "after.dtype");
+    mt_check_recovers(t, "after.dtype");
     mt_end(t);
 
     mt_begin(t, "mismatch op (rank 0: sum, others: max)");
@@ -75,14 +65,14 @@ static void test_mismatches(mt_ctx *t) {
     check_mismatch(t, hvd_allreduce("mm.op", send, recv, 8, HVD_INT32, other ? HVD_MAX : HVD_SUM),
                    "mm.op");
     MT_CHECK(t, untouched(recv, 64), "recvbuf was written although the operation failed");
-    check_recovers(t, "after.op");
+    mt_check_recovers(t, "after.op");
     mt_end(t);
 
     mt_begin(t, "mismatch broadcast root (rank 0: 0, others: 1)");
     fill_sentinel(recv, 64);
     check_mismatch(t, hvd_broadcast("mm.root", recv, 8, HVD_INT32, other ? 1 : 0), "mm.root");
     MT_CHECK(t, untouched(recv, 64), "buf was written although the broadcast failed");
-    check_recovers(t, "after.root");
+    mt_check_recovers(t, "after.root");
     mt_end(t);
 
     mt_begin(t, "mismatch kind (rank 0: allreduce, others: broadcast)");
@@ -91,7 +81,7 @@ static void test_mismatches(mt_ctx *t) {
         check_mismatch(t, hvd_broadcast("mm.kind", recv, 8, HVD_INT32, 0), "mm.kind");
     else
         check_mismatch(t, hvd_allreduce("mm.kind", send, recv, 8, HVD_INT32, HVD_SUM), "mm.kind");
-    check_recovers(t, "after.kind");
+    mt_check_recovers(t, "after.kind");
     mt_end(t);
 
     mt_begin(t, "mismatch allgather capacity too small on rank 1");
@@ -101,7 +91,7 @@ static void test_mismatches(mt_ctx *t) {
         check_mismatch(t, hvd_allgather("mm.agcap", send, 4, recv, cap, HVD_INT32, NULL, NULL),
                        "mm.agcap");
         MT_CHECK(t, untouched(recv, 64), "recvbuf was written although the allgather failed");
-        check_recovers(t, "after.agcap");
+        mt_check_recovers(t, "after.agcap");
     }
     mt_end(t);
 
@@ -115,7 +105,7 @@ static void test_mismatches(mt_ctx *t) {
                                        NULL),
                        "mm.a2acap");
         MT_CHECK(t, untouched(recv, 64), "recvbuf was written although the alltoall failed");
-        check_recovers(t, "after.a2acap");
+        mt_check_recovers(t, "after.a2acap");
     }
     mt_end(t);
 
@@ -144,7 +134,7 @@ static void test_mismatches(mt_ctx *t) {
         o.shape = other ? NULL : mine;
         s = hvd_allreduce_async("mm.shape.some", send, recv, 6, HVD_INT32, HVD_SUM, &o, &h);
         if (MT_EXPECT(t, s, HVD_OK)) MT_EXPECT(t, hvd_wait(&h), HVD_OK);
-        check_recovers(t, "after.shape");
+        mt_check_recovers(t, "after.shape");
     }
     mt_end(t);
 
@@ -162,7 +152,7 @@ static void test_mismatches(mt_ctx *t) {
             for (int i = 0; i < 3; i++)
                 MT_CHECK(t, gbuf[i] == (i + 1) * t->size, "ok.async[%d] = %d", i, gbuf[i]);
         if (bad != HVD_HANDLE_NULL) check_mismatch(t, hvd_wait(&bad), "mm.async");
-        check_recovers(t, "after.async");
+        mt_check_recovers(t, "after.async");
     }
     mt_end(t);
 }
@@ -214,7 +204,7 @@ static void test_duplicate(mt_ctx *t) {
         /* once completed, the name is free again */
         MT_EXPECT(t, hvd_allreduce(name, a, a, 4, HVD_INT32, HVD_SUM), HVD_OK);
     }
-    check_recovers(t, "after.dup");
+    mt_check_recovers(t, "after.dup");
     mt_end(t);
 }
 
@@ -334,9 +324,9 @@ static void test_bad_args(mt_ctx *t) {
         EXPECT_INVALID(t, hvd_poll(never, &done));
     }
     /* nothing above was sent: the ranks still agree on what comes next */
-    check_recovers(t, "after.badargs");
+    mt_check_recovers(t, "after.badargs");
     /* the longest legal name works */
-    check_recovers(t, max_name);
+    mt_check_recovers(t, max_name);
     mt_end(t);
 
     mt_begin(t, "hvd_wait on a released handle -> HVD_ERR_INVALID_ARG");
@@ -354,14 +344,14 @@ static void test_bad_args(mt_ctx *t) {
             EXPECT_INVALID(t, hvd_wait(&copy));
             EXPECT_INVALID(t, hvd_poll(copy, &done));
         }
-        check_recovers(t, "after.released");
+        mt_check_recovers(t, "after.released");
     }
     mt_end(t);
 
     mt_begin(t, "hvd_init twice -> HVD_ERR_ALREADY_INITIALIZED");
     MT_EXPECT(t, hvd_init(), HVD_ERR_ALREADY_INITIALIZED);
     MT_CHECK(t, hvd_is_initialized() == 1, "no longer initialized after a second hvd_init");
-    check_recovers(t, "after.reinit");
+    mt_check_recovers(t, "after.reinit");
     mt_end(t);
 }
 
@@ -445,7 +435,7 @@ static void test_alloc_failure(mt_ctx *t) {
     if (MT_EXPECT(t, s == HVD_OK ? hvd_wait(&h) : s, HVD_OK))
         MT_CHECK(t, total == 3 * (size_t)t->size && got && ((int32_t *)got)[2] == 3, "after: %zu", total);
     hvd_free(got);
-    check_recovers(t, "after.alloc.failure");
+    mt_check_recovers(t, "after.alloc.failure");
     mt_end(t);
 }
 

@@ -51,31 +51,31 @@ void hvdc__widen(void *dst, hvd_dtype wide, const void *src, hvd_dtype dtype, si
     }
 }
 
+/* One integer average: the sum divided exactly, or (a postscale) Horovod's one float64 factor
+ * postscale / size, truncated and clamped to [lo, hi]. */
+static inline int64_t integer_average(int64_t sum, int divisor, int exact, double f, int64_t lo,
+                                      int64_t hi) {
+    return exact ? sum / divisor : hvdc__scale_integer(sum, f, lo, hi);
+}
+
 void hvdc__narrow_average(void *dst, hvd_dtype dtype, const void *src, hvd_dtype wide,
                           size_t count, int divisor, double postscale) {
-    if (wide == HVD_INT64 && postscale != 1.0) { /* Horovod: sum * (postscale / size), truncated */
+    if (wide == HVD_INT64) {
+        const int64_t *s = src;
+        int exact = postscale == 1.0;
+        double f = postscale / divisor;
         int64_t lo, hi;
         hvdc__integer_range(dtype, &lo, &hi);
-        const int64_t *s = src;
-        double f = postscale / divisor;
+#define NARROW(T) { T *d = dst; for (size_t i = 0; i < count; i++) d[i] = (T)integer_average(s[i], divisor, exact, f, lo, hi); break; }
         switch (dtype) {
-        case HVD_UINT8: { uint8_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (uint8_t)hvdc__scale_integer(s[i], f, lo, hi); break; }
-        case HVD_INT8: { int8_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (int8_t)hvdc__scale_integer(s[i], f, lo, hi); break; }
-        case HVD_INT16: { int16_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (int16_t)hvdc__scale_integer(s[i], f, lo, hi); break; }
-        case HVD_UINT16: { uint16_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (uint16_t)hvdc__scale_integer(s[i], f, lo, hi); break; }
-        case HVD_INT32: { int32_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (int32_t)hvdc__scale_integer(s[i], f, lo, hi); break; }
+        case HVD_UINT8: NARROW(uint8_t)
+        case HVD_INT8: NARROW(int8_t)
+        case HVD_INT16: NARROW(int16_t)
+        case HVD_UINT16: NARROW(uint16_t)
+        case HVD_INT32: NARROW(int32_t)
         default: break;
         }
-    } else if (wide == HVD_INT64) {
-        const int64_t *s = src;
-        switch (dtype) {
-        case HVD_UINT8: { uint8_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (uint8_t)(s[i] / divisor); break; }
-        case HVD_INT8: { int8_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (int8_t)(s[i] / divisor); break; }
-        case HVD_INT16: { int16_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (int16_t)(s[i] / divisor); break; }
-        case HVD_UINT16: { uint16_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (uint16_t)(s[i] / divisor); break; }
-        case HVD_INT32: { int32_t *d = dst; for (size_t i = 0; i < count; i++) d[i] = (int32_t)(s[i] / divisor); break; }
-        default: break;
-        }
+#undef NARROW
     } else if (wide == HVD_FLOAT32) {
         const float *s = src;
         uint16_t *d = dst;

@@ -51,23 +51,6 @@ static hvd_status check_op(const char *fn, const char *name, int op, hvd_dtype d
     return HVD_OK;
 }
 
-/* Adasum's limits (hvdc.h), as Horovod words them. Each depends only on the op, the dtype, the
- * process set, the job's size and where the tensor lives, which negotiation makes every rank
- * agree on: so every rank refuses alike, before anything is sent. A device all-reduce's own
- * limit (a power-of-2 number of nodes) is the executor's (execute_adasum.c). */
-static hvd_status check_adasum(const char *fn, const char *name, hvd_reduce_op op,
-                               hvd_dtype dtype, const hvd_options *o, int device) {
-    if (op != HVD_ADASUM) return HVD_OK;
-    if (!hvdc__dtype_is_float(dtype))
-        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': HVD_ADASUM needs a floating dtype (float16, bfloat16, float32 or float64), not %s", fn, name, hvdc__dtype_name(dtype));
-    if (o->process_set != HVD_PROCESS_SET_GLOBAL)
-        return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s '%s': Adasum does not support non-global process sets yet. (process set %d)", fn, name, o->process_set);
-    int size = hvdc__runtime->topo.size;
-    if (device == HVD_DEVICE_CPU && !hvdc__adasum_is_power_of_2(size))
-        return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s '%s': %s (%d ranks; use 1, 2, 4, 8, ... ranks, or another op)", fn, name, HVDC_ADASUM_POW2_MESSAGE, size);
-    return HVD_OK;
-}
-
 /* Ops that only all-reduce defines. */
 static hvd_status check_not_adasum(const char *fn, const char *name, hvd_reduce_op op) {
     if (op == HVD_ADASUM)
@@ -105,6 +88,11 @@ static hvd_status check_options(const char *fn, const char *name, const hvd_opti
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': prescale/postscale need a numeric dtype, not bool", fn, name);
     if (o->device < HVD_DEVICE_CPU)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': device %d; expected HVD_DEVICE_CPU (-1) or a CUDA device ordinal", fn, name, o->device);
+    if (o->shape && (o->ndim < 0 || o->ndim > HVDC_MAX_DIMS))
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': shape has %d dimensions; expected 0..%d", fn, name, o->ndim, HVDC_MAX_DIMS);
+    for (int d = 0; o->shape && d < o->ndim; d++)
+        if (o->shape[d] < 0)
+            return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': dimension %d of shape is %lld; expected >= 0", fn, name, d, (long long)o->shape[d]);
     /* the device this rank's backend runs on needs no probe: it was set up (a per-request
      * probe asked CUDA and the environment for every tensor) */
     if (o->device != HVD_DEVICE_CPU && o->device != atomic_load(&hvdc__runtime->executor.gpu_device)) {
@@ -121,6 +109,24 @@ static int tensor_device(const hvd_options *o, const void *buf) {
     if (o->device != HVD_DEVICE_CPU) return o->device;
     int d = hvdc__gpu_pointer_device(buf);
     return d >= 0 ? d : HVD_DEVICE_CPU;
+}
+
+/* Adasum's limits (hvdc.h), as Horovod words them. Each depends only on the op, the dtype, the
+ * process set, the job's size and where the tensor lives, which negotiation makes every rank
+ * agree on: so every rank refuses alike, before anything is sent. Device tensors: the executor
+ * runs them on one node and refuses them across nodes (execute_adasum.c). */
+static hvd_status check_adasum(const char *fn, const char *name, hvd_reduce_op op,
+                               hvd_dtype dtype, const hvd_options *o, const void *buf) {
+    if (op != HVD_ADASUM) return HVD_OK;
+    int device = tensor_device(o, buf); /* only now: a driver query in GPU builds */
+    if (!hvdc__dtype_is_float(dtype))
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': HVD_ADASUM needs a floating dtype (float16, bfloat16, float32 or float64), not %s", fn, name, hvdc__dtype_name(dtype));
+    if (o->process_set != HVD_PROCESS_SET_GLOBAL)
+        return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s '%s': Adasum does not support non-global process sets yet. (process set %d)", fn, name, o->process_set);
+    int size = hvdc__runtime->topo.size;
+    if (device == HVD_DEVICE_CPU && !hvdc__adasum_is_power_of_2(size))
+        return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s '%s': %s (%d ranks; use 1, 2, 4, 8, ... ranks, or another op)", fn, name, HVDC_ADASUM_POW2_MESSAGE, size);
+    return HVD_OK;
 }
 
 /* A device request's checks on this rank alone: once this rank's GPU backend exists, the
@@ -174,34 +180,20 @@ static hvd_status single_op(const char *fn, hvdc_kind kind, const char *name, co
     return HVD_OK;
 }
 
-/* options->shape: checked, then copied into what req announces, so negotiation compares it
- * across ranks. It is the caller's description of its tensor and is not checked against the
- * count: a binding may pack the tensor first (hvdc.torch pads a reducescatter's rows). */
+/* options->shape (checked by check_options) copied into what req announces, so negotiation
+ * compares it across ranks. It is the caller's description of its tensor and is not checked
+ * against the count: a binding may pack the tensor first (hvdc.torch pads a reducescatter's
+ * rows). On failure frees req. */
 static hvd_status attach_shape(const char *fn, const char *name, hvdc_op *req, const hvd_options *o) {
     if (!o->shape) return HVD_OK;
-    hvd_status st = HVD_OK;
-    if (o->ndim < 0 || o->ndim > HVDC_MAX_DIMS) {
-        st = hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': shape has %d dimensions; expected 0..%d", fn, name, o->ndim, HVDC_MAX_DIMS);
-        goto fail;
-    }
-    for (int d = 0; d < o->ndim; d++) {
-        if (o->shape[d] < 0) {
-            st = hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': dimension %d of shape is %lld; expected >= 0", fn, name, d, (long long)o->shape[d]);
-            goto fail;
-        }
-    }
-    req->desc.shape = o->ndim ? malloc((size_t)o->ndim * sizeof *req->desc.shape) : NULL;
-    if (o->ndim && !req->desc.shape) {
-        st = hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory", fn, name);
-        goto fail;
+    if (o->ndim > 0 && !(req->desc.shape = malloc((size_t)o->ndim * sizeof *req->desc.shape))) {
+        hvdc__op_free(req);
+        return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory", fn, name);
     }
     for (int d = 0; d < o->ndim; d++) req->desc.shape[d] = (uint64_t)o->shape[d];
     req->desc.ndim = (uint32_t)o->ndim;
     req->desc.has_shape = 1;
     return HVD_OK;
-fail:
-    hvdc__op_free(req);
-    return st;
 }
 
 /* Takes the handle's address: it is read only after the submission has set it. */
@@ -255,7 +247,7 @@ static hvd_status hvd_allreduce_async_entered(const char *name, const void *send
     hvd_status st;
     hvdc_op *req = NULL;
     CHECK(check_reduction(fn, name, handle, dtype, op, sendbuf, count, o));
-    CHECK(check_adasum(fn, name, op, dtype, o, tensor_device(o, recvbuf)));
+    CHECK(check_adasum(fn, name, op, dtype, o, recvbuf));
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, count, dtype));
     size_t nbytes = count * hvd_dtype_size(dtype);
     CHECK(hvdc__check_overlap(fn, name, sendbuf, nbytes, recvbuf, nbytes, 1));
@@ -310,7 +302,7 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': options->shape describes one tensor; a grouped all-reduce compares its tensors' counts (pass shape NULL)", fn, names[0]);
     int device = tensor_device(o, recvbufs[0]);
     CHECK(check_device_reduce(fn, names[0], device, dtype));
-    CHECK(check_adasum(fn, names[0], op, dtype, o, device));
+    CHECK(check_adasum(fn, names[0], op, dtype, o, recvbufs[0]));
     for (int i = 0; i < n; i++)
         CHECK(check_device_buffers(fn, names[i], device, sendbufs[i], recvbufs[i]));
     hvdc_op *req = hvdc__op_create((size_t)n);

@@ -130,18 +130,14 @@ static int stages_in_shm(const hvdc_executor *ex, hvd_dtype acc, hvd_reduce_op o
 /* Applies what follows the reduction: the average's division and the postscale. */
 static void finish_reduction(void *buf, size_t count, hvd_dtype dtype, hvd_reduce_op op,
                              double postscale, int size) {
-    if (hvdc__dtype_is_float(dtype)) {
-        hvdc__scale(buf, count, dtype, op == HVD_AVERAGE ? postscale / size : postscale);
-    } else if (op == HVD_AVERAGE && postscale == 1.0) {
+    if (op == HVD_AVERAGE && postscale == 1.0 && !hvdc__dtype_is_float(dtype))
         hvdc__divide_integers(buf, count, dtype, size); /* exact, where 1/size would round */
-    } else {
-        /* Horovod's integer scaling: one float64 factor, truncated (hvdc__scale) */
+    else /* floats, and Horovod's integer scaling: one float64 factor, truncated */
         hvdc__scale(buf, count, dtype, op == HVD_AVERAGE ? postscale / size : postscale);
-    }
 }
 
 static hvd_status allreduce_in_place(hvdc_executor *ex, const hvdc_tensor *t,
-                                     const hvdc_wire_request *d, int divisor) {
+                                     const hvdc_wire_request *d) {
     hvd_dtype dtype = (hvd_dtype)d->dtype;
     const void *src = t->send;
     if (d->prescale != 1.0) {
@@ -151,14 +147,14 @@ static hvd_status allreduce_in_place(hvdc_executor *ex, const hvdc_tensor *t,
         src = t->recv;
     }
     hvd_status st = allreduce_buffer(ex, src, t->recv, t->count, dtype, (hvd_reduce_op)d->op);
-    if (st == HVD_OK) finish_reduction(t->recv, t->count, dtype, (hvd_reduce_op)d->op, d->postscale, divisor);
+    if (st == HVD_OK) finish_reduction(t->recv, t->count, dtype, (hvd_reduce_op)d->op, d->postscale, ex->size);
     return st;
 }
 
 /* A tensor in its accumulation type (widen.h), through the fusion buffer in chunks: HVD_AVERAGE
  * of narrow integers and half types, which cannot be reduced where they lie. */
 static hvd_status allreduce_widened(hvdc_executor *ex, const hvdc_tensor *t,
-                                    const hvdc_wire_request *d, hvd_dtype acc, int divisor) {
+                                    const hvdc_wire_request *d, hvd_dtype acc) {
     hvd_status st = HVD_OK;
     hvd_dtype dtype = (hvd_dtype)d->dtype;
     size_t elem = hvd_dtype_size(dtype), acc_elem = hvd_dtype_size(acc);
@@ -166,10 +162,10 @@ static hvd_status allreduce_widened(hvdc_executor *ex, const hvdc_tensor *t,
     for (size_t at = 0; at < t->count; at += chunk) {
         size_t n = t->count - at < chunk ? t->count - at : chunk;
         hvdc__widen(ex->fusion.data, acc, (const char *)t->send + at * elem, dtype, n, d->prescale,
-                    divisor);
+                    ex->size);
         CHECK(allreduce_buffer(ex, ex->fusion.data, ex->fusion.data, n, acc, (hvd_reduce_op)d->op));
         hvdc__narrow_average((char *)t->recv + at * elem, dtype, ex->fusion.data, acc, n,
-                             divisor, d->postscale);
+                             ex->size, d->postscale);
     }
 fail:
     return st;
@@ -195,11 +191,12 @@ static void allreduce_memory(const hvdc_executor *ex, const hvdc_pack_plan *plan
     }
 }
 
-/* divisor: HVD_AVERAGE's, the number of ranks in the set, joined ones included: they contribute
- * neutral values (zeros to the sum) and still count, as in Horovod, where a joined rank's zeros
- * are averaged in; so the average of x at np 2 with one rank joined is x/2. Pieces are laid out in the
- * accumulation type (the element type, or a wider one for HVD_AVERAGE of narrow types). */
-static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_ops, int divisor) {
+/* HVD_AVERAGE divides by the number of ranks in the set (ex->size), joined ones included: they
+ * contribute neutral values (zeros to the sum) and still count, as in Horovod, where a joined
+ * rank's zeros are averaged in; so the average of x at np 2 with one rank joined is x/2. Pieces
+ * are laid out in the accumulation type (the element type, or a wider one for HVD_AVERAGE of
+ * narrow types). */
+static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_ops) {
     hvd_status st = HVD_OK;
     const hvdc_wire_request *d = &ops[0]->desc;
     hvd_dtype dtype = (hvd_dtype)d->dtype;
@@ -232,8 +229,7 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
         int64_t t0 = hvdc__timeline_now_us(ex->timeline);
         if (piece->in_place) {
             const hvdc_tensor *t = tensors[piece->first];
-            CHECK(widened ? allreduce_widened(ex, t, d, acc, divisor)
-                          : allreduce_in_place(ex, t, d, divisor));
+            CHECK(widened ? allreduce_widened(ex, t, d, acc) : allreduce_in_place(ex, t, d));
             hvdc__timeline_span(ex->timeline, t->name, "ALLREDUCE", t0,
                                 hvdc__timeline_now_us(ex->timeline), ex->group);
             continue;
@@ -245,7 +241,7 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
             if (at > end) memset(buf + end * acc_elem, 0, (at - end) * acc_elem); /* padding */
             if (widened) {
                 hvdc__widen(buf + at * acc_elem, acc, tensors[i]->send, dtype, tensors[i]->count,
-                            d->prescale, divisor);
+                            d->prescale, ex->size);
             } else {
                 memcpy(buf + at * elem, tensors[i]->send, tensors[i]->count * elem);
                 hvdc__scale(buf + at * elem, tensors[i]->count, dtype, d->prescale);
@@ -264,10 +260,10 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
             const char *from = (const char *)reduced + plan->offsets[i] * acc_elem;
             if (widened) {
                 hvdc__narrow_average(tensors[i]->recv, dtype, from, acc, tensors[i]->count,
-                                     divisor, d->postscale);
+                                     ex->size, d->postscale);
             } else { /* the reduced piece may be shared (staged): finish in the caller's copy */
                 memcpy(tensors[i]->recv, from, tensors[i]->count * elem);
-                finish_reduction(tensors[i]->recv, tensors[i]->count, dtype, op, d->postscale, divisor);
+                finish_reduction(tensors[i]->recv, tensors[i]->count, dtype, op, d->postscale, ex->size);
             }
         }
         if (ex->timeline) {
@@ -472,7 +468,7 @@ hvd_status hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response, 
         return hvdc__execute_gpu(ex, response, ops, n_ops, pending);
     switch ((hvdc_kind)response->kind) {
     case HVDC_KIND_ALLREDUCE:
-        return execute_allreduce(ex, ops, n_ops, ex->size);
+        return execute_allreduce(ex, ops, n_ops);
     case HVDC_KIND_BROADCAST: return execute_broadcast(ex, ops[0]);
     case HVDC_KIND_ALLGATHER: return execute_allgather(ex, ops[0], response);
     case HVDC_KIND_REDUCESCATTER: return execute_reducescatter(ex, ops[0]);

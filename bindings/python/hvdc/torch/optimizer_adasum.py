@@ -19,7 +19,7 @@ import torch
 
 from hvdc.common import basics as B
 from hvdc.torch import mpi_ops as M
-from hvdc.torch.optimizer import _DistributedOptimizer, _count_backward_pass, _named_parameters
+from hvdc.torch.optimizer import _count_backward_pass, _named_parameters
 
 
 class _DistributedAdasumOptimizer(torch.optim.Optimizer):
@@ -37,8 +37,6 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         self._starting_models = {p: torch.zeros_like(p, requires_grad=False)
                                  for _, p in named_parameters}
         self._register_hooks()
-
-    find_duplicates = staticmethod(_DistributedOptimizer.find_duplicates)
 
     def set_backward_passes_per_step(self, passes):
         self.backward_passes_per_step = passes

@@ -40,6 +40,7 @@ TSAN_TESTS=('threads np=2' 'threads np=4' 'shutdown inflight np=2' 'shutdown ear
 TSAN_SETS_TESTS=('collectives np=3 HVD_CPU_ALLREDUCE=mpi'
                  'gpu sim collectives np=1 --quick' 'gpu sim collectives np=2 --quick'
                  'gpu sim collectives np=3 --quick' 'gpu sim collectives np=4 --quick'
+                 'gpu sim collectives np=4 --quick HVDC_TEST_NODE_SIZE=2'
                  'gpu sim ranks np=3' 'gpu sim optimizer np=3' 'gpu sim refused np=2'
                  'gpu sim rank killed np=3 mpirun recovery')
 # process sets also create communicators while other runtimes' threads probe: with

@@ -18,12 +18,14 @@
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "../mpi/adasum_ref.h"
 #include "gpu_test.h"
 #include "hvdc.h"
 #include "mpitest.h"
@@ -31,6 +33,8 @@
 static mt_ctx T;
 static int local_rank;
 static int quick; /* --quick: smaller and fewer cases, for the sanitizer builds */
+
+static double round_to(hvd_dtype dt, double v) { return dt == HVD_FLOAT32 ? (float)v : v; }
 
 static void to_dev(void *d, const void *h, size_t n) { cudaMemcpy(d, h, n, cudaMemcpyHostToDevice); }
 static void to_host(void *h, const void *d, size_t n) { cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost); }
@@ -50,37 +54,126 @@ static void test_refused(hvd_dtype dt) {
     cudaFree(d);
 }
 
-/* HVD_ADASUM on device memory: Horovod's on one node is the average (NCCL sums inside the
- * node, then divides by its ranks); across nodes it is refused on every rank before any data
- * moves, and device work goes on (the tests after this one). */
+/* The nodes as the test sees them: every rank's local rank and local size, gathered. */
+typedef struct nodes_seen {
+    int local_size, count;  /* this rank's node size; nodes (ranks with local rank 0) */
+    int homogeneous, consecutive; /* every node the same size; node k = ranks k*ls .. */
+} nodes_seen;
+
+static nodes_seen see_nodes(void) {
+    int mine[2] = {0, 0}, all[2 * MT_MAX_RANKS];
+    hvd_local_rank(&mine[0]);
+    hvd_local_size(&mine[1]);
+    MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, MPI_COMM_WORLD);
+    nodes_seen n = {mine[1], 0, 1, 1};
+    for (int r = 0; r < T.size; r++) {
+        n.count += all[2 * r] == 0;
+        n.homogeneous &= all[2 * r + 1] == mine[1];
+        n.consecutive &= all[2 * r] == r % mine[1];
+    }
+    return n;
+}
+
+/* The device Adasum across nodes (Horovod's NCCL hierarchy): Adasum over nodes of each node's
+ * sum of prescale * x, times postscale / ranks per node. tensors[t] holds rank r's input. */
+static void adasum_nodes_ref(double *out, const nodes_seen *n, const size_t *counts, size_t nt,
+                             size_t total, double pre, double post) {
+    double *node_in[MT_MAX_RANKS];
+    for (int k = 0; k < n->count; k++) {
+        node_in[k] = calloc(total, sizeof(double));
+        for (int l = 0; l < n->local_size; l++) {
+            size_t at = 0;
+            for (size_t t = 0; t < nt; t++)
+                for (size_t i = 0; i < counts[t]; i++, at++)
+                    node_in[k][at] += pre * (double)mt_value(HVD_FLOAT32, HVD_AVERAGE,
+                                                             k * n->local_size + l, i, 7 + t);
+        }
+        for (size_t i = 0; i < total; i++) node_in[k][i] = (float)node_in[k][i];
+    }
+    adasum_ref(out, node_in, 0, n->count, counts, nt, total, HVD_FLOAT32, round_to);
+    for (size_t i = 0; i < total; i++) out[i] = (float)(out[i] * post / n->local_size);
+    for (int k = 0; k < n->count; k++) free(node_in[k]);
+}
+
+/* HVD_ADASUM on device memory, as Horovod's NCCL Adasum: on one node the average (NCCL sums
+ * inside the node, no nodes to combine, postscale / local_size); across a power of 2 of equal
+ * nodes the Adasum of the nodes' averages (three tensors submitted together, so fused with
+ * gaps between them, each within 1e-5 of its largest magnitude of adasum_ref, every rank the
+ * same bits); otherwise refused on every rank with Horovod's words. */
 static void test_adasum(void) {
-    const size_t count = 1001;
-    size_t nb = count * sizeof(float);
-    float *d = gt_alloc(nb), *host = malloc(nb), *ref = malloc(nb), *got = malloc(nb);
-    int local_size = 0;
-    hvd_local_size(&local_size);
-    int one_node = local_size == T.size;
+    enum { NT = 3 };
+    const size_t counts[NT] = {1001, 3, 64};
+    size_t total = counts[0] + counts[1] + counts[2];
+    nodes_seen n = see_nodes();
+    int one_node = n.count == 1, runs = n.homogeneous && (n.count & (n.count - 1)) == 0;
+    mt_begin(&T, "gpu.allreduce adasum: %d node(s) of %d rank(s)%s", n.count, n.local_size,
+             one_node ? ", the average" : runs ? ", across nodes" : ", refused");
+    MT_CHECK(&T, !runs || n.consecutive, "the test assumes node k holds ranks k*%d..", n.local_size);
+    float *d[NT], *host = malloc(total * sizeof(float)), *got = malloc(total * sizeof(float));
+    double *ref = malloc(total * sizeof(double));
     hvd_options o = HVD_OPTIONS_DEFAULT;
     o.device = local_rank;
     o.prescale = 0.5;
     o.postscale = 2.0;
-    hvd_handle h = HVD_HANDLE_NULL;
-    mt_begin(&T, "gpu.allreduce adasum: %s", one_node ? "the average on one node" : "refused across nodes");
-    mt_fill(host, HVD_FLOAT32, HVD_AVERAGE, T.rank, 0, count, 7);
-    to_dev(d, host, nb);
-    if (MT_EXPECT(&T, hvd_allreduce_async("gpu.adasum", d, d, count, HVD_FLOAT32, HVD_ADASUM, &o, &h), HVD_OK)) {
-        hvd_status st = hvd_wait(&h);
-        if (one_node && MT_EXPECT(&T, st, HVD_OK)) {
-            to_host(got, d, nb);
-            mt_reduce_ref(ref, HVD_FLOAT32, HVD_AVERAGE, T.size, 0, count, 7, 0.5, 2.0);
-            mt_compare(&T, got, ref, HVD_FLOAT32, count, 1, "gpu.adasum");
-        } else if (!one_node && MT_EXPECT(&T, st, HVD_ERR_UNSUPPORTED)) {
-            const char *e = hvd_last_error();
-            MT_CHECK(&T, e && strstr(e, "across nodes"), "message: %s", e ? e : "(null)");
+    hvd_handle h[NT];
+    hvd_status st[NT];
+    size_t at = 0;
+    for (size_t t = 0; t < NT; t++) {
+        d[t] = gt_alloc(counts[t] * sizeof(float));
+        mt_fill(host + at, HVD_FLOAT32, HVD_AVERAGE, T.rank, 0, counts[t], 7 + t);
+        to_dev(d[t], host + at, counts[t] * sizeof(float));
+        char name[32];
+        snprintf(name, sizeof name, "gpu.adasum.%zu", t);
+        st[t] = hvd_allreduce_async(name, d[t], d[t], counts[t], HVD_FLOAT32, HVD_ADASUM, &o, &h[t]);
+        at += counts[t];
+    }
+    for (size_t t = 0; t < NT; t++)
+        if (MT_EXPECT(&T, st[t], HVD_OK)) st[t] = hvd_wait(&h[t]);
+    if (one_node || runs) {
+        at = 0;
+        for (size_t t = 0; t < NT; t++) {
+            if (MT_EXPECT(&T, st[t], HVD_OK)) to_host(got + at, d[t], counts[t] * sizeof(float));
+            at += counts[t];
         }
+        if (one_node) {
+            at = 0;
+            for (size_t t = 0; t < NT; t++) {
+                float *want = malloc(counts[t] * sizeof(float));
+                mt_reduce_ref(want, HVD_FLOAT32, HVD_AVERAGE, T.size, 0, counts[t], 7 + t, 0.5, 2.0);
+                mt_compare(&T, got + at, want, HVD_FLOAT32, counts[t], 1, "gpu.adasum");
+                free(want);
+                at += counts[t];
+            }
+        } else {
+            adasum_nodes_ref(ref, &n, counts, NT, total, 0.5, 2.0);
+            size_t bad = 0;
+            at = 0;
+            for (size_t t = 0; t < NT; t++) {
+                double largest = 0;
+                for (size_t i = at; i < at + counts[t]; i++) largest = fmax(largest, fabs(ref[i]));
+                for (size_t i = at; i < at + counts[t]; i++)
+                    if (fabs(got[i] - ref[i]) > 1e-5 * largest && bad++ < 3)
+                        mt_fail(&T, __FILE__, __LINE__, "gpu.adasum.%zu [%zu] = %.9g, reference %.9g",
+                                t, i - at, got[i], ref[i]);
+                at += counts[t];
+            }
+            MT_CHECK(&T, bad == 0, "%zu elements outside 1e-5 of the reference", bad);
+            memcpy(host, got, total * sizeof(float));
+            MPI_Bcast(host, (int)total, MPI_FLOAT, 0, MPI_COMM_WORLD);
+            MT_CHECK(&T, memcmp(host, got, total * sizeof(float)) == 0,
+                     "rank %d's result differs from rank 0's", T.rank);
+        }
+    } else {
+        const char *words = n.homogeneous ? "non-power of 2 nodes" : "heterogeneous cluster";
+        for (size_t t = 0; t < NT; t++)
+            if (MT_EXPECT(&T, st[t], HVD_ERR_UNSUPPORTED)) {
+                const char *e = hvd_last_error();
+                MT_CHECK(&T, e && strstr(e, words), "message: %s", e ? e : "(null)");
+            }
     }
     mt_end(&T);
-    cudaFree(d), free(host), free(ref), free(got);
+    for (size_t t = 0; t < NT; t++) cudaFree(d[t]);
+    free(host), free(got), free(ref);
 }
 
 /* A float16/bfloat16 average on the device: NCCL sums in the dtype's own precision (as

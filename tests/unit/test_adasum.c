@@ -166,7 +166,7 @@ static hvd_status exchange(void *ctx, int peer, const void *send, size_t send_by
 
 static void *rank_main(void *arg) {
     rank_ctx *r = arg;
-    hvdc_adasum_link link = {r->rank, r->size, exchange, r};
+    hvdc_adasum_link link = {r->rank, r->size, exchange, r, NULL};
     r->st = hvdc__adasum(&link, r->buf, r->counts, r->n, r->dt, &r->scratch);
     return NULL;
 }
@@ -255,7 +255,7 @@ static void test_refusals(void) {
     size_t counts[1] = {4};
     hvdc_buffer scratch = {0};
     for (int size = 3; size <= 7; size += 2) {
-        hvdc_adasum_link link = {0, size, exchange, NULL};
+        hvdc_adasum_link link = {0, size, exchange, NULL, NULL};
         CHECK_TRUE(hvdc__adasum(&link, x, counts, 1, HVD_FLOAT32, &scratch) == HVD_ERR_UNSUPPORTED,
                    "size %d was not refused", size);
     }

@@ -388,8 +388,37 @@ static void test_support(void) {
                HVD_ERR_INVALID_ARG, "bad dtype");
 }
 
+/* The device Adasum's layout: gaps and padding are entries of their own, every rank's entries
+ * add up to its shard, and the shards tile the padded buffer. */
+static void test_adasum_layout(void) {
+    const size_t counts[2] = {3, 2};
+    size_t offsets[2], e0[4], e1[4];
+    hvdc_shard_plan sh;
+    CHECK_TRUE(hvdc__gpu_adasum_layout(counts, 2, 4, 2, 0, offsets, e0, &sh) == HVD_OK &&
+               hvdc__gpu_adasum_layout(counts, 2, 4, 2, 1, offsets, e1, &sh) == HVD_OK, "layout");
+    CHECK_TRUE(offsets[0] == 0 && offsets[1] == 4 && sh.shard == 4 && sh.padded == 8,
+               "offsets %zu %zu, shard %zu, padded %zu", offsets[0], offsets[1], sh.shard, sh.padded);
+    CHECK_TRUE(e0[0] == 3 && e0[1] == 1 && e0[2] == 0 && e0[3] == 0, "rank 0: %zu %zu %zu %zu",
+               e0[0], e0[1], e0[2], e0[3]);
+    CHECK_TRUE(e1[0] == 0 && e1[1] == 0 && e1[2] == 2 && e1[3] == 2, "rank 1: %zu %zu %zu %zu",
+               e1[0], e1[1], e1[2], e1[3]);
+    /* uneven tensors over 3 ranks: each tensor's parts add up to it */
+    const size_t many[4] = {1001, 1, 0, 64};
+    size_t parts[4] = {0}, off[4], e[8];
+    for (size_t r = 0; r < 3; r++) {
+        CHECK_TRUE(hvdc__gpu_adasum_layout(many, 4, 2, 3, r, off, e, &sh) == HVD_OK, "layout r%zu", r);
+        size_t sum = 0;
+        for (size_t i = 0; i < 8; i++) sum += e[i];
+        CHECK_TRUE(sum == sh.shard, "rank %zu: entries add up to %zu, shard %zu", r, sum, sh.shard);
+        for (size_t i = 0; i < 4; i++) parts[i] += e[2 * i];
+    }
+    for (size_t i = 0; i < 4; i++)
+        CHECK_TRUE(parts[i] == many[i], "tensor %zu: %zu of %zu elements", i, parts[i], many[i]);
+}
+
 int main(void) {
     test_layout();
+    test_adasum_layout();
     test_batches();
     test_shards();
     test_support();

@@ -27,3 +27,11 @@ int hvdc__fault_device_count(int real) {
     long n = strtol(v, &end, 10);
     return *end == '\0' && n >= 0 && n <= 64 ? (int)n : real;
 }
+
+int hvdc__fault_node_size(void) {
+    const char *v = getenv("HVDC_TEST_NODE_SIZE");
+    if (!v || !*v) return 0;
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    return *end == '\0' && n >= 1 && n <= 1024 ? (int)n : 0;
+}

@@ -8,7 +8,11 @@
  * HVDC_TEST_GPU_COUNT=n likewise makes the GPU backend see n CUDA devices, so the device
  * choice and the refusal of a device that is not visible can be tested on machines with fewer
  * GPUs than ranks, or none (CUDA calls on a pretended device then fail like a broken one).
- * defines: hvdc__fault, hvdc__fault_device_count
+ *
+ * HVDC_TEST_NODE_SIZE=k makes every k consecutive ranks a node (base/nodes.h), so what runs
+ * across nodes (the device Adasum between nodes, the two-level all-reduce) is tested on one
+ * host in the ordinary suite.
+ * defines: hvdc__fault, hvdc__fault_device_count, hvdc__fault_node_size
  * Any thread.
  */
 #ifndef HVDC_FAULT_H
@@ -19,5 +23,8 @@ int hvdc__fault(const char *site);
 
 /* @return the n of HVDC_TEST_GPU_COUNT=n (0..64) if set, else real. */
 int hvdc__fault_device_count(int real);
+
+/* @return the k of HVDC_TEST_NODE_SIZE=k (1..1024) if set, else 0 (nodes are real). */
+int hvdc__fault_node_size(void);
 
 #endif

@@ -10,8 +10,10 @@
  */
 #include "collectives/adasum.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/dtype.h"
@@ -110,7 +112,8 @@ size_t hvdc__adasum_scratch_bytes(size_t total, size_t n, hvd_dtype dtype) {
            2 * round64(3 * n * sizeof(double));
 }
 
-/* Sums v->sums over the 2*level ranks that share this rank's bits above `level`. */
+/* Sums v->sums over the 2*level ranks that share this rank's bits above `level` (and over
+ * each of their nodes' ranks, when the link ranks are nodes). */
 static hvd_status sum_group(vhdd *v, int level) {
     hvd_status st = HVD_OK;
     size_t bytes = 3 * v->n * sizeof(double);
@@ -118,6 +121,7 @@ static hvd_status sum_group(vhdd *v, int level) {
         CHECK(v->link->exchange(v->link->ctx, v->link->rank ^ d, v->sums, bytes, v->peer, bytes));
         for (size_t k = 0; k < 3 * v->n; k++) v->sums[k] += v->peer[k];
     }
+    if (v->link->sum_node) CHECK(v->link->sum_node(v->link->ctx, v->sums, 3 * v->n));
 fail:
     return st;
 }
@@ -204,6 +208,9 @@ fail:
 typedef struct mpi_link {
     MPI_Comm comm;
     hvdc_liveness *watch;
+    const int *peer_rank;   /* NULL, or link rank -> rank in comm (link ranks are nodes) */
+    MPI_Comm node_comm;     /* with peer_rank: the ranks of this node */
+    double *gathered;       /* with peer_rank: room for every node rank's sums */
 } mpi_link;
 
 /* Both sides know both lengths, so they cut the same pieces. */
@@ -211,6 +218,7 @@ static hvd_status mpi_exchange(void *ctx, int peer, const void *send, size_t sen
                                void *recv, size_t recv_bytes) {
     hvd_status st = HVD_OK;
     mpi_link *l = ctx;
+    if (l->peer_rank) peer = l->peer_rank[peer];
     size_t longest = send_bytes > recv_bytes ? send_bytes : recv_bytes;
     for (size_t at = 0; at < longest; at += PIECE_BYTES) {
         MPI_Request req[2];
@@ -234,11 +242,51 @@ fail:
 hvd_status hvdc__adasum_mpi(MPI_Comm comm, void *buf, const size_t *counts, size_t n,
                             hvd_dtype dtype, hvdc_buffer *scratch, hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
-    mpi_link l = {comm, watch};
+    mpi_link l = {comm, watch, NULL, MPI_COMM_NULL, NULL};
     hvdc_adasum_link link = {.exchange = mpi_exchange, .ctx = &l};
     CHECK_MPI(MPI_Comm_rank(comm, &link.rank));
     CHECK_MPI(MPI_Comm_size(comm, &link.size));
     CHECK(hvdc__adasum(&link, buf, counts, n, dtype, scratch));
+fail:
+    return st;
+}
+
+/* Every node rank's sums, added in local-rank order: the same bits on each of them. */
+static hvd_status mpi_sum_node(void *ctx, double *sums, size_t count) {
+    hvd_status st = HVD_OK;
+    mpi_link *l = ctx;
+    int ranks = 1;
+    CHECK_MPI(MPI_Comm_size(l->node_comm, &ranks));
+    if (ranks == 1) return HVD_OK;
+    MPI_Request req;
+    CHECK_MPI(MPI_Iallgather(sums, (int)count, MPI_DOUBLE, l->gathered, (int)count, MPI_DOUBLE,
+                             l->node_comm, &req));
+    CHECK(hvdc__wait_requests(1, &req, l->watch));
+    for (size_t k = 0; k < count; k++) {
+        double s = l->gathered[k];
+        for (int r = 1; r < ranks; r++) s += l->gathered[(size_t)r * count + k];
+        sums[k] = s;
+    }
+fail:
+    return st;
+}
+
+hvd_status hvdc__adasum_mpi_nodes(MPI_Comm comm, MPI_Comm node_comm, const int *node_peer,
+                                  int node, int nodes, void *buf, const size_t *counts, size_t n,
+                                  hvd_dtype dtype, hvdc_buffer *scratch, hvdc_liveness *watch) {
+    hvd_status st = HVD_OK;
+    int ranks = 1;
+    CHECK_MPI(MPI_Comm_size(node_comm, &ranks));
+    if (3 * n > (size_t)INT_MAX / (size_t)ranks)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "Adasum across nodes: %zu tensors in one "
+                          "response are too many to sum their dot products over MPI", n);
+    double *gathered = malloc((size_t)ranks * 3 * (n ? n : 1) * sizeof *gathered);
+    if (!gathered) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for Adasum's dot products");
+    mpi_link l = {comm, watch, node_peer, node_comm, gathered};
+    hvdc_adasum_link link = {.rank = node, .size = nodes, .exchange = mpi_exchange, .ctx = &l,
+                             .sum_node = mpi_sum_node};
+    st = hvdc__adasum(&link, buf, counts, n, dtype, scratch);
+    free(gathered);
 fail:
     return st;
 }

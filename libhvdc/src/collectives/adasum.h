@@ -48,7 +48,7 @@
  *
  * defines: hvdc_adasum_link, hvdc__adasum, hvdc__adasum_mpi, hvdc__adasum_scratch_bytes,
  *          hvdc__adasum_dots, hvdc__adasum_coefficient, hvdc__adasum_scaled_add,
- *          hvdc__adasum_is_power_of_2, HVDC_ADASUM_POW2_MESSAGE
+ *          hvdc__adasum_is_power_of_2, HVDC_ADASUM_POW2_MESSAGE, hvdc__adasum_mpi_nodes
  * Background thread (and tests).
  */
 #ifndef HVDC_ADASUM_H
@@ -71,6 +71,10 @@ typedef struct hvdc_adasum_link {
     hvd_status (*exchange)(void *ctx, int peer, const void *send, size_t send_bytes, void *recv,
                            size_t recv_bytes);
     void *ctx;
+    /* NULL, or: each link rank is a node whose ranks each hold one slice of every tensor
+     * (the device Adasum across nodes). Called after each level's butterfly: sums[count]
+     * becomes the sum over the node's ranks, the same bits on each of them. */
+    hvd_status (*sum_node)(void *ctx, double *sums, size_t count);
 } hvdc_adasum_link;
 
 int hvdc__adasum_is_power_of_2(int n);
@@ -87,6 +91,17 @@ hvd_status hvdc__adasum(const hvdc_adasum_link *link, void *buf, const size_t *c
 /* hvdc__adasum over comm; every wait checks watch (a dead peer fails it, never hangs it). */
 hvd_status hvdc__adasum_mpi(MPI_Comm comm, void *buf, const size_t *counts, size_t n,
                             hvd_dtype dtype, hvdc_buffer *scratch, hvdc_liveness *watch);
+
+/* Adasum across nodes, Horovod's device Adasum between nodes: every node holds one vector
+ * per tensor (its ranks' sum), cut into one slice per rank of the node; the ranks with the same
+ * local rank run the VHDD over the nodes on their slices (node_peer[k] is the rank in comm of
+ * this local rank on node k; node is this rank's node, nodes a power of 2), and each level's
+ * dot products are summed over the node's ranks (node_comm) as well, so they are the whole
+ * tensors'. counts are this rank's slice of each tensor (those of the same local rank on every
+ * node are equal). */
+hvd_status hvdc__adasum_mpi_nodes(MPI_Comm comm, MPI_Comm node_comm, const int *node_peer,
+                                  int node, int nodes, void *buf, const size_t *counts, size_t n,
+                                  hvd_dtype dtype, hvdc_buffer *scratch, hvdc_liveness *watch);
 
 /* The pieces of the combine, exposed for tests. out = {a.b, |a|^2, |b|^2} over count
  * elements, with the arithmetic above. */

@@ -314,3 +314,85 @@ hvd_status hvdc__gpu_alltoall(hvdc_gpu *gpu, const void *send, const size_t *sen
 fail:
     return st;
 }
+
+/* ---- the device Adasum across nodes (gpu.h) --------------------------------------------- */
+
+/* The pinned staging buffer, at least nbytes. Growing waits for the stream: the last
+ * from_host may still be reading the old one (rare: growth only). */
+static hvd_status host_stage(hvdc_gpu *gpu, size_t nbytes) {
+    hvd_status st = HVD_OK;
+    if (nbytes <= gpu->host_stage_bytes) return HVD_OK;
+    if (gpu->host_stage) {
+        CHECK_CUDA(cudaStreamSynchronize(gpu->stream));
+        CHECK_CUDA(cudaFreeHost(gpu->host_stage));
+        gpu->host_stage = NULL;
+        gpu->host_stage_bytes = 0;
+    }
+    CHECK_CUDA(cudaMallocHost(&gpu->host_stage, nbytes));
+    gpu->host_stage_bytes = nbytes;
+fail:
+    return st;
+}
+
+/* Copies tensors in or out of the fusion buffer at offsets, times factor. */
+static hvd_status copy_at_offsets(hvdc_gpu *gpu, const hvdc_gpu_tensor *tensors, size_t n,
+                                  const size_t *offsets, hvd_dtype dtype, double factor,
+                                  int into_buffer) {
+    hvd_status st = HVD_OK;
+    size_t elem = hvd_dtype_size(dtype), pos = 0;
+    char *base = gpu->fusion;
+    hvdc_gpu_segment *segs = malloc((n ? n : 1) * sizeof *segs);
+    if (!segs) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory planning a device Adasum");
+    for (size_t i = 0; i < n; i++)
+        segs[i] = into_buffer
+                      ? (hvdc_gpu_segment){tensors[i].send, base + offsets[i] * elem, tensors[i].count}
+                      : (hvdc_gpu_segment){base + offsets[i] * elem, tensors[i].recv, tensors[i].count};
+    hvdc_gpu_batch batch;
+    while (hvdc__gpu_batch_next(segs, n, &pos, dtype, factor, &batch) > 0) CHECK(op_copy_scale(gpu, &batch));
+fail:
+    free(segs);
+    return st;
+}
+
+hvd_status hvdc__gpu_adasum_to_host(hvdc_gpu *gpu, const hvdc_gpu_tensor *tensors, size_t n,
+                                    const size_t *offsets, size_t shard, hvd_dtype dtype,
+                                    double prescale, void *ready_event, void **host,
+                                    hvdc_gpu_pending **out) {
+    hvd_status st = enter(gpu, out);
+    if (st != HVD_OK) return st;
+    size_t elem = hvd_dtype_size(dtype), bytes = shard * elem;
+    void *buf = NULL;
+    CHECK(op_wait_ready(gpu, ready_event));
+    CHECK(op_fusion_buffer(gpu, (size_t)gpu->local_size * bytes, &buf));
+    CHECK(host_stage(gpu, bytes ? bytes : 1));
+    CHECK_CUDA(cudaMemsetAsync(buf, 0, (size_t)gpu->local_size * bytes, gpu->stream));
+    CHECK(copy_at_offsets(gpu, tensors, n, offsets, dtype, prescale, 1));
+    char *mine = (char *)buf + (size_t)gpu->local_rank * bytes;
+    if (gpu->local_size > 1)
+        CHECK_NCCL(gpu->local_comm, ncclReduceScatter(buf, mine, shard, hvdc__nccl_dtype(dtype),
+                                                      ncclSum, gpu->local_comm, gpu->stream));
+    if (bytes)
+        CHECK_CUDA(cudaMemcpyAsync(gpu->host_stage, mine, bytes, cudaMemcpyDeviceToHost, gpu->stream));
+    *host = gpu->host_stage;
+    return hvdc__gpu_record(gpu, out);
+fail:
+    return st;
+}
+
+hvd_status hvdc__gpu_adasum_from_host(hvdc_gpu *gpu, const hvdc_gpu_tensor *tensors, size_t n,
+                                      const size_t *offsets, size_t shard, hvd_dtype dtype,
+                                      double postscale, hvdc_gpu_pending **out) {
+    hvd_status st = enter(gpu, out);
+    if (st != HVD_OK) return st;
+    size_t bytes = shard * hvd_dtype_size(dtype);
+    char *mine = (char *)gpu->fusion + (size_t)gpu->local_rank * bytes;
+    if (bytes)
+        CHECK_CUDA(cudaMemcpyAsync(mine, gpu->host_stage, bytes, cudaMemcpyHostToDevice, gpu->stream));
+    if (gpu->local_size > 1)
+        CHECK_NCCL(gpu->local_comm, ncclAllGather(mine, gpu->fusion, shard, hvdc__nccl_dtype(dtype),
+                                                  gpu->local_comm, gpu->stream));
+    CHECK(copy_at_offsets(gpu, tensors, n, offsets, dtype, postscale, 0));
+    return hvdc__gpu_record(gpu, out);
+fail:
+    return st;
+}

@@ -34,7 +34,8 @@
  *          hvdc__gpu_abort, hvdc__gpu_destroy, hvdc__gpu_allreduce, hvdc__gpu_stream_wait,
  *          hvdc__gpu_broadcast, hvdc__gpu_allgather, hvdc__gpu_reducescatter,
  *          hvdc__gpu_alltoall, hvdc__gpu_pending_poll, hvdc__gpu_pending_free,
- *          hvdc__gpu_pending_event, hvdc__gpu_event_finished, hvdc__gpu_stream_wait_on
+ *          hvdc__gpu_pending_event, hvdc__gpu_event_finished, hvdc__gpu_stream_wait_on,
+ *          hvdc__gpu_adasum_to_host, hvdc__gpu_adasum_from_host, hvdc__gpu_node_comm
  * Background thread only (it is the only NCCL/MPI caller), except hvdc__gpu_probe,
  * hvdc__gpu_device_count, hvdc__gpu_pointer_device, hvdc__gpu_versions and
  * hvdc__gpu_event_finished, hvdc__gpu_stream_wait_on (any thread).
@@ -183,6 +184,32 @@ hvd_status hvdc__gpu_reducescatter(hvdc_gpu *gpu, const void *send, void *recv, 
 hvd_status hvdc__gpu_alltoall(hvdc_gpu *gpu, const void *send, const size_t *send_counts,
                               void *recv, const size_t *recv_counts, hvd_dtype dtype,
                               void *ready_event, hvdc_gpu_pending **out);
+
+/* The device Adasum across nodes, as Horovod's (NCCL inside the node, the host between
+ * nodes). runtime/execute_adasum_gpu.c runs the host part between the two halves:
+ *
+ *   to_host:   wait(ready)  zero the fusion buffer  pack tensors (times prescale) at offsets
+ *              node reduce-scatter (sum)  copy this rank's shard to the pinned *host  record
+ *   ... the caller waits for *out, runs the VHDD across nodes on *host ...
+ *   from_host: copy *host to this rank's shard  node all-gather  unpack (times postscale)
+ *              record
+ *
+ * offsets and shard come from hvdc__gpu_adasum_layout; the node's ranks must call both halves
+ * with the same layout. With one rank per node there are no node collectives. The staging
+ * buffer is the backend's (pinned, so the copies never block the host); from_host reads the
+ * one to_host returned. hvdc__gpu_node_comm must have run first (collective). */
+hvd_status hvdc__gpu_adasum_to_host(hvdc_gpu *gpu, const hvdc_gpu_tensor *tensors, size_t n,
+                                    const size_t *offsets, size_t shard, hvd_dtype dtype,
+                                    double prescale, void *ready_event, void **host,
+                                    hvdc_gpu_pending **out);
+hvd_status hvdc__gpu_adasum_from_host(hvdc_gpu *gpu, const hvdc_gpu_tensor *tensors, size_t n,
+                                      const size_t *offsets, size_t shard, hvd_dtype dtype,
+                                      double postscale, hvdc_gpu_pending **out);
+
+/* The node's NCCL communicator, made on first use (the hierarchical all-reduce may have made it
+ * at setup): two agreed steps, as in hvdc__gpu_create, collective over config->comm (config as
+ * for create). Nothing to do with one rank per node. */
+hvd_status hvdc__gpu_node_comm(hvdc_gpu *gpu, const hvdc_gpu_config *config);
 
 /* Never blocks. *done = 1 once the collective and everything before it on the stream has
  * finished. @return HVD_OK; HVD_ERR_CUDA for a failed kernel or copy; HVD_ERR_NCCL when the

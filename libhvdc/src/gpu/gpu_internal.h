@@ -34,6 +34,8 @@ struct hvdc_gpu {
     ncclComm_t cross_comm;   /* hierarchical: same local rank across nodes; else NULL */
     void *fusion;            /* device, fusion_bytes */
     size_t fusion_bytes;
+    void *host_stage;        /* pinned host memory, host_stage_bytes: the device Adasum's */
+    size_t host_stage_bytes;
     hvdc_gpu_waker *waker;   /* wakes the background thread when queued work finishes */
     cudaEvent_t *spare;      /* completion events ready for reuse: (n_spare), capacity cap_spare */
     size_t n_spare, cap_spare;

@@ -60,6 +60,28 @@ size_t hvdc__shard_valid(const hvdc_shard_plan *plan, size_t count, size_t r) {
     return count - start < plan->shard ? count - start : plan->shard;
 }
 
+/* Elements of [lo, hi) inside [from, to). */
+static size_t overlap(size_t lo, size_t hi, size_t from, size_t to) {
+    size_t a = lo > from ? lo : from, b = hi < to ? hi : to;
+    return b > a ? b - a : 0;
+}
+
+hvd_status hvdc__gpu_adasum_layout(const size_t *counts, size_t n, size_t elem_size,
+                                   size_t local_size, size_t local_rank, size_t *offsets,
+                                   size_t *entries, hvdc_shard_plan *shards) {
+    size_t total = 0, align = HVDC_GPU_ALIGN_BYTES / elem_size > 0 ? HVDC_GPU_ALIGN_BYTES / elem_size : 1;
+    hvd_status st = hvdc__gpu_fusion_layout(counts, n, elem_size, offsets, &total);
+    if (st == HVD_OK) st = hvdc__shard_plan(total, local_size, align, shards);
+    if (st != HVD_OK) return st;
+    size_t from = local_rank * shards->shard, to = from + shards->shard;
+    for (size_t i = 0; i < n; i++) {
+        size_t end = offsets[i] + counts[i], next = i + 1 < n ? offsets[i + 1] : shards->padded;
+        entries[2 * i] = overlap(offsets[i], end, from, to);
+        entries[2 * i + 1] = overlap(end, next, from, to);
+    }
+    return HVD_OK;
+}
+
 hvd_status hvdc__gpu_reduce_supported(hvd_dtype dtype, hvd_reduce_op op, int nccl_version,
                                       int *native_avg, const char **why) {
     /* ncclAvg and ncclBfloat16 arrived in NCCL 2.10 (version code 21000); NCCL has no 16-bit

@@ -33,7 +33,7 @@
  *          hvdc_gpu_reduce_plan, HVDC_GPU_BATCH_MAX, HVDC_GPU_ALIGN_BYTES,
  *          hvdc__gpu_fusion_layout, hvdc__gpu_batch_next, hvdc__shard_plan, hvdc__shard_valid,
  *          hvdc__gpu_reduce_supported, hvdc__gpu_reduce_plan, hvdc__gpu_choose_device,
- *          hvdc__gpu_allreduce_sequence
+ *          hvdc__gpu_allreduce_sequence, hvdc__gpu_adasum_layout
  * Pure; background thread (and tests). Also included by gpu/kernels.cu (C++), so it stays
  * C/C++-compatible.
  */
@@ -106,6 +106,20 @@ typedef struct hvdc_shard_plan {
 hvd_status hvdc__shard_plan(size_t count, size_t parts, size_t align_elems, hvdc_shard_plan *plan);
 /* Elements of real data (not padding) in shard r of a buffer of count elements. */
 size_t hvdc__shard_valid(const hvdc_shard_plan *plan, size_t count, size_t r);
+
+/* The device Adasum across nodes (runtime/execute_adasum_gpu.c): n tensors packed at offsets
+ * (hvdc__gpu_fusion_layout's), the rest of the buffer zero, padded to local_size equal shards
+ * (*shards); after the node's reduce-scatter rank local_rank holds shard local_rank. Its host
+ * VHDD needs 2n entries, the same on every rank: entries[2i] = how much of tensor i lies in
+ * this rank's shard, entries[2i+1] = how much of the zeros after it (gaps and padding; the
+ * combine leaves zero vectors zero). The entries add up to shards->shard.
+ *
+ *   n = 2, local_size = 2:  | t0 t0 t0 . | t1 t1 . . |   shard 4: rank 0 {3, 1, 0, 0},
+ *                                                                  rank 1 {0, 0, 2, 2}
+ * @return HVD_OK; HVD_ERR_INVALID_ARG on overflow. */
+hvd_status hvdc__gpu_adasum_layout(const size_t *counts, size_t n, size_t elem_size,
+                                   size_t local_size, size_t local_rank, size_t *offsets,
+                                   size_t *entries, hvdc_shard_plan *shards);
 
 /* Can NCCL of version nccl_version (NCCL_VERSION_CODE, e.g. 22809 for 2.28.9) reduce dtype
  * with op? *native_avg = 1 if it has ncclAvg (which an integer average needs; a floating

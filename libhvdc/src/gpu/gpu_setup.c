@@ -185,6 +185,25 @@ fail:
     return st;
 }
 
+hvd_status hvdc__gpu_node_comm(hvdc_gpu *gpu, const hvdc_gpu_config *cfg) {
+    hvd_status st = HVD_OK;
+    MPI_Comm local = MPI_COMM_NULL;
+    if (!gpu) return hvdc__fail(HVD_ERR_INVALID_ARG, "GPU backend called without a context");
+    /* the same on every rank: hierarchical is agreed, local_size equal on every node */
+    if (gpu->local_comm || cfg->local_size < 2) return HVD_OK;
+    AGREED_STEP("CUDA device", (cudaSetDevice(gpu->device) == cudaSuccess ? HVD_OK :
+                                hvdc__fail(HVD_ERR_CUDA, "cudaSetDevice(%d) failed", gpu->device)));
+    AGREED_STEP("node group", hvdc__split_node(cfg->comm, &local));
+    AGREED_STEP("node NCCL communicator", comm_init(cfg, local, &gpu->local_comm));
+fail:
+    if (st != HVD_OK && gpu->local_comm) { /* another rank failed: every rank is without one */
+        ncclCommAbort(gpu->local_comm);
+        gpu->local_comm = NULL;
+    }
+    if (local != MPI_COMM_NULL) MPI_Comm_free(&local);
+    return st;
+}
+
 /* Gives the stream up to DRAIN_SECONDS to finish what it holds. @return 1 when it did. */
 static int drain(hvdc_gpu *gpu) {
     struct timespec start, now, pause = {0, 200000}; /* 0.2 ms */
@@ -221,6 +240,7 @@ void hvdc__gpu_destroy(hvdc_gpu *gpu) {
         else if (gpu->fusion)
             cudaFree(gpu->fusion);
         if (gpu->stream) drain(gpu);
+        if (gpu->host_stage) cudaFreeHost(gpu->host_stage);
     }
     hvdc__gpu_events_free(gpu);
     if (gpu->legacy_mark) cudaEventDestroy(gpu->legacy_mark);

@@ -133,3 +133,27 @@ hvd_status hvdc__gpu_stream_wait_on(void *stream, void *event) {
     (void)stream, (void)event;
     return unsupported();
 }
+
+hvd_status hvdc__gpu_adasum_to_host(hvdc_gpu *gpu, const hvdc_gpu_tensor *tensors, size_t n,
+                                    const size_t *offsets, size_t shard, hvd_dtype dtype,
+                                    double prescale, void *ready_event, void **host,
+                                    hvdc_gpu_pending **out) {
+    (void)gpu, (void)tensors, (void)n, (void)offsets, (void)shard, (void)dtype, (void)prescale;
+    (void)ready_event;
+    if (host) *host = NULL;
+    if (out) *out = NULL;
+    return unsupported();
+}
+
+hvd_status hvdc__gpu_adasum_from_host(hvdc_gpu *gpu, const hvdc_gpu_tensor *tensors, size_t n,
+                                      const size_t *offsets, size_t shard, hvd_dtype dtype,
+                                      double postscale, hvdc_gpu_pending **out) {
+    (void)gpu, (void)tensors, (void)n, (void)offsets, (void)shard, (void)dtype, (void)postscale;
+    if (out) *out = NULL;
+    return unsupported();
+}
+
+hvd_status hvdc__gpu_node_comm(hvdc_gpu *gpu, const hvdc_gpu_config *config) {
+    (void)gpu, (void)config;
+    return unsupported();
+}

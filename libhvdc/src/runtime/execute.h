@@ -2,7 +2,8 @@
  * execute.h - runs one negotiated response on host memory: a fused all-reduce (pack, ring,
  * unpack), broadcast, allgather, reducescatter, alltoall or barrier.
  * defines: hvdc_executor, hvdc__execute, hvdc__execute_gpu, hvdc__execute_gpu_allreduce_as,
- *          hvdc__execute_adasum
+ *          hvdc__execute_gpu_prepare, hvdc__execute_gpu_node_comm, hvdc__execute_adasum,
+ *          hvdc__execute_adasum_gpu, hvdc__adasum_nodes_free
  * Background thread (the only MPI caller).
  */
 #ifndef HVDC_EXECUTE_H
@@ -61,6 +62,8 @@ typedef struct hvdc_executor {
     int local_rank, local_size, cross_rank, cross_size;
     size_t gpu_fusion_bytes;
     int64_t group;             /* the response being executed, for the timeline */
+    struct hvdc_adasum_nodes *adasum_nodes; /* the device Adasum's view of the nodes, made by
+                                               its first response (execute_adasum_gpu.c) */
 } hvdc_executor;
 
 /* Executes response over ops (ops[i] is this rank's op for response->names[i]). Host memory
@@ -84,5 +87,23 @@ hvd_status hvdc__execute_gpu(hvdc_executor *ex, const hvdc_wire_response *respon
 hvd_status hvdc__execute_gpu_allreduce_as(hvdc_executor *ex, hvdc_op **ops, size_t n_ops,
                                           hvd_reduce_op op, double prescale, double postscale,
                                           hvdc_gpu_pending **pending);
+
+/* The backend (created on first use, every rank together) and the ready events of ops, as
+ * hvdc__execute_gpu starts (execute_gpu.c); *ready is the event the next device work waits
+ * for. */
+hvd_status hvdc__execute_gpu_prepare(hvdc_executor *ex, hvdc_op **ops, size_t n_ops,
+                                      void **ready);
+
+/* The backend's node NCCL communicator, made by the first response that needs it (collective;
+ * execute_gpu.c). */
+hvd_status hvdc__execute_gpu_node_comm(hvdc_executor *ex);
+
+/* The device Adasum across nodes (execute_adasum_gpu.c): Horovod's NCCL hierarchy, the node's
+ * sum on the device, Adasum between nodes on the host. */
+hvd_status hvdc__execute_adasum_gpu(hvdc_executor *ex, const hvdc_wire_response *response,
+                                    hvdc_op **ops, size_t n_ops, hvdc_gpu_pending **pending);
+
+/* Frees ex->adasum_nodes (shutdown). NULL-safe. */
+void hvdc__adasum_nodes_free(struct hvdc_adasum_nodes *nodes);
 
 #endif

@@ -12,7 +12,7 @@
  * combine leaves out (a coefficient of 1 for the other vector).
  * Device tensors on one node: Horovod's device Adasum there is the average (NCCL sums inside the
  * node, no nodes to combine, postscale / local_size), so the device all-reduce runs as a sum
- * with that postscale; across nodes it is refused on every rank (not implemented yet).
+ * with that postscale; across nodes, execute_adasum_gpu.c.
  * Background thread.
  */
 #include <string.h>
@@ -92,13 +92,7 @@ hvd_status hvdc__execute_adasum(hvdc_executor *ex, const hvdc_wire_response *res
         return hvdc__execute_gpu_allreduce_as(ex, ops, n_ops, HVD_SUM, d->prescale,
                                               d->postscale / ex->local_size, pending);
     }
-    if (d->device >= 0) {
-        /* every rank sees the same: local_size == size on one rank means one node for all */
-        ex->failed_before_data = 1;
-        return hvdc__fail(HVD_ERR_UNSUPPORTED, "allreduce '%s': HVD_ADASUM on device memory "
-                          "across nodes is not supported yet (on one node it runs, as Horovod's: "
-                          "the average); copy the tensors to host memory, or use another op",
-                          response->names[0]);
-    }
+    if (d->device >= 0) /* every rank sees the same: local_size == size on one means one node */
+        return hvdc__execute_adasum_gpu(ex, response, ops, n_ops, pending);
     return adasum_host(ex, ops, n_ops);
 }

@@ -14,6 +14,16 @@
 #include "gpu/gpu.h"
 #include "runtime/execute.h"
 
+static hvdc_gpu_config gpu_config(const hvdc_executor *ex, int device) {
+    hvdc_gpu_config config = {
+        .comm = ex->comm, .liveness = ex->liveness, .rank = ex->rank, .size = ex->size,
+        .local_rank = ex->local_rank, .local_size = ex->local_size, .device = device,
+        .hierarchical = ex->gpu_hierarchical, .fusion_bytes = ex->gpu_fusion_bytes,
+        .wake = ex->gpu_wake, .wake_ctx = ex->gpu_wake_ctx, .aborted = ex->gpu_aborted,
+    };
+    return config;
+}
+
 /* The backend, created by the first device response on every rank at once. Its setup is agreed
  * step by step (gpu.h), so a failure there fails this response on every rank before any data
  * moved: the runtime goes on, and the next device response tries again. */
@@ -27,12 +37,7 @@ static hvd_status ensure_backend(hvdc_executor *ex, int device) {
                           "the GPU backend of rank %d, which runs on device %d: use one device "
                           "per rank", device, ex->rank, hvdc__gpu_device(ex->gpu));
     }
-    hvdc_gpu_config config = {
-        .comm = ex->comm, .liveness = ex->liveness, .rank = ex->rank, .size = ex->size,
-        .local_rank = ex->local_rank, .local_size = ex->local_size, .device = device,
-        .hierarchical = ex->gpu_hierarchical, .fusion_bytes = ex->gpu_fusion_bytes,
-        .wake = ex->gpu_wake, .wake_ctx = ex->gpu_wake_ctx, .aborted = ex->gpu_aborted,
-    };
+    hvdc_gpu_config config = gpu_config(ex, device);
     hvd_status st = hvdc__gpu_create(&config, &ex->gpu);
     if (st == HVD_OK)
         atomic_store(&ex->gpu_device, hvdc__gpu_device(ex->gpu));
@@ -71,6 +76,24 @@ static hvd_status gpu_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_ops, 
     hvd_status st = hvdc__gpu_allreduce(ex->gpu, tensors, n, (hvd_dtype)ops[0]->desc.dtype, op,
                                         prescale, postscale, ready, pending);
     free(tensors);
+    return st;
+}
+
+hvd_status hvdc__execute_gpu_prepare(hvdc_executor *ex, hvdc_op **ops, size_t n_ops,
+                                      void **ready) {
+    hvd_status st = HVD_OK;
+    *ready = NULL;
+    CHECK(ensure_backend(ex, ops[0]->desc.device));
+    CHECK(wait_ready(ex, ops, n_ops, ready));
+fail:
+    return st;
+}
+
+hvd_status hvdc__execute_gpu_node_comm(hvdc_executor *ex) {
+    hvdc_gpu_config config = gpu_config(ex, hvdc__gpu_device(ex->gpu));
+    hvd_status st = hvdc__gpu_node_comm(ex->gpu, &config);
+    if (st != HVD_OK && st != HVD_ERR_MPI && st != HVD_ERR_RANK_FAILED)
+        ex->failed_before_data = 1; /* agreed by every rank, as the backend's setup */
     return st;
 }
 

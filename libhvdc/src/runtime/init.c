@@ -260,6 +260,7 @@ static void runtime_free(hvdc_runtime *rt) {
     if (rt->sets_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->sets_comm);
     if (rt->executor.local_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.local_comm);
     if (rt->executor.cross_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.cross_comm);
+    hvdc__adasum_nodes_free(rt->executor.adasum_nodes);
     if (rt->control_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->control_comm);
     if (rt->executor.comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.comm);
     hvdc__timeline_close(rt->executor.timeline);

@@ -62,8 +62,8 @@ def _submitted(status):
 # ---- allreduce -------------------------------------------------------------------------------
 
 def _check_device_adasum(op, tensor):
-    """Horovod's refusals for Adasum on GPU tensors (mpi_ops.py, _allreduce_async); libhvdc
-    runs it on one node and refuses it across nodes for now."""
+    """Horovod's refusals for Adasum on GPU tensors (mpi_ops.py, _allreduce_async), before
+    anything is sent; the C core checks the same on every rank."""
     if op != Adasum or tensor.device.type != "cuda":
         return
     if not B.is_homogeneous():

@@ -167,6 +167,7 @@ def test_build_facts():
     assert hvd.mpi_built() and hvd.mpi_enabled() and hvd.mpi_threads_supported()
     assert not hvd.gloo_built() and not hvd.gloo_enabled()
     assert not hvd.rocm_built() and not hvd.ddl_built() and not hvd.ccl_built()
+    assert not hvd.sycl_built()
     assert isinstance(hvd.is_homogeneous(), bool) and hvd.is_homogeneous()
     assert hvd.local_size() == hvd.size() and hvd.cross_size() == 1  # one host here
     # Horovod's types: nccl_built() is NCCL's version code (an int, 0 without NCCL), so that
@@ -176,7 +177,7 @@ def test_build_facts():
     assert nccl == 0 or nccl >= 20000, nccl
     for fn in (hvd.mpi_built, hvd.mpi_enabled, hvd.mpi_threads_supported, hvd.gloo_built,
                hvd.gloo_enabled, hvd.cuda_built, hvd.rocm_built, hvd.ddl_built, hvd.ccl_built,
-               hvd.is_homogeneous, hvd.is_initialized):
+               hvd.sycl_built, hvd.is_homogeneous, hvd.is_initialized):
         assert type(fn()) is bool, (fn.__name__, fn())
 
 

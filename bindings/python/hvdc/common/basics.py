@@ -206,6 +206,11 @@ def ccl_built():
     return False
 
 
+def sycl_built():
+    """Horovod's Intel GPU (SYCL) build: never here."""
+    return False
+
+
 # ---- timeline --------------------------------------------------------------------------------
 
 def start_timeline(file_path, mark_cycles=False):

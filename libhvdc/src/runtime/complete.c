@@ -14,13 +14,15 @@
 
 
 /* Takes the ops' names out of in_flight, each only where it still maps to its op (a completed
- * op's name may already be in use again by a later submission). */
+ * op's name may already be in use again by a later submission); once per op. */
 static void forget_names(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
     pthread_mutex_lock(&rt->queue_mutex);
-    for (size_t i = 0; i < n; i++)
-        for (size_t k = 0; k < ops[i]->n_tensors; k++) {
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i]->names_forgotten) continue;
+        for (size_t k = 0; k < ops[i]->n_tensors; k++)
             hvdc__name_table_remove_value(&rt->in_flight, ops[i]->tensors[k].name, ops[i]);
-        }
+        ops[i]->names_forgotten = 1;
+    }
     pthread_mutex_unlock(&rt->queue_mutex);
 }
 

@@ -76,7 +76,8 @@ void hvdc__name_table_free(hvdc_name_table *table) {
 }
 
 void *hvdc__name_table_get(const hvdc_name_table *table, const char *key) {
-    if (table->n_buckets == 0) return NULL;
+    /* empty: no hash taken (rank 0's table of named entries, every name cached) */
+    if (table->count == 0) return NULL;
     hvdc_name_node *node = find(table, key, hash_name(key));
     return node ? node->value : NULL;
 }
@@ -119,7 +120,7 @@ int hvdc__name_table_put(hvdc_name_table *table, const char *key, void *value) {
 /* Unlinks key's node, if any, where it maps to value (any value when !only). @return its value
  * (NULL when none). */
 static void *unlink_key(hvdc_name_table *table, const char *key, int only, const void *value) {
-    if (table->n_buckets == 0) return NULL;
+    if (table->count == 0) return NULL;
     uint64_t h = hash_name(key);
     for (hvdc_name_node **link = &table->buckets[h % table->n_buckets]; *link;
          link = &(*link)->next) {

@@ -576,7 +576,10 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
     /* a disagreement fails the entry on its own; mark those first so fusion skips them */
     size_t idx = 0;
     for (entry *e = n->ready_head; e; e = e->next_ready, idx++) {
-        message m = {.len = 0};
+        if (e->slot >= 0 && e->n_announced == n->size) continue; /* the steady state: cached,
+                                                                    every rank in: nothing to say */
+        message m; /* not zeroed: 1 KiB a name, the whole cost of this loop; say() ends it */
+        m.len = 0;
         m.text[0] = '\0';
         int refused = 0;
         if (e->slot < 0) {

@@ -353,7 +353,8 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
                           r->names[0]);
     hvdc_timeline *tl = rt->executor.timeline;
     int64_t answered = hvdc__timeline_now_us(tl), group = ++rt->executor.group;
-    for (size_t i = 0; tl && i < n; i++) {
+    int spans = hvdc__timeline_recording(tl); /* else no call a tensor (rank 0 has tl) */
+    for (size_t i = 0; spans && i < n; i++) {
         int64_t from = ops[i]->announced_us;
         if (from < s->round_started_us) {
             op_span(tl, ops[i], "WAIT_FOR_RANKS", from, s->round_started_us, group);
@@ -451,13 +452,14 @@ void *hvdc__background_main(void *arg) {
         hvdc_timeline *tl = rt->executor.timeline;
         s.round_started_us = hvdc__timeline_now_us(tl);
         hvdc__timeline_cycle(tl, s.round_started_us, ++s.rounds);
+        int spans = hvdc__timeline_recording(tl);
         for (hvdc_op *op = fresh; op; op = op->next) {
             /* a request exactly as cached goes as its slot number (cache.h) */
             int64_t slot = hvdc__cache_lookup(s.cache, &op->desc);
             if (slot >= 0) fresh_slots[n_slots++] = (uint32_t)slot;
             else fresh_descs[n_fresh++] = &op->desc;
             op->announced_us = s.round_started_us;
-            if (tl) op_span(tl, op, "QUEUED", op->submitted_us, op->announced_us, -1);
+            if (spans) op_span(tl, op, "QUEUED", op->submitted_us, op->announced_us, -1);
         }
         s.n_in_flight += n_fresh + n_slots;
 

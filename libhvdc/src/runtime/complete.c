@@ -14,13 +14,15 @@
 
 
 /* Takes the ops' names out of in_flight, each only where it still maps to its op (a completed
- * op's name may already be in use again by a later submission). */
+ * op's name may already be in use again by a later submission); once per op. */
 static void forget_names(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
     pthread_mutex_lock(&rt->queue_mutex);
-    for (size_t i = 0; i < n; i++)
-        for (size_t k = 0; k < ops[i]->n_tensors; k++) {
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i]->names_forgotten) continue;
+        for (size_t k = 0; k < ops[i]->n_tensors; k++)
             hvdc__name_table_remove_value(&rt->in_flight, ops[i]->tensors[k].name, ops[i]);
-        }
+        ops[i]->names_forgotten = 1;
+    }
     pthread_mutex_unlock(&rt->queue_mutex);
 }
 
@@ -53,6 +55,7 @@ void hvdc__complete_ops(hvdc_runtime *rt, hvdc_op **ops, size_t n, hvd_status st
 void hvdc__publish_on_device(hvdc_runtime *rt, hvdc_op **ops, size_t n, void *done_event) {
     int64_t now = hvdc__now_ns();
     pthread_mutex_lock(&rt->completion_mutex);
+    if (rt->device_fired == done_event) rt->device_fired = NULL; /* re-recorded: marks these */
     for (size_t i = 0; i < n; i++) {
         ops[i]->phase_at[HVDC_PHASE_DEVICE] = now;
         ops[i]->on_device = 1;
@@ -96,14 +99,22 @@ void hvdc__drop_device_hold(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
 int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block) {
     if (!op->device_done || op->device_waiting) return 0;
     void *event = op->device_done;
+    /* a fused response's ops share one event: once a waiter saw it fire, the others need not
+     * ask the device (one CUDA call a response, not one a tensor); as the device would answer
+     * after an abort, they do */
+    int fired = event == rt->device_fired && !atomic_load(&rt->device_aborted);
     hold_unlocked(rt, op);
     /* the event may be pooled and re-recorded meanwhile: then it fires for later work on the
      * same stream, which also means op's work finished (a later wake-up, never a wrong one) */
-    int finished = rt->device_event_finished(event, &rt->device_aborted, block);
+    int finished = fired || rt->device_event_finished(event, &rt->device_aborted, block);
     int64_t seen = hvdc__now_ns(); /* the device phase ends here (phases.h) */
     if (finished) {
         forget_names(rt, &op, 1);
         pthread_mutex_lock(&rt->completion_mutex);
+        /* still op's event (the background thread has not let go of op, so the event is not
+         * back in the pool): what fired is op's work, and remembering it is safe until the
+         * event is published again */
+        if (op->device_done == event) rt->device_fired = event;
         if (!op->done) {
             op->phase_at[HVDC_PHASE_WAKE] = seen;
             op->status = HVD_OK;

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <errno.h>
 #include <mpi.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,29 +37,35 @@
 hvdc_runtime *hvdc__runtime = NULL;
 
 /* The gate: every public call that uses the runtime enters and leaves it, and hvd_shutdown
- * frees the runtime only once no call is inside (a thread blocked in hvd_wait included). */
+ * frees the runtime only once no call is inside (a thread blocked in hvd_wait included).
+ * Entering and leaving take no lock (two of each a tensor, on hvd_allreduce_async and hvd_wait):
+ * a call counts itself in, then looks whether the gate is open; hvd_shutdown closes the gate,
+ * then waits for the count to reach zero. Both sides store before they load (sequentially
+ * consistent atomics), so either the call sees the gate closed and backs out, or hvd_shutdown
+ * sees the call and waits for it. The last call out of a closed gate wakes hvd_shutdown under
+ * gate_mutex, which hvd_shutdown holds while it looks at the count, so the wake-up is never lost.
+ * gate_open's store after hvdc__runtime's (in hvd_init) publishes the runtime to the calls. */
 static pthread_mutex_t gate_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_idle = PTHREAD_COND_INITIALIZER;
-static int calls_inside = 0;
-static int closing = 0;
+static atomic_int calls_inside = 0;
+static atomic_int gate_open = 0; /* hvdc__runtime is live and hvd_shutdown has not begun */
 
 hvd_status hvdc__enter(const char *fn) {
     hvdc__clear_error();
-    pthread_mutex_lock(&gate_mutex);
-    int live = hvdc__runtime != NULL && !closing;
-    if (live) calls_inside++;
-    pthread_mutex_unlock(&gate_mutex);
-    if (!live)
-        return hvdc__fail(HVD_ERR_NOT_INITIALIZED,
-                          "%s: libhvdc is not initialized (call hvd_init() first; after "
-                          "hvd_shutdown() nothing may be called)", fn);
-    return HVD_OK;
+    atomic_fetch_add(&calls_inside, 1);
+    if (atomic_load(&gate_open)) return HVD_OK;
+    hvdc__leave();
+    return hvdc__fail(HVD_ERR_NOT_INITIALIZED,
+                      "%s: libhvdc is not initialized (call hvd_init() first; after "
+                      "hvd_shutdown() nothing may be called)", fn);
 }
 
 void hvdc__leave(void) {
-    pthread_mutex_lock(&gate_mutex);
-    if (--calls_inside == 0) pthread_cond_broadcast(&gate_idle);
-    pthread_mutex_unlock(&gate_mutex);
+    if (atomic_fetch_sub(&calls_inside, 1) == 1 && !atomic_load(&gate_open)) {
+        pthread_mutex_lock(&gate_mutex);
+        pthread_cond_broadcast(&gate_idle);
+        pthread_mutex_unlock(&gate_mutex);
+    }
 }
 
 static const char *env_lookup(const char *name, void *ctx) {
@@ -453,6 +460,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     if (rt->config.sigusr1_dump) hvdc__dump_install(&rt->dump_requested, wake_background, rt);
     pthread_mutex_lock(&gate_mutex);
     hvdc__runtime = rt;
+    atomic_store(&gate_open, 1);
     pthread_mutex_unlock(&gate_mutex);
     return HVD_OK;
 fail: {
@@ -532,18 +540,13 @@ void hvdc__runtime_on_shutdown(void (*stop)(void)) {
 
 hvd_status hvd_init_comm(MPI_Comm comm) { return init_on(comm, 1); }
 
-int hvd_is_initialized(void) {
-    pthread_mutex_lock(&gate_mutex);
-    int live = hvdc__runtime != NULL && !closing;
-    pthread_mutex_unlock(&gate_mutex);
-    return live;
-}
+int hvd_is_initialized(void) { return atomic_load(&gate_open); }
 
 hvd_status hvd_shutdown(void) {
     hvdc__clear_error();
     pthread_mutex_lock(&gate_mutex);
-    hvdc_runtime *rt = closing ? NULL : hvdc__runtime;
-    if (rt) closing = 1;
+    hvdc_runtime *rt = atomic_load(&gate_open) ? hvdc__runtime : NULL;
+    if (rt) atomic_store(&gate_open, 0); /* no call enters from now on */
     void (*stop_process_sets)(void) = rt ? rt->stop_process_sets : NULL;
     pthread_mutex_unlock(&gate_mutex);
     if (!rt) return hvdc__fail(HVD_ERR_NOT_INITIALIZED, "hvd_shutdown: libhvdc is not initialized (hvd_init was not called, or hvd_shutdown was called already)");
@@ -556,9 +559,8 @@ hvd_status hvd_shutdown(void) {
     join_background(rt);
     hvdc__dump_uninstall();
     pthread_mutex_lock(&gate_mutex);
-    while (calls_inside > 0) pthread_cond_wait(&gate_idle, &gate_mutex);
+    while (atomic_load(&calls_inside) > 0) pthread_cond_wait(&gate_idle, &gate_mutex);
     hvdc__runtime = NULL;
-    closing = 0;
     pthread_mutex_unlock(&gate_mutex);
     int we_initialized = rt->we_initialized_mpi;
     /* finalizing waits for every process, which a dead rank never answers: leave MPI as is;

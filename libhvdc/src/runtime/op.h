@@ -46,6 +46,9 @@ typedef struct hvdc_op {
     int64_t submitted_us;       /* timeline clock at submission */
     int64_t announced_us;       /* timeline clock when the background thread announced it */
     int announced;              /* 1 once sent to rank 0 (background thread, under queue_mutex) */
+    int names_forgotten;        /* 1 once its names are out of in_flight (complete.c, under
+                                   queue_mutex): a device op's waiter and the background
+                                   thread both complete it, and only the first looks them up */
     int64_t phase_at[HVDC_N_PHASES]; /* submitted, taken, answered, on the device, completed
                                         (ns; phases.h) */
     void *ready_event;          /* device tensors: cudaEvent_t the inputs are ready on, or NULL */

@@ -285,6 +285,10 @@ static int row_locked(hvdc_timeline *tl, const char *name) {
     return r->id;
 }
 
+int hvdc__timeline_recording(const hvdc_timeline *tl) {
+    return tl && atomic_load_explicit(&tl->recording, memory_order_relaxed);
+}
+
 /* Locks tl->mutex if tl is recording: then the caller records and unlocks. */
 static int lock_if_recording(hvdc_timeline *tl) {
     if (!tl || !atomic_load_explicit(&tl->recording, memory_order_relaxed)) return 0;

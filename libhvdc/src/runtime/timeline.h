@@ -15,7 +15,8 @@
  * new events in one write, so a job that ends early or is killed leaves a loadable file.
  * Events are buffered in memory; a writer thread does the file I/O, off the background thread.
  *
- * defines: hvdc_timeline, hvdc__timeline_open, _close, _start, _stop, _now_us, _span, _cycle
+ * defines: hvdc_timeline, hvdc__timeline_open, _close, _start, _stop, _now_us, _span, _recording,
+ *          _cycle
  * The background thread records; the writer thread writes; open/close on the hvd_init thread;
  * start/stop on any user thread (serialized by the timeline's own lock).
  */
@@ -48,6 +49,10 @@ int64_t hvdc__timeline_now_us(const hvdc_timeline *timeline);
  * Rows are labelled with the tensor name on first use in each file. No-op unless recording. */
 void hvdc__timeline_span(hvdc_timeline *timeline, const char *name, const char *phase,
                          int64_t start_us, int64_t end_us, int64_t group);
+
+/* Whether timeline (NULL-safe) records now: a caller with many spans to give skips them all
+ * when it does not (a hint: recording may start or stop meanwhile, and spans check again). */
+int hvdc__timeline_recording(const hvdc_timeline *timeline);
 
 /* A global instant event (a negotiation round) if mark_cycles was asked for. */
 void hvdc__timeline_cycle(hvdc_timeline *timeline, int64_t at_us, uint64_t round);

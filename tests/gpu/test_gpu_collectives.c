@@ -117,9 +117,18 @@ static void test_adasum(void) {
     o.postscale = 2.0;
     hvd_handle h[NT];
     hvd_status st[NT];
+    for (size_t t = 0; t < NT; t++) d[t] = gt_alloc(counts[t] * sizeof(float));
+    if (runs && !one_node) { /* the last rank cannot number the nodes (HVDC_TEST_FAULTS): the
+                                first Adasum fails on every rank, before any data moved */
+        if (T.rank == T.size - 1) setenv("HVDC_TEST_FAULTS", "adasum_nodes", 1);
+        hvd_handle hf;
+        if (MT_EXPECT(&T, hvd_allreduce_async("gpu.adasum.nomem", d[0], d[0], counts[0],
+                                              HVD_FLOAT32, HVD_ADASUM, &o, &hf), HVD_OK))
+            MT_EXPECT(&T, hvd_wait(&hf), HVD_ERR_NO_MEMORY);
+        if (T.rank == T.size - 1) unsetenv("HVDC_TEST_FAULTS");
+    }
     size_t at = 0;
     for (size_t t = 0; t < NT; t++) {
-        d[t] = gt_alloc(counts[t] * sizeof(float));
         mt_fill(host + at, HVD_FLOAT32, HVD_AVERAGE, T.rank, 0, counts[t], 7 + t);
         to_dev(d[t], host + at, counts[t] * sizeof(float));
         char name[32];

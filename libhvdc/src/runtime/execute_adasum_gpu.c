@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "base/dtype.h"
+#include "base/fault.h"
 #include "base/nodes.h"
 #include "base/poll.h"
 #include "base/status.h"
@@ -51,15 +52,9 @@ void hvdc__adasum_nodes_free(hvdc_adasum_nodes *nodes) {
 
 /* From every rank's {lowest rank on its node, local rank, ranks on its node}: the node numbers,
  * this rank's peers, and whether Horovod's conditions hold. The same table on every rank, so
- * the same verdict. */
-static void number_nodes(hvdc_adasum_nodes *nodes, const int *all, int size, int rank) {
-    int *leader = calloc((size_t)size, sizeof *leader), count = 0, uneven = 0;
-    if (!nodes->peer || !leader) {
-        nodes->refused = HVD_ERR_NO_MEMORY;
-        snprintf(nodes->why, sizeof nodes->why, "out of memory numbering the nodes");
-        free(leader);
-        return;
-    }
+ * the same verdict. leader: room for size ints. */
+static void number_nodes(hvdc_adasum_nodes *nodes, const int *all, int *leader, int size, int rank) {
+    int count = 0, uneven = 0;
     for (int r = 0; r < size; r++) { /* leaders appear in increasing order: r is one if all[3r] == r */
         if (all[3 * r] == r) leader[count++] = r;
         uneven |= all[3 * r + 2] != all[2];
@@ -74,7 +69,6 @@ static void number_nodes(hvdc_adasum_nodes *nodes, const int *all, int size, int
     }
     nodes->node = node_of_me;
     nodes->count = count;
-    free(leader);
     /* Horovod's words (horovod/torch/mpi_ops.py, _allreduce_async) */
     if (uneven) {
         nodes->refused = HVD_ERR_UNSUPPORTED;
@@ -87,35 +81,43 @@ static void number_nodes(hvdc_adasum_nodes *nodes, const int *all, int size, int
     }
 }
 
-/* ex->adasum_nodes, made by the first response that needs it (collective over ex->comm). */
+/* ex->adasum_nodes, made by the first response that needs it (collective over ex->comm). The
+ * memory comes first and every rank agrees it has it: a rank without it fails the response on
+ * every rank alone (the next one tries again) instead of leaving the others in the gather. */
 static hvd_status ensure_nodes(hvdc_executor *ex) {
     hvd_status st = HVD_OK;
-    int *all = NULL;
     if (ex->adasum_nodes) return HVD_OK;
+    size_t size = (size_t)ex->size;
     hvdc_adasum_nodes *nodes = calloc(1, sizeof *nodes);
-    if (!nodes) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory numbering the nodes");
-    nodes->node_comm = MPI_COMM_NULL;
+    if (nodes) nodes->node_comm = MPI_COMM_NULL;
+    int *all = malloc(3 * size * sizeof *all), *leader = malloc(size * sizeof *leader);
+    int ok = nodes && all && leader && (nodes->peer = malloc(size * sizeof *nodes->peer)) != NULL &&
+             !hvdc__fault("adasum_nodes"); /* tests: this rank lacks the memory */
+    MPI_Request req;
+    CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, ex->comm, &req));
+    CHECK(hvdc__wait_requests(1, &req, ex->liveness));
+    if (!ok) {
+        ex->failed_before_data = 1;
+        st = hvdc__fail(HVD_ERR_NO_MEMORY, "a device Adasum across nodes: a rank ran out of "
+                        "memory numbering the nodes (%zu ranks)", size);
+        goto fail;
+    }
     CHECK(hvdc__split_node(ex->comm, &nodes->node_comm));
     int mine[3] = {ex->rank, 0, 0};
-    MPI_Request req;
     CHECK_MPI(MPI_Comm_rank(nodes->node_comm, &mine[1]));
     CHECK_MPI(MPI_Comm_size(nodes->node_comm, &mine[2]));
     CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, &mine[0], 1, MPI_INT, MPI_MIN, nodes->node_comm, &req));
     CHECK(hvdc__wait_requests(1, &req, ex->liveness));
-    all = malloc(3 * (size_t)ex->size * sizeof *all);
-    nodes->peer = malloc((size_t)ex->size * sizeof *nodes->peer);
-    if (!all) {
-        st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory numbering the nodes");
-        goto fail; /* the others wait in the gather: a failure here is fatal, as in MPI */
-    }
     CHECK_MPI(MPI_Iallgather(mine, 3, MPI_INT, all, 3, MPI_INT, ex->comm, &req));
     CHECK(hvdc__wait_requests(1, &req, ex->liveness));
-    number_nodes(nodes, all, ex->size, ex->rank);
+    number_nodes(nodes, all, leader, ex->size, ex->rank);
     free(all);
+    free(leader);
     ex->adasum_nodes = nodes;
     return HVD_OK;
 fail:
     free(all);
+    free(leader);
     hvdc__adasum_nodes_free(nodes);
     return st;
 }

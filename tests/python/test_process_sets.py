@@ -93,6 +93,7 @@ def test_sets_do_not_wait_for_each_other(sets):
     hvd.barrier()  # the even ranks get here only if their set ran meanwhile
     if late is not None:
         assert not hvd.poll(late), "the odd all-reduce finished before its last rank submitted it"
+    hvd.barrier()  # the last odd rank submits only once the others have looked
     if hvd.rank() == last_odd:
         late = hvd.allreduce_async(x, op=hvd.Sum, name="late", process_set=odd)
     if late is not None:

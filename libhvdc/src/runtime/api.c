@@ -156,7 +156,9 @@ static hvd_status check_device_buffer(const char *fn, const char *name, int devi
 static hvd_status check_device_buffers(const char *fn, const char *name, int device,
                                        const void *send, const void *recv) {
     hvd_status st = check_device_buffer(fn, name, device, "sendbuf", send);
-    return st == HVD_OK ? check_device_buffer(fn, name, device, "recvbuf", recv) : st;
+    /* in place (a gradient's usual case): one pointer query, a CUDA call, per tensor */
+    if (st != HVD_OK || recv == send) return st;
+    return check_device_buffer(fn, name, device, "recvbuf", recv);
 }
 
 /* A reduction on a device: NCCL has no 16-bit integers (hvdc.h). */

@@ -196,6 +196,41 @@ static void test_background_first(void) {
     runtime_delete(rt);
 }
 
+/* A fused response's ops share one done event: once the first waiter saw it fire, the others
+ * complete without asking the device (and without letting go of completion_mutex); an event
+ * published again, for newer work, is asked again. */
+static void test_fused_waiters(void) {
+    hvdc_runtime *rt = runtime_new();
+    fake_event e;
+    event_init(&e);
+    hvd_handle h[3];
+    hvdc_op *ops[3];
+    ops[0] = submit(rt, "f0", &h[0]);
+    ops[1] = submit(rt, "f1", &h[1]);
+    hvdc__publish_on_device(rt, ops, 2, &e);
+    event_fire(&e);
+    for (int i = 0; i < 2; i++) {
+        waiter w = {rt, h[i], 1, HVD_OK, "", 0};
+        wait_thread(&w);
+        CHECK_TRUE(w.status == HVD_OK, "fused op %d: %s", i, hvd_status_string(w.status));
+    }
+    CHECK_TRUE(e.waits == 1, "%d device waits for one fused response (expected 1)", e.waits);
+    CHECK_TRUE(in_flight(rt, "f0") == NULL && in_flight(rt, "f1") == NULL,
+               "a fused op's name stays in flight after its waiter completed it");
+    CHECK_TRUE(ops[1]->phase_at[HVDC_PHASE_WAKE] != 0, "the second op's wake-up was not timed");
+    hvdc__drop_device_hold(rt, ops, 2); /* frees both */
+    /* the same (pooled) event recorded again for a newer op: its waiter asks the device */
+    ops[2] = submit(rt, "f2", &h[2]);
+    hvdc__publish_on_device(rt, &ops[2], 1, &e);
+    waiter w = {rt, h[2], 1, HVD_OK, "", 0};
+    wait_thread(&w);
+    CHECK_TRUE(e.waits == 2, "a re-published event was trusted without asking the device "
+               "(%d device waits, expected 2)", e.waits);
+    hvdc__drop_device_hold(rt, &ops[2], 1);
+    event_destroy(&e);
+    runtime_delete(rt);
+}
+
 static void test_aborted(void) {
     hvdc_runtime *rt = runtime_new();
     fake_event e;
@@ -456,6 +491,7 @@ static void test_handoff_spin(void) {
 int main(void) {
     test_waiter_first();
     test_background_first();
+    test_fused_waiters();
     test_aborted();
     test_name_reused();
     test_stream_wait_frees_name();

@@ -103,10 +103,19 @@ int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block) {
      * ask the device (one CUDA call a response, not one a tensor); as the device would answer
      * after an abort, they do */
     int fired = event == rt->device_fired && !atomic_load(&rt->device_aborted);
+    if (fired) { /* nothing to wait for: done without letting go of the mutex */
+        forget_names(rt, &op, 1); /* completion_mutex, then queue_mutex: the only nesting */
+        op->phase_at[HVDC_PHASE_WAKE] = hvdc__now_ns();
+        op->status = HVD_OK;
+        op->done = 1;
+        count_change(rt);
+        pthread_cond_broadcast(&rt->completion_cond);
+        return 1;
+    }
     hold_unlocked(rt, op);
     /* the event may be pooled and re-recorded meanwhile: then it fires for later work on the
      * same stream, which also means op's work finished (a later wake-up, never a wrong one) */
-    int finished = fired || rt->device_event_finished(event, &rt->device_aborted, block);
+    int finished = rt->device_event_finished(event, &rt->device_aborted, block);
     int64_t seen = hvdc__now_ns(); /* the device phase ends here (phases.h) */
     if (finished) {
         forget_names(rt, &op, 1);

@@ -41,7 +41,8 @@ void hvdc__drop_device_hold(hvdc_runtime *rt, hvdc_op **ops, size_t n);
 
 /* With completion_mutex held, op not done: if op is queued on the device and no other thread
  * is waiting on its event, waits on it (block) or looks (not block) with the mutex released,
- * and completes op when its work has finished. @return 1 when it looked at the device (op may
+ * and completes op when its work has finished (at once, the mutex kept, when another waiter saw
+ * the same fused response's event fire). @return 1 when it looked at the device (op may
  * now be done; look it up again), 0 when the caller must wait for the background thread. */
 int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block);
 

@@ -3,6 +3,7 @@
  *
  *   user threads ──submit──> queue (queue_mutex, queue_cond) ──> background thread
  *   user threads <──hvd_wait── handles, op completion (completion_mutex, completion_cond)
+ *   (a waiter may take queue_mutex while it holds completion_mutex; never the other way)
  *
  * defines: hvdc_runtime, hvdc__runtime (the live instance), hvdc__enter, hvdc__leave, HVDC_GATED,
  *          hvdc__background_main, hvdc__submit, hvdc__submit_wait, hvdc__runtime_start_child,

@@ -98,8 +98,9 @@ static void runtime_delete(hvdc_runtime *rt) {
 static hvdc_op *submit(hvdc_runtime *rt, const char *name, hvd_handle *handle) {
     hvdc_op *op = hvdc__op_create(1);
     op->tensors[0].name = name;
+    op->tensors[0].name_hash = hvdc__name_hash(name); /* as hvdc__submit takes it */
     pthread_mutex_lock(&rt->queue_mutex);
-    hvdc__name_table_put(&rt->in_flight, name, op);
+    hvdc__name_table_put_hashed(&rt->in_flight, name, op->tensors[0].name_hash, op);
     pthread_mutex_unlock(&rt->queue_mutex);
     pthread_mutex_lock(&rt->completion_mutex);
     *handle = hvdc__handles_add(&rt->handles, op);

@@ -45,6 +45,17 @@ int main(void) {
     CHECK_TRUE(hvdc__name_table_remove_value(&t, "grad.9", &values[0]) == 0, "absent: nothing");
     CHECK_TRUE(hvdc__name_table_put(&t, keys[9], &values[0]) == 0, "put back");
 
+    /* the _hashed calls, given hvdc__name_hash's value, are the plain ones */
+    uint64_t h9 = hvdc__name_hash("grad.9");
+    CHECK_TRUE(h9 == hvdc__name_hash(keys[9]), "the hash depends on the name only");
+    CHECK_TRUE(hvdc__name_table_get_hashed(&t, "grad.9", h9) == &values[0], "get_hashed finds it");
+    CHECK_TRUE(hvdc__name_table_put_hashed(&t, keys[9], h9, &values[1]) == -1, "put_hashed refuses a duplicate");
+    CHECK_TRUE(hvdc__name_table_remove_value_hashed(&t, "grad.9", h9, &values[1]) == 0 &&
+                   hvdc__name_table_remove_value_hashed(&t, "grad.9", h9, &values[0]) == 1 &&
+                   hvdc__name_table_get(&t, "grad.9") == NULL, "remove_value_hashed: its value only");
+    CHECK_TRUE(hvdc__name_table_put_hashed(&t, keys[9], h9, &values[0]) == 0 &&
+                   hvdc__name_table_get(&t, "grad.9") == &values[0], "put_hashed: the plain get finds it");
+
     int popped = 0;
     while (hvdc__name_table_pop(&t)) popped++;
     CHECK_TRUE(popped == 200 && t.count == 0, "pop drains every entry: %d", popped);

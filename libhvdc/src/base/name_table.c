@@ -22,7 +22,7 @@ struct hvdc_name_node {
  * 8 bytes, 18 ns, then murmur3's finalizer, so the low bits that pick the bucket depend on
  * every byte. These hashes never leave the process (FNV-1a stays for what is compared across
  * ranks or saved), so the function may change freely. */
-static uint64_t hash_name(const char *key) {
+uint64_t hvdc__name_hash(const char *key) {
     size_t len = strlen(key);
     uint64_t h = (uint64_t)len * 0x9e3779b97f4a7c15ull, word;
     for (; len >= 8; len -= 8, key += 8) {
@@ -78,7 +78,11 @@ void hvdc__name_table_free(hvdc_name_table *table) {
 void *hvdc__name_table_get(const hvdc_name_table *table, const char *key) {
     /* empty: no hash taken (rank 0's table of named entries, every name cached) */
     if (table->count == 0) return NULL;
-    hvdc_name_node *node = find(table, key, hash_name(key));
+    return hvdc__name_table_get_hashed(table, key, hvdc__name_hash(key));
+}
+
+void *hvdc__name_table_get_hashed(const hvdc_name_table *table, const char *key, uint64_t hash) {
+    hvdc_name_node *node = find(table, key, hash);
     return node ? node->value : NULL;
 }
 
@@ -102,7 +106,10 @@ static int grow(hvdc_name_table *table) {
 }
 
 int hvdc__name_table_put(hvdc_name_table *table, const char *key, void *value) {
-    uint64_t h = hash_name(key);
+    return hvdc__name_table_put_hashed(table, key, hvdc__name_hash(key), value);
+}
+
+int hvdc__name_table_put_hashed(hvdc_name_table *table, const char *key, uint64_t h, void *value) {
     if (find(table, key, h)) return -1;
     if (table->count >= table->n_buckets && grow(table) != 0) return -2;
     hvdc_name_node *node = table->spare;
@@ -119,9 +126,9 @@ int hvdc__name_table_put(hvdc_name_table *table, const char *key, void *value) {
 
 /* Unlinks key's node, if any, where it maps to value (any value when !only). @return its value
  * (NULL when none). */
-static void *unlink_key(hvdc_name_table *table, const char *key, int only, const void *value) {
+static void *unlink_key(hvdc_name_table *table, const char *key, uint64_t h, int only,
+                        const void *value) {
     if (table->count == 0) return NULL;
-    uint64_t h = hash_name(key);
     for (hvdc_name_node **link = &table->buckets[h % table->n_buckets]; *link;
          link = &(*link)->next) {
         hvdc_name_node *node = *link;
@@ -137,11 +144,16 @@ static void *unlink_key(hvdc_name_table *table, const char *key, int only, const
 }
 
 void *hvdc__name_table_remove(hvdc_name_table *table, const char *key) {
-    return unlink_key(table, key, 0, NULL);
+    return table->count ? unlink_key(table, key, hvdc__name_hash(key), 0, NULL) : NULL;
 }
 
 int hvdc__name_table_remove_value(hvdc_name_table *table, const char *key, const void *value) {
-    return value && unlink_key(table, key, 1, value) != NULL;
+    return hvdc__name_table_remove_value_hashed(table, key, table->count ? hvdc__name_hash(key) : 0, value);
+}
+
+int hvdc__name_table_remove_value_hashed(hvdc_name_table *table, const char *key, uint64_t hash,
+                                         const void *value) {
+    return value && unlink_key(table, key, hash, 1, value) != NULL;
 }
 
 void *hvdc__name_table_pop(hvdc_name_table *table) {

@@ -177,7 +177,7 @@ static hvd_status single_op(const char *fn, hvdc_kind kind, const char *name, co
     memcpy(op->desc.name, name, strlen(name) + 1); /* check_name kept it to the room */
     op->desc.kind = (uint8_t)kind;
     op->desc.dtype = (uint8_t)dtype;
-    op->tensors[0] = (hvdc_tensor){op->desc.name, send, recv, count};
+    op->tensors[0] = (hvdc_tensor){op->desc.name, send, recv, count, 0};
     *out = op;
     return HVD_OK;
 }
@@ -327,7 +327,7 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
     for (int i = 0; i < n; i++) {
         size_t len = strlen(names[i]) + 1;
         memcpy(at, names[i], len);
-        req->tensors[i] = (hvdc_tensor){at, sendbufs[i], recvbufs[i], counts[i]};
+        req->tensors[i] = (hvdc_tensor){at, sendbufs[i], recvbufs[i], counts[i], 0};
         at += len;
     }
     return hvdc__submit(fn, o->process_set, req, handle);

@@ -265,7 +265,7 @@ static hvd_status stand_in_ops(const hvdc_wire_response *r, hvdc_op **ops, hvdc_
         op->desc.dtype = r->dtype;
         op->desc.op = r->op;
         for (size_t k = 0; k < op->n_tensors; k++)
-            op->tensors[k] = (hvdc_tensor){r->names[i], identity->data, discard->data, (size_t)r->counts[next++]};
+            op->tensors[k] = (hvdc_tensor){r->names[i], identity->data, discard->data, (size_t)r->counts[next++], 0};
         ops[i] = op;
     }
     return HVD_OK;

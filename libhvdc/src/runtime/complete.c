@@ -20,7 +20,8 @@ static void forget_names(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (ops[i]->names_forgotten) continue;
         for (size_t k = 0; k < ops[i]->n_tensors; k++)
-            hvdc__name_table_remove_value(&rt->in_flight, ops[i]->tensors[k].name, ops[i]);
+            hvdc__name_table_remove_value_hashed(&rt->in_flight, ops[i]->tensors[k].name,
+                                                 ops[i]->tensors[k].name_hash, ops[i]);
         ops[i]->names_forgotten = 1;
     }
     pthread_mutex_unlock(&rt->queue_mutex);

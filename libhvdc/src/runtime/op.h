@@ -28,6 +28,8 @@ typedef struct hvdc_tensor {
     const void *send;
     void *recv;
     size_t count;
+    uint64_t name_hash; /* hvdc__name_hash(name), taken once by hvdc__submit for the in-flight
+                           table's put and remove */
 } hvdc_tensor;
 
 typedef struct hvdc_op {

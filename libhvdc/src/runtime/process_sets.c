@@ -63,7 +63,7 @@ static hvd_status gather(const char *fn, const char *name, const int64_t *mine, 
     op->desc.kind = HVDC_KIND_ALLGATHER;
     op->desc.dtype = HVD_INT64;
     op->desc.capacity = k * (size_t)hvdc__runtime->topo.size;
-    op->tensors[0] = (hvdc_tensor){op->desc.name, mine, all, k};
+    op->tensors[0] = (hvdc_tensor){op->desc.name, mine, all, k, 0};
     return hvdc__submit_wait(fn, HVD_PROCESS_SET_GLOBAL, op);
 }
 

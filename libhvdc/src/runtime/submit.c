@@ -41,6 +41,8 @@ static hvd_status queue_op(const char *fn, hvdc_runtime *rt, hvdc_op *op, hvd_ha
     hvd_status st = HVD_OK;
     op->submitted_us = hvdc__timeline_now_us(rt->executor.timeline);
     op->phase_at[HVDC_PHASE_QUEUED] = hvdc__now_ns();
+    for (size_t i = 0; i < op->n_tensors; i++) /* outside the locks */
+        op->tensors[i].name_hash = hvdc__name_hash(op->tensors[i].name);
     pthread_mutex_lock(&rt->completion_mutex);
     hvd_handle h = hvdc__handles_add(&rt->handles, op);
     pthread_mutex_unlock(&rt->completion_mutex);
@@ -56,7 +58,8 @@ static hvd_status queue_op(const char *fn, hvdc_runtime *rt, hvdc_op *op, hvd_ha
                         rt->stop_message);
     } else {
         for (; added < op->n_tensors; added++) {
-            int put = hvdc__name_table_put(&rt->in_flight, op->tensors[added].name, op);
+            const hvdc_tensor *t = &op->tensors[added];
+            int put = hvdc__name_table_put_hashed(&rt->in_flight, t->name, t->name_hash, op);
             if (put == -1) {
                 st = hvdc__fail(HVD_ERR_DUPLICATE_NAME, "%s: an operation named '%s' is already in flight on this rank; wait for it first or use another name", fn, op->tensors[added].name);
                 break;

@@ -92,6 +92,13 @@ if mode == "complete":
         for want in ["QUEUED", "NEGOTIATE", "ALLREDUCE"]:
             if want not in got:
                 failures.append(f"{name}: no {want} phase (has {sorted(got)})")
+        # QUEUED runs from submission to the announcement, on the timeline's clock: it starts
+        # after the timeline did and ends before the tensor's negotiation starts
+        for q in (e for e in phases.get(name, []) if e["name"] == "QUEUED"):
+            later = [e["ts"] for e in phases.get(name, []) if e["name"] == "NEGOTIATE" and e["ts"] >= q["ts"]]
+            if q["ts"] < 0 or q["dur"] < 0 or not later or q["ts"] + q["dur"] > min(later) + 1:
+                failures.append(f"{name}: QUEUED at {q['ts']} for {q['dur']} us, not before its "
+                                f"negotiation ({min(later) if later else 'none after it'})")
     small_packed = [e for e in phases.get("small.5", []) if e["name"] == "PACK"]
     if len(small_packed) != 3:
         failures.append(f"small.5 packed {len(small_packed)} times in 3 steps, expected 3")

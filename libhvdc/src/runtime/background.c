@@ -459,7 +459,9 @@ void *hvdc__background_main(void *arg) {
             if (slot >= 0) fresh_slots[n_slots++] = (uint32_t)slot;
             else fresh_descs[n_fresh++] = &op->desc;
             op->announced_us = s.round_started_us;
-            if (spans) op_span(tl, op, "QUEUED", op->submitted_us, op->announced_us, -1);
+            if (spans)
+                op_span(tl, op, "QUEUED", hvdc__timeline_us_at(tl, op->phase_at[HVDC_PHASE_QUEUED]),
+                        op->announced_us, -1);
         }
         s.n_in_flight += n_fresh + n_slots;
 

@@ -45,7 +45,6 @@ typedef struct hvdc_op {
     int done;
     hvd_status status;
     char *error;                /* message when status != HVD_OK */
-    int64_t submitted_us;       /* timeline clock at submission */
     int64_t announced_us;       /* timeline clock when the background thread announced it */
     int announced;              /* 1 once sent to rank 0 (background thread, under queue_mutex) */
     int names_forgotten;        /* 1 once its names are out of in_flight (complete.c, under

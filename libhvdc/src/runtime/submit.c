@@ -39,7 +39,6 @@ hvd_status hvdc__submit(const char *fn, int process_set, hvdc_op *op, hvd_handle
 /* submit's body on the runtime the op goes to. */
 static hvd_status queue_op(const char *fn, hvdc_runtime *rt, hvdc_op *op, hvd_handle *handle) {
     hvd_status st = HVD_OK;
-    op->submitted_us = hvdc__timeline_now_us(rt->executor.timeline);
     op->phase_at[HVDC_PHASE_QUEUED] = hvdc__now_ns();
     for (size_t i = 0; i < op->n_tensors; i++) /* outside the locks */
         op->tensors[i].name_hash = hvdc__name_hash(op->tensors[i].name);

@@ -227,6 +227,10 @@ int64_t hvdc__timeline_now_us(const hvdc_timeline *tl) {
     return hvdc__now_us() - tl->origin_us;
 }
 
+int64_t hvdc__timeline_us_at(const hvdc_timeline *tl, int64_t now_ns) {
+    return tl ? now_ns / 1000 - tl->origin_us : 0; /* hvdc__now_us's clock */
+}
+
 /* Length of the valid UTF-8 sequence at p (1-4), or 0 if the bytes there are not one (stray
  * continuation bytes, overlong forms, surrogates, values past U+10FFFF). */
 static size_t utf8_length(const unsigned char *p) {

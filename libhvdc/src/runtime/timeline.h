@@ -15,7 +15,7 @@
  * new events in one write, so a job that ends early or is killed leaves a loadable file.
  * Events are buffered in memory; a writer thread does the file I/O, off the background thread.
  *
- * defines: hvdc_timeline, hvdc__timeline_open, _close, _start, _stop, _now_us, _span, _recording,
+ * defines: hvdc_timeline, hvdc__timeline_open, _close, _start, _stop, _now_us, _us_at, _span, _recording,
  *          _cycle
  * The background thread records; the writer thread writes; open/close on the hvd_init thread;
  * start/stop on any user thread (serialized by the timeline's own lock).
@@ -44,6 +44,8 @@ void hvdc__timeline_stop(hvdc_timeline *timeline);
 
 /* Microseconds since the timeline was created (0 when timeline is NULL). */
 int64_t hvdc__timeline_now_us(const hvdc_timeline *timeline);
+/* The same for a moment taken earlier with hvdc__now_ns (base/clock.h). */
+int64_t hvdc__timeline_us_at(const hvdc_timeline *timeline, int64_t now_ns);
 
 /* A phase on a tensor's row from start_us to end_us; group >= 0 ties a fused response's events.
  * Rows are labelled with the tensor name on first use in each file. No-op unless recording. */

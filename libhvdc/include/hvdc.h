@@ -120,9 +120,11 @@ typedef enum hvd_dtype {
  * that agree are averaged, orthogonal ones added. For all-reduce (and grouped all-reduce)
  * only, of float16, bfloat16, float32 or float64 (else HVD_ERR_INVALID_ARG), on the global
  * process set and, on host memory, a power-of-2 number of ranks (else HVD_ERR_UNSUPPORTED).
- * Device tensors run it as Horovod's NCCL Adasum does on one node: the average (summed inside
- * the node, divided by its ranks); across nodes HVD_ERR_UNSUPPORTED on every rank for now
- * (Horovod combines the nodes' sums with Adasum over MPI). Prescale applies before the
+ * Device tensors run it as Horovod's NCCL Adasum does: on one node the average (summed inside
+ * the node, divided by its ranks); across nodes each node's sum (NCCL inside the node) is
+ * combined with Adasum between the nodes over MPI, then divided by the ranks per node; the nodes
+ * must have equal rank counts and be a power of 2 in number (else HVD_ERR_UNSUPPORTED on every
+ * rank, with Horovod's words). Prescale applies before the
  * combine, postscale after. A rank that has joined contributes zeros, which Adasum leaves
  * out. Each element is computed by one rank and copied to the others: every rank gets the
  * same bits. */

@@ -13,11 +13,16 @@
  * running there (stream order keeps them apart), and reuses the all-reduces' names at once.
  * Settings: SGD with momentum, Nesterov and weight decay; Adam; AdamW; SGD summing two
  * backward passes per step. Every rank prints its verdict; rank 0 the table of settings.
+ * On the test's own stream one step runs with the device held: a host function queued before
+ * its gradients are announced blocks the stream until the step has returned, so a step that
+ * waited for its all-reduces or its update on the host would never return (a watchdog opens
+ * the gate after GATE_LIMIT_S and the check fails).
  *
  * Where it cannot run (no CUDA device, or fewer devices on a node than ranks) every rank prints
  * "SKIPPED: ..." and exits 77.
  */
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +37,8 @@
 static const size_t counts[N_PARAMS] = {1000, 37, 513};
 static const hvd_dtype dtypes[N_PARAMS] = {HVD_FLOAT32, HVD_FLOAT64, HVD_FLOAT32};
 static const char *const names[N_PARAMS] = {"fc.weight", "fc.bias", "out.weight"};
+
+#define GATE_LIMIT_S 60
 
 static mt_ctx T;
 static int local_rank;
@@ -100,13 +107,65 @@ static void write_grads(model *m, int device, cudaStream_t stream, int s, int k)
     }
 }
 
-/* One backward pass: gradients written, announced last parameter first, the pass ended. */
-static int pass(hvd_optimizer *opt, model *m, int device, cudaStream_t stream, int s, int k) {
+/* What holds a stream: a host function queued on it that returns once the gate opens. */
+typedef struct gate {
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    int open, opened_by_watchdog;
+} gate;
+
+static void gate_hold(void *arg) {
+    gate *g = arg;
+    pthread_mutex_lock(&g->mutex);
+    while (!g->open) pthread_cond_wait(&g->cond, &g->mutex);
+    pthread_mutex_unlock(&g->mutex);
+}
+
+static void gate_open(gate *g, int by_watchdog) {
+    pthread_mutex_lock(&g->mutex);
+    if (!g->open) g->opened_by_watchdog = by_watchdog;
+    g->open = 1;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->mutex);
+}
+
+/* Opens the gate after GATE_LIMIT_S unless the step returned first. */
+static void *gate_watchdog(void *arg) {
+    gate *g = arg;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += GATE_LIMIT_S;
+    pthread_mutex_lock(&g->mutex);
+    while (!g->open && pthread_cond_timedwait(&g->cond, &g->mutex, &until) == 0) {}
+    pthread_mutex_unlock(&g->mutex);
+    gate_open(g, 1);
+    return NULL;
+}
+
+/* One backward pass: gradients written, announced last parameter first, the pass ended.
+ * held: the stream is held (a gate) from before the announcements until the step returned. */
+static int pass(hvd_optimizer *opt, model *m, int device, cudaStream_t stream, int s, int k,
+                int held) {
     write_grads(m, device, stream, s, k);
-    for (int p = N_PARAMS - 1; p >= 0; p--)
-        if (!MT_EXPECT(&T, hvd_optimizer_grad_ready(opt, p), HVD_OK)) return 0;
-    int applied = -1;
-    if (!MT_EXPECT(&T, hvd_optimizer_step(opt, &applied), HVD_OK)) return 0;
+    gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    pthread_t watchdog;
+    if (held) {
+        MT_CHECK(&T, cudaLaunchHostFunc(stream, gate_hold, &g) == cudaSuccess, "the gate");
+        pthread_create(&watchdog, NULL, gate_watchdog, &g);
+    }
+    int ok = 1, applied = -1;
+    for (int p = N_PARAMS - 1; p >= 0 && ok; p--)
+        ok = MT_EXPECT(&T, hvd_optimizer_grad_ready(opt, p), HVD_OK);
+    ok = ok && MT_EXPECT(&T, hvd_optimizer_step(opt, &applied), HVD_OK);
+    if (held) {
+        gate_open(&g, 0);
+        pthread_join(watchdog, NULL);
+        MT_CHECK(&T, !g.opened_by_watchdog, "step %d: hvd_optimizer_step did not return while "
+                 "the device was held for %d s: it waited on the host for work queued on the "
+                 "device (the all-reduces or the update)", s, GATE_LIMIT_S);
+        cudaStreamSynchronize(stream); /* the gate's host function has run: g may go */
+    }
+    if (!ok) return 0;
     MT_CHECK(&T, applied == (k == opt_passes - 1), "pass %d of step %d: applied %d", k, s, applied);
     return 1;
 }
@@ -152,7 +211,8 @@ static void run_setting(const char *what, hvd_optimizer_config cfg, int own_stre
         int ok = 1;
         for (int s = 0; s < STEPS && ok; s++) {
             for (int k = 0; k < cfg.backward_passes_per_step && ok; k++)
-                ok = pass(dopt, &dev, 1, stream, s, k) && pass(hopt, &host, 0, NULL, s, k);
+                ok = pass(dopt, &dev, 1, stream, s, k, own_stream && s == 2 && k == 0) &&
+                     pass(hopt, &host, 0, NULL, s, k, 0);
             if (ok && (s % 2 == 1 || s == STEPS - 1)) compare(&dev, &host, stream, s, what);
         }
         uint64_t steps = 0;

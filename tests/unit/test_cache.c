@@ -45,6 +45,8 @@ int main(void) {
     hvdc_wire_request a = req("a", 10), b = req("b", 20), a2 = req("a", 11), d = req("d", 1), e = req("e", 1);
     CHECK_TRUE(hvdc__cache_put(c, &a) == 0 && hvdc__cache_put(c, &b) == 1, "slots 0 and 1");
     CHECK_TRUE(hvdc__cache_lookup(c, &a) == 0 && hvdc__cache_lookup(c, &b) == 1, "exact lookups");
+    CHECK_TRUE(hvdc__cache_lookup(c, &b) == 1 && hvdc__cache_lookup(c, &a) == 0 &&
+               hvdc__cache_lookup(c, &a) == 0, "out of slot order, and the same twice");
     CHECK_TRUE(hvdc__cache_lookup(c, &a2) == -1 && hvdc__cache_find(c, "a") == 0, "a changed count is not a hit");
     CHECK_TRUE(hvdc__cache_put(c, &a2) == 0 && hvdc__cache_lookup(c, &a2) == 0 &&
                hvdc__cache_lookup(c, &a) == -1, "the same name keeps its slot, with the new request");

@@ -41,8 +41,9 @@ int hvdc__cache_cacheable(const hvdc_wire_request *request);
 /* The slot of name, or -1 (whatever its request). */
 int64_t hvdc__cache_find(const hvdc_cache *cache, const char *name);
 
-/* The slot holding exactly this request (same name and every field), or -1. */
-int64_t hvdc__cache_lookup(const hvdc_cache *cache, const hvdc_wire_request *request);
+/* The slot holding exactly this request (same name and every field), or -1. Fastest when
+ * requests come in slot order (it remembers where the last one was). */
+int64_t hvdc__cache_lookup(hvdc_cache *cache, const hvdc_wire_request *request);
 
 /* Caches request under its name: its slot if the name is cached (the request replaces the
  * old one), else the next free slot. @return the slot, or -1 when the cache is full (then

@@ -325,14 +325,25 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
         return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory running a response%s",
                           s->fault_run ? " (HVDC_TEST_FAULTS=run_response)" : "");
     hvdc_op **ops = s->response_ops.data;
-    pthread_mutex_lock(&rt->queue_mutex);
     size_t n = 0;
-    for (uint32_t i = 0; i < r->n_names; i++) {
-        hvdc_op *op = hvdc__name_table_get(&rt->in_flight, r->names[i]);
-        if (op) ops[n++] = op;
+    int joined = 0;
+    if (r->slots && r->n_joined == 0) {
+        /* every rank announced these by slot, this one too, since its last response for each:
+         * the ops are where the announcements left them, no name to look up */
+        for (uint32_t i = 0; i < r->n_names; i++) {
+            hvdc_op *op = s->slot_ops[r->slots[i]];
+            s->slot_ops[r->slots[i]] = NULL;
+            if (op) ops[n++] = op;
+        }
+    } else {
+        pthread_mutex_lock(&rt->queue_mutex);
+        for (uint32_t i = 0; i < r->n_names; i++) {
+            hvdc_op *op = hvdc__name_table_get(&rt->in_flight, r->names[i]);
+            if (op) ops[n++] = op;
+        }
+        joined = hvdc__name_table_get(&rt->in_flight, HVDC_JOIN_NAME) != NULL;
+        pthread_mutex_unlock(&rt->queue_mutex);
     }
-    int joined = hvdc__name_table_get(&rt->in_flight, HVDC_JOIN_NAME) != NULL;
-    pthread_mutex_unlock(&rt->queue_mutex);
     int64_t now = hvdc__now_ns();
     for (size_t i = 0; i < n; i++) ops[i]->phase_at[HVDC_PHASE_EXECUTE] = now;
     hvd_status st = HVD_OK;
@@ -413,7 +424,8 @@ void *hvdc__background_main(void *arg) {
     s.fault_encode = hvdc__fault("encode_requests"); /* tests: read once, off the hot path */
     s.fault_run = hvdc__fault("run_response");
     s.cache = hvdc__cache_create((uint32_t)rt->config.cache_capacity);
-    if (!s.cache) {
+    s.slot_ops = calloc(hvdc__cache_capacity(s.cache) + (size_t)1, sizeof *s.slot_ops);
+    if (!s.cache || !s.slot_ops) {
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the response cache");
         goto stop;
     }
@@ -456,8 +468,12 @@ void *hvdc__background_main(void *arg) {
         for (hvdc_op *op = fresh; op; op = op->next) {
             /* a request exactly as cached goes as its slot number (cache.h) */
             int64_t slot = hvdc__cache_lookup(s.cache, &op->desc);
-            if (slot >= 0) fresh_slots[n_slots++] = (uint32_t)slot;
-            else fresh_descs[n_fresh++] = &op->desc;
+            if (slot >= 0) {
+                fresh_slots[n_slots++] = (uint32_t)slot;
+                s.slot_ops[slot] = op; /* its response names the slot (run_response) */
+            } else {
+                fresh_descs[n_fresh++] = &op->desc;
+            }
             op->announced_us = s.round_started_us;
             if (spans) op_span(tl, op, "QUEUED", op->submitted_us, op->announced_us, -1);
         }
@@ -525,5 +541,6 @@ done:
     free(fresh_descs);
     free(fresh_slots);
     hvdc__cache_destroy(s.cache);
+    free(s.slot_ops);
     return NULL;
 }

@@ -514,10 +514,6 @@ static int can_fuse(const hvdc_wire_request *a, const hvdc_wire_request *b) {
            a->prescale == b->prescale && a->postscale == b->postscale;
 }
 
-static uint64_t request_bytes(const hvdc_wire_request *q) {
-    return total_count(q) * hvd_dtype_size((hvd_dtype)q->dtype);
-}
-
 /* Ranks contributing nothing to e (joined, not announced). */
 static uint32_t joined_missing(const hvdc_negotiator *n, const entry *e) {
     return (uint32_t)(n->size - e->n_announced);
@@ -562,7 +558,7 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
     size_t n_errors = 0; /* of errors[], the entries in use: freed at the end */
     char **errors = NULL;
     entry **group = NULL;
-    out->items = calloc(n_ready, sizeof *out->items);
+    out->items = malloc(n_ready * sizeof *out->items); /* each zeroed when used: fused, few are */
     if (!out->items || hvdc__buffer_reserve(&n->errors, n_ready * sizeof *errors) != HVD_OK ||
         hvdc__buffer_reserve(&n->group, n_ready * sizeof *group) != HVD_OK) {
         st = HVD_ERR_NO_MEMORY;
@@ -601,6 +597,7 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
         e->taken = 1;
         const hvdc_wire_request *base = base_request(n, e);
         hvdc_wire_response *s = &out->items[out->n++];
+        *s = (hvdc_wire_response){0};
         s->kind = base->kind;
         s->dtype = base->dtype;
         s->op = base->op;
@@ -629,13 +626,14 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
         if (s->type == HVDC_RESPONSE_EXECUTE && base->kind == HVDC_KIND_ALLREDUCE) {
             /* fuse later compatible all-reduces, with the same contributing ranks, while they
              * fit under the threshold */
-            uint64_t bytes = request_bytes(base);
+            size_t elem = hvd_dtype_size((hvd_dtype)base->dtype); /* every fused request's */
+            uint64_t bytes = total_count(base) * elem;
             size_t later = idx + 1, fusion_threshold = base->device < 0 ? host_threshold : gpu_threshold;
             for (entry *f = e->next_ready; f && bytes < fusion_threshold; f = f->next_ready, later++) {
                 if (f->taken || errors[later]) continue;
                 const hvdc_wire_request *fb = base_request(n, f);
                 if (!can_fuse(base, fb) || memcmp(e->announced, f->announced, (size_t)n->size) != 0) continue;
-                uint64_t more = request_bytes(fb);
+                uint64_t more = total_count(fb) * elem;
                 if (bytes + more > fusion_threshold) continue;
                 group[n_group++] = f;
                 f->taken = 1;

@@ -23,6 +23,8 @@
  * rank has exactly as rank 0's cache holds it, so it needs no copies and no validation. */
 typedef struct entry {
     int64_t slot;               /* cache slot, or -1 for a named entry */
+    const hvdc_wire_request *cached; /* a slot entry's request in the cache (its address
+                                        stays while the cache lives) */
     hvdc_wire_request *by_rank; /* (size) what each rank announced; NULL for a slot entry */
     unsigned char *announced;   /* (size) in the entry's own allocation, after it */
     int n_announced;
@@ -104,8 +106,8 @@ void hvdc__negotiator_destroy(hvdc_negotiator *n) {
 }
 
 /* The request rank announced for e (for a slot entry: the cached one). */
-static const hvdc_wire_request *entry_request(const hvdc_negotiator *n, const entry *e, int rank) {
-    return e->slot >= 0 ? hvdc__cache_request(n->cache, (uint32_t)e->slot) : &e->by_rank[rank];
+static const hvdc_wire_request *entry_request(const entry *e, int rank) {
+    return e->slot >= 0 ? e->cached : &e->by_rank[rank];
 }
 
 /* Every rank has announced e, or has joined and so contributes nothing. */
@@ -130,7 +132,7 @@ static void enqueue_if_covered(void *value, void *ctx) {
 
 /* Finds the entry's name: the cached one, or any announcing rank's. */
 static const char *entry_name(const hvdc_negotiator *n, const entry *e) {
-    if (e->slot >= 0) return hvdc__cache_name(n->cache, (uint32_t)e->slot);
+    if (e->slot >= 0) return e->cached->name;
     for (int r = 0; r < n->size; r++)
         if (e->announced[r]) return e->by_rank[r].name;
     return "";
@@ -159,7 +161,7 @@ static entry *entry_new(hvdc_negotiator *n, int64_t slot) {
 static void note_announced(hvdc_negotiator *n, entry *e, int rank) {
     e->announced[rank] = 1;
     e->n_announced++;
-    if (entry_request(n, e, rank)->kind == HVDC_KIND_JOIN && !n->joined[rank]) {
+    if (entry_request(e, rank)->kind == HVDC_KIND_JOIN && !n->joined[rank]) {
         n->joined[rank] = 1;
         n->n_joined++;
         n->last_joined = rank;
@@ -243,6 +245,7 @@ static hvd_status announce_slot(hvdc_negotiator *n, int rank, uint32_t s) {
     if (!e) {
         e = entry_new(n, (int64_t)s);
         if (!e) return HVD_ERR_NO_MEMORY;
+        e->cached = cached;
         e->first_seen = n->now;
         n->by_slot[s] = e;
         n->n_slot_entries++;
@@ -521,7 +524,7 @@ static uint32_t joined_missing(const hvdc_negotiator *n, const entry *e) {
 
 /* The request the others are compared with and fused by: the lowest announcing rank's. */
 static const hvdc_wire_request *base_request(const hvdc_negotiator *n, const entry *e) {
-    return entry_request(n, e, base_rank(e, n->size));
+    return e->slot >= 0 ? e->cached : &e->by_rank[base_rank(e, n->size)]; /* cached: every rank's */
 }
 
 /* While ranks have joined, a response carries its tensors' layout for them (see wire.h). */
@@ -581,7 +584,7 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
         if (e->slot < 0) {
             refused = find_disagreement(e, n->size, &m);
         } else { /* cached: identical on every announcing rank; only a join can refuse it */
-            const hvdc_wire_request *q = entry_request(n, e, 0);
+            const hvdc_wire_request *q = entry_request(e, 0);
             if (e->n_announced < n->size) { /* the message is built only when it is needed */
                 say(&m, "%s '%s': ", hvdc__kind_name(q->kind), q->name);
                 refused = joined_device(e, q, n->size, &m);
@@ -645,18 +648,18 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
                 goto done;
             }
         }
-        s->names = malloc(n_group * sizeof *s->names);
-        if (!s->names) { st = HVD_ERR_NO_MEMORY; goto done; }
         int all_cached = s->type == HVDC_RESPONSE_EXECUTE;
-        for (uint32_t i = 0; i < n_group; i++) {
-            memcpy(s->names[i], base_request(n, group[i])->name, sizeof s->names[0]);
-            all_cached &= group[i]->slot >= 0;
-        }
+        for (uint32_t i = 0; i < n_group; i++) all_cached &= group[i]->slot >= 0;
         s->n_names = n_group;
-        if (all_cached) { /* sent as slot numbers: every rank has the names */
+        if (all_cached) { /* sent as slot numbers: every rank has the names, so none here */
             s->slots = malloc(n_group * sizeof *s->slots);
             if (!s->slots) { st = HVD_ERR_NO_MEMORY; goto done; }
             for (uint32_t i = 0; i < n_group; i++) s->slots[i] = (uint32_t)group[i]->slot;
+        } else {
+            s->names = malloc(n_group * sizeof *s->names);
+            if (!s->names) { st = HVD_ERR_NO_MEMORY; goto done; }
+            for (uint32_t i = 0; i < n_group; i++)
+                memcpy(s->names[i], base_request(n, group[i])->name, sizeof s->names[0]);
         }
     }
     if (join_done) {

@@ -53,6 +53,14 @@ int main(void) {
     CHECK_TRUE(hvdc__cache_put(c, &d) == 2 && hvdc__cache_put(c, &e) == -1 &&
                hvdc__cache_find(c, "e") == -1, "a full cache takes nothing more");
     CHECK_TRUE(strcmp(hvdc__cache_name(c, 1), "b") == 0 && hvdc__cache_name(c, 3) == NULL, "names by slot");
+    uint32_t held[3] = {2, 0, 1}, unheld[3] = {1, 3, 0};
+    CHECK_TRUE(hvdc__cache_first_missing(c, held, 3) == 3 && hvdc__cache_first_missing(c, unheld, 3) == 1,
+               "slots checked against the cache");
+    char names[3][HVD_MAX_NAME_LEN + 1] = {"d", "", ""};
+    hvdc_wire_response cached = {.n_names = 3, .names = names, .slots = held};
+    hvdc__cache_fill_names(c, &cached);
+    CHECK_TRUE(strcmp(names[0], "d") == 0 && strcmp(names[1], "a") == 0 && strcmp(names[2], "b") == 0,
+               "a cached response's names filled from the cache");
     hvdc_wire_request grouped = req("g", 5);
     grouped.kind = HVDC_KIND_BROADCAST;
     CHECK_TRUE(!hvdc__cache_cacheable(&grouped) && hvdc__cache_cacheable(&a), "all-reduces only");

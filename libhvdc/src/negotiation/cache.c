@@ -103,3 +103,16 @@ const char *hvdc__cache_name(const hvdc_cache *c, uint32_t slot_index) {
 const hvdc_wire_request *hvdc__cache_request(const hvdc_cache *c, uint32_t slot_index) {
     return c && slot_index < c->used ? &c->slots[slot_index].request : NULL;
 }
+
+uint32_t hvdc__cache_first_missing(const hvdc_cache *c, const uint32_t *slots, uint32_t n) {
+    uint32_t used = c ? c->used : 0;
+    for (uint32_t k = 0; k < n; k++)
+        if (slots[k] >= used) return k;
+    return n;
+}
+
+void hvdc__cache_fill_names(const hvdc_cache *c, hvdc_wire_response *r) {
+    if (!r->slots || r->n_names < 2 || r->names[1][0] != '\0') return; /* none to fill, or done */
+    for (uint32_t k = 1; k < r->n_names; k++)
+        memcpy(r->names[k], c->slots[r->slots[k]].request.name, sizeof r->names[k]);
+}

@@ -284,9 +284,10 @@ static void remember(round_state *s, const hvdc_wire_response *r, hvdc_op **ops,
  * trial ends it is logged and the next setting applied: the threshold to this rank's
  * negotiator (the only reader), the cycle time and shared-memory step to every rank with the
  * next answer. */
-static void autotune_observe(round_state *s, const hvdc_wire_response *r, hvdc_op **ops, size_t n) {
+static void autotune_observe(round_state *s, hvdc_wire_response *r, hvdc_op **ops, size_t n) {
     if (!s->tuning || r->kind != HVDC_KIND_ALLREDUCE || r->n_joined > 0 || ops[0]->desc.device >= 0)
         return;
+    hvdc__cache_fill_names(s->cache, r);
     uint64_t bytes = 0;
     size_t elem = hvd_dtype_size((hvd_dtype)ops[0]->desc.dtype);
     for (size_t i = 0; i < n; i++)
@@ -318,7 +319,7 @@ static void autotune_observe(round_state *s, const hvdc_wire_response *r, hvdc_o
 }
 
 /* Executes one response and completes its ops. */
-static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
+static hvd_status run_response(round_state *s, hvdc_wire_response *r) {
     hvdc_runtime *rt = s->rt;
     if (s->fault_run ||
         hvdc__buffer_reserve(&s->response_ops, (r->n_names ? r->n_names : 1) * sizeof(hvdc_op *)) != HVD_OK)
@@ -336,6 +337,7 @@ static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
             if (op) ops[n++] = op;
         }
     } else {
+        hvdc__cache_fill_names(s->cache, r); /* for the lookups and a joined rank's stand-ins */
         pthread_mutex_lock(&rt->queue_mutex);
         for (uint32_t i = 0; i < r->n_names; i++) {
             hvdc_op *op = hvdc__name_table_get(&rt->in_flight, r->names[i]);

@@ -144,7 +144,9 @@ static entry *entry_new(hvdc_negotiator *n, int64_t slot) {
     entry *e = slot >= 0 ? n->spare : NULL;
     if (e) {
         n->spare = e->next_ready;
-        memset(e, 0, bytes);
+        *e = (entry){0}; /* stores the compiler writes out, where memset of bytes is a call */
+        unsigned char *announced = (unsigned char *)(e + 1);
+        for (int r = 0; r < n->size; r++) announced[r] = 0;
     } else if (!(e = calloc(1, bytes))) {
         return NULL;
     }
@@ -635,7 +637,10 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
             for (entry *f = e->next_ready; f && bytes < fusion_threshold; f = f->next_ready, later++) {
                 if (f->taken || errors[later]) continue;
                 const hvdc_wire_request *fb = base_request(n, f);
-                if (!can_fuse(base, fb) || memcmp(e->announced, f->announced, (size_t)n->size) != 0) continue;
+                if (!can_fuse(base, fb)) continue;
+                if ((e->n_announced < n->size || f->n_announced < n->size) && /* all: the same */
+                    memcmp(e->announced, f->announced, (size_t)n->size) != 0)
+                    continue;
                 uint64_t more = total_count(fb) * elem;
                 if (bytes + more > fusion_threshold) continue;
                 group[n_group++] = f;

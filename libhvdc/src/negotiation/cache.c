@@ -53,6 +53,13 @@ int64_t hvdc__cache_find(const hvdc_cache *c, const char *name) {
     return s ? (int64_t)s->index : -1;
 }
 
+/* A loop, not memcmp: the arrays are a few values (one count a tensor, a shape's dims). */
+static int same_values(const uint64_t *a, const uint64_t *b, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
 static int same_request(const hvdc_wire_request *a, const hvdc_wire_request *b) {
     if (strcmp(a->name, b->name) != 0 || a->kind != b->kind || a->dtype != b->dtype ||
         a->op != b->op || a->device != b->device || a->root != b->root ||
@@ -60,8 +67,7 @@ static int same_request(const hvdc_wire_request *a, const hvdc_wire_request *b) 
         a->members_hash != b->members_hash || a->capacity != b->capacity ||
         a->n_counts != b->n_counts || a->has_shape != b->has_shape || a->ndim != b->ndim)
         return 0;
-    return (a->n_counts == 0 || memcmp(a->counts, b->counts, a->n_counts * sizeof *a->counts) == 0) &&
-           (a->ndim == 0 || memcmp(a->shape, b->shape, a->ndim * sizeof *a->shape) == 0);
+    return same_values(a->counts, b->counts, a->n_counts) && same_values(a->shape, b->shape, a->ndim);
 }
 
 int64_t hvdc__cache_lookup(hvdc_cache *c, const hvdc_wire_request *q) {

@@ -561,6 +561,7 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
     if (n_ready == 0) return HVD_OK;
     hvd_status st = HVD_OK;
     size_t n_errors = 0; /* of errors[], the entries in use: freed at the end */
+    size_t n_refused = 0; /* messages made: none in the steady state, and nothing to free */
     char **errors = NULL;
     entry **group = NULL;
     out->items = malloc(n_ready * sizeof *out->items); /* each zeroed when used: fused, few are */
@@ -572,11 +573,11 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
     errors = n->errors.data;
     group = n->group.data;
     n_errors = n_ready;
-    memset(errors, 0, n_errors * sizeof *errors);
 
     /* a disagreement fails the entry on its own; mark those first so fusion skips them */
     size_t idx = 0;
     for (entry *e = n->ready_head; e; e = e->next_ready, idx++) {
+        errors[idx] = NULL;
         if (e->slot >= 0 && e->n_announced == n->size) continue; /* the steady state: cached,
                                                                     every rank in: nothing to say */
         message m; /* not zeroed: 1 KiB a name, the whole cost of this loop; say() ends it */
@@ -592,7 +593,10 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
                 refused = joined_device(e, q, n->size, &m);
             }
         }
-        if (refused) errors[idx] = strdup(m.text);
+        if (refused) {
+            errors[idx] = strdup(m.text);
+            n_refused++;
+        }
     }
 
     idx = 0;
@@ -685,7 +689,7 @@ done:
         entry_retire(n, e);
     }
     n->ready_tail = NULL;
-    for (size_t i = 0; i < n_errors; i++) free(errors[i]);
+    for (size_t i = 0; n_refused > 0 && i < n_errors; i++) free(errors[i]);
     if (st != HVD_OK) hvdc__response_list_free(out);
     return st;
 }

@@ -45,12 +45,22 @@ int main(void) {
     hvdc_wire_request a = req("a", 10), b = req("b", 20), a2 = req("a", 11), d = req("d", 1), e = req("e", 1);
     CHECK_TRUE(hvdc__cache_put(c, &a) == 0 && hvdc__cache_put(c, &b) == 1, "slots 0 and 1");
     CHECK_TRUE(hvdc__cache_lookup(c, &a) == 0 && hvdc__cache_lookup(c, &b) == 1, "exact lookups");
+    CHECK_TRUE(hvdc__cache_lookup(c, &b) == 1 && hvdc__cache_lookup(c, &a) == 0 &&
+               hvdc__cache_lookup(c, &a) == 0, "out of slot order, and the same twice");
     CHECK_TRUE(hvdc__cache_lookup(c, &a2) == -1 && hvdc__cache_find(c, "a") == 0, "a changed count is not a hit");
     CHECK_TRUE(hvdc__cache_put(c, &a2) == 0 && hvdc__cache_lookup(c, &a2) == 0 &&
                hvdc__cache_lookup(c, &a) == -1, "the same name keeps its slot, with the new request");
     CHECK_TRUE(hvdc__cache_put(c, &d) == 2 && hvdc__cache_put(c, &e) == -1 &&
                hvdc__cache_find(c, "e") == -1, "a full cache takes nothing more");
     CHECK_TRUE(strcmp(hvdc__cache_name(c, 1), "b") == 0 && hvdc__cache_name(c, 3) == NULL, "names by slot");
+    uint32_t held[3] = {2, 0, 1}, unheld[3] = {1, 3, 0};
+    CHECK_TRUE(hvdc__cache_first_missing(c, held, 3) == 3 && hvdc__cache_first_missing(c, unheld, 3) == 1,
+               "slots checked against the cache");
+    char names[3][HVD_MAX_NAME_LEN + 1] = {"d", "", ""};
+    hvdc_wire_response cached = {.n_names = 3, .names = names, .slots = held};
+    hvdc__cache_fill_names(c, &cached);
+    CHECK_TRUE(strcmp(names[0], "d") == 0 && strcmp(names[1], "a") == 0 && strcmp(names[2], "b") == 0,
+               "a cached response's names filled from the cache");
     hvdc_wire_request grouped = req("g", 5);
     grouped.kind = HVDC_KIND_BROADCAST;
     CHECK_TRUE(!hvdc__cache_cacheable(&grouped) && hvdc__cache_cacheable(&a), "all-reduces only");
@@ -76,8 +86,8 @@ int main(void) {
     add(n, 2, NULL, 0, s01, 2);
     CHECK_TRUE(hvdc__negotiator_respond(n, 1 << 20, 1 << 20, &out) == HVD_OK, "respond");
     CHECK_TRUE(out.n == 1 && out.items[0].n_names == 2 && out.items[0].slots &&
-               out.items[0].slots[0] == 0 && out.items[0].slots[1] == 1 &&
-               strcmp(out.items[0].names[1], "v") == 0, "fused, sent as slots 0 and 1");
+               out.items[0].slots[0] == 0 && out.items[0].slots[1] == 1 && !out.items[0].names,
+               "fused, sent as slots 0 and 1 (no names)");
     hvdc__response_list_free(&out);
     CHECK_TRUE(hvdc__negotiator_waiting(n) == 0, "nothing waits");
 
@@ -123,7 +133,7 @@ int main(void) {
     CHECK_TRUE(out.n == 2, "two responses, got %u", out.n);
     for (uint32_t i = 0; i < out.n; i++) {
         const hvdc_wire_response *r = &out.items[i];
-        if (strcmp(r->names[0], "host") == 0)
+        if (r->slots ? r->slots[0] == 0 : strcmp(r->names[0], "host") == 0)
             CHECK_TRUE(r->type == HVDC_RESPONSE_EXECUTE && r->n_joined == 1, "cached host all-reduce runs");
         else
             CHECK_TRUE(r->type == HVDC_RESPONSE_ERROR && !r->slots && r->error &&

@@ -176,13 +176,37 @@ static hvd_status copy_one(const hvdc_gpu_ops *ops, const void *src, void *dst, 
     return copy_all(ops, &seg, 1, dtype, factor);
 }
 
+/* The pack (send_i -> fusion + offset_i) or unpack (fusion + offset_i -> recv_i) copies of a
+ * fused all-reduce, each batch filled straight from the tensors: the same launches as
+ * hvdc__gpu_batch_next over a segment list, without building the list first. */
+static hvd_status copy_fused(const hvdc_gpu_ops *ops, const hvdc_gpu_tensor *tensors,
+                             const size_t *offsets, size_t n, char *fusion, size_t elem,
+                             int pack, hvd_dtype dtype, double factor) {
+    hvdc_gpu_batch batch;
+    batch.n = 0;
+    batch.dtype = (int32_t)dtype;
+    batch.factor = factor;
+    for (size_t i = 0; i < n; i++) {
+        const hvdc_gpu_tensor *t = &tensors[i];
+        if (t->count == 0) continue;
+        char *at = fusion + offsets[i] * elem;
+        batch.seg[batch.n++] = pack ? (hvdc_gpu_segment){t->send, at, (uint64_t)t->count}
+                                    : (hvdc_gpu_segment){at, t->recv, (uint64_t)t->count};
+        if (batch.n == HVDC_GPU_BATCH_MAX) {
+            hvd_status st = ops->copy_scale(ops->self, &batch);
+            if (st != HVD_OK) return st;
+            batch.n = 0;
+        }
+    }
+    return batch.n > 0 ? ops->copy_scale(ops->self, &batch) : HVD_OK;
+}
+
 hvd_status hvdc__gpu_allreduce_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_tensor *tensors,
                                         size_t n, hvd_dtype dtype,
                                         const hvdc_gpu_reduce_plan *plan, int size,
                                         int hierarchical, int local_size, void *ready_event) {
     hvd_status st = HVD_OK;
     size_t *counts = NULL, *offsets = NULL;
-    hvdc_gpu_segment *segs = NULL;
     size_t elem = hvd_dtype_size(dtype);
     if (n == 0 || elem == 0 || size < 1)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "device all-reduce of %zu tensors, dtype %d",
@@ -212,8 +236,7 @@ hvd_status hvdc__gpu_allreduce_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_
 
     counts = malloc(n * sizeof *counts);
     offsets = malloc(n * sizeof *offsets);
-    segs = malloc(n * sizeof *segs);
-    if (!counts || !offsets || !segs) {
+    if (!counts || !offsets) {
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory planning a device all-reduce");
         goto fail;
     }
@@ -226,21 +249,14 @@ hvd_status hvdc__gpu_allreduce_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_
                                      HVDC_GPU_ALIGN_BYTES / elem : 1, &shards));
     void *buf = NULL;
     CHECK(ops->fusion_buffer(ops->self, shards.padded * elem, &buf));
-    char *base = buf;
-
-    for (size_t i = 0; i < n; i++)
-        segs[i] = (hvdc_gpu_segment){tensors[i].send, base + offsets[i] * elem, counts[i]};
-    CHECK(copy_all(ops, segs, n, dtype, pre));
+    CHECK(copy_fused(ops, tensors, offsets, n, buf, elem, 1, dtype, pre));
     if (hier)
         CHECK(ops->hierarchical(ops->self, buf, shards.shard, dtype, plan->op));
     else if (plan->call_nccl)
         CHECK(ops->allreduce(ops->self, buf, buf, total, dtype, plan->op));
-    for (size_t i = 0; i < n; i++)
-        segs[i] = (hvdc_gpu_segment){base + offsets[i] * elem, tensors[i].recv, counts[i]};
-    CHECK(copy_all(ops, segs, n, dtype, post));
+    CHECK(copy_fused(ops, tensors, offsets, n, buf, elem, 0, dtype, post));
 fail:
     free(counts);
     free(offsets);
-    free(segs);
     return st;
 }

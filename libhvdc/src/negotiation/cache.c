@@ -18,6 +18,7 @@ typedef struct slot {
 
 struct hvdc_cache {
     uint32_t capacity, used;
+    uint32_t next;             /* the slot after lookup's last hit: tried first */
     slot *slots;               /* (capacity) slots 0..used-1 are filled */
     hvdc_name_table by_name;   /* name -> slot; keys live in the slots' requests */
 };
@@ -52,6 +53,13 @@ int64_t hvdc__cache_find(const hvdc_cache *c, const char *name) {
     return s ? (int64_t)s->index : -1;
 }
 
+/* A loop, not memcmp: the arrays are a few values (one count a tensor, a shape's dims). */
+static int same_values(const uint64_t *a, const uint64_t *b, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
 static int same_request(const hvdc_wire_request *a, const hvdc_wire_request *b) {
     if (strcmp(a->name, b->name) != 0 || a->kind != b->kind || a->dtype != b->dtype ||
         a->op != b->op || a->device != b->device || a->root != b->root ||
@@ -59,13 +67,19 @@ static int same_request(const hvdc_wire_request *a, const hvdc_wire_request *b) 
         a->members_hash != b->members_hash || a->capacity != b->capacity ||
         a->n_counts != b->n_counts || a->has_shape != b->has_shape || a->ndim != b->ndim)
         return 0;
-    return (a->n_counts == 0 || memcmp(a->counts, b->counts, a->n_counts * sizeof *a->counts) == 0) &&
-           (a->ndim == 0 || memcmp(a->shape, b->shape, a->ndim * sizeof *a->shape) == 0);
+    return same_values(a->counts, b->counts, a->n_counts) && same_values(a->shape, b->shape, a->ndim);
 }
 
-int64_t hvdc__cache_lookup(const hvdc_cache *c, const hvdc_wire_request *q) {
+int64_t hvdc__cache_lookup(hvdc_cache *c, const hvdc_wire_request *q) {
+    /* a training step submits its tensors in the order they were cached: the slot after the
+     * last hit is compared first, which spares hashing the name (a name has one slot, so a
+     * match there is the answer) */
+    if (c && c->next < c->used && c->slots[c->next].valid && same_request(&c->slots[c->next].request, q))
+        return c->next++;
     int64_t s = hvdc__cache_find(c, q->name);
-    return s >= 0 && c->slots[s].valid && same_request(&c->slots[s].request, q) ? s : -1;
+    if (s < 0 || !c->slots[s].valid || !same_request(&c->slots[s].request, q)) return -1;
+    c->next = (uint32_t)s + 1;
+    return s;
 }
 
 /* Every rank calls this with the same names in the same order, so slot numbers must advance
@@ -94,4 +108,17 @@ const char *hvdc__cache_name(const hvdc_cache *c, uint32_t slot_index) {
 
 const hvdc_wire_request *hvdc__cache_request(const hvdc_cache *c, uint32_t slot_index) {
     return c && slot_index < c->used ? &c->slots[slot_index].request : NULL;
+}
+
+uint32_t hvdc__cache_first_missing(const hvdc_cache *c, const uint32_t *slots, uint32_t n) {
+    uint32_t used = c ? c->used : 0;
+    for (uint32_t k = 0; k < n; k++)
+        if (slots[k] >= used) return k;
+    return n;
+}
+
+void hvdc__cache_fill_names(const hvdc_cache *c, hvdc_wire_response *r) {
+    if (!r->slots || r->n_names < 2 || r->names[1][0] != '\0') return; /* none to fill, or done */
+    for (uint32_t k = 1; k < r->n_names; k++)
+        memcpy(r->names[k], c->slots[r->slots[k]].request.name, sizeof r->names[k]);
 }

@@ -16,7 +16,8 @@
  *
  * defines: hvdc_cache, hvdc__cache_create, hvdc__cache_destroy, hvdc__cache_find,
  *          hvdc__cache_lookup, hvdc__cache_put, hvdc__cache_name, hvdc__cache_request,
- *          hvdc__cache_capacity, hvdc__cache_cacheable
+ *          hvdc__cache_capacity, hvdc__cache_cacheable, hvdc__cache_first_missing,
+ *          hvdc__cache_fill_names
  * Background thread only.
  */
 #ifndef HVDC_CACHE_H
@@ -41,8 +42,9 @@ int hvdc__cache_cacheable(const hvdc_wire_request *request);
 /* The slot of name, or -1 (whatever its request). */
 int64_t hvdc__cache_find(const hvdc_cache *cache, const char *name);
 
-/* The slot holding exactly this request (same name and every field), or -1. */
-int64_t hvdc__cache_lookup(const hvdc_cache *cache, const hvdc_wire_request *request);
+/* The slot holding exactly this request (same name and every field), or -1. Fastest when
+ * requests come in slot order (it remembers where the last one was). */
+int64_t hvdc__cache_lookup(hvdc_cache *cache, const hvdc_wire_request *request);
 
 /* Caches request under its name: its slot if the name is cached (the request replaces the
  * old one), else the next free slot. @return the slot, or -1 when the cache is full (then
@@ -53,5 +55,13 @@ int64_t hvdc__cache_put(hvdc_cache *cache, const hvdc_wire_request *request);
 /* The name and request in slot (NULL for a slot never filled). */
 const char *hvdc__cache_name(const hvdc_cache *cache, uint32_t slot);
 const hvdc_wire_request *hvdc__cache_request(const hvdc_cache *cache, uint32_t slot);
+
+/* The index in slots[0..n) of the first slot the cache does not hold, or n. */
+uint32_t hvdc__cache_first_missing(const hvdc_cache *cache, const uint32_t *slots, uint32_t n);
+
+/* Fills a received cached response's names after the first (the exchange fills only that
+ * one: a steady-state response is run by its slots) from the cache, which must hold every
+ * slot (hvdc__cache_first_missing). Does nothing for a named response, or a second time. */
+void hvdc__cache_fill_names(const hvdc_cache *cache, hvdc_wire_response *response);
 
 #endif

@@ -285,16 +285,17 @@ hvd_status hvdc__exchange_round(hvdc_exchange *x, hvdc_response_list *responses)
     }
     for (uint32_t i = 0; i < responses->n; i++) {
         hvdc_wire_response *r = &responses->items[i];
-        for (uint32_t k = 0; r->slots && k < r->n_names; k++) {
-            const char *name = hvdc__cache_name(x->cache, r->slots[k]);
-            if (!name) {
-                st = hvdc__fail(HVD_ERR_INTERNAL, "rank 0 scheduled cache slot %u, which this "
-                                "rank's cache does not hold (caches out of step)", r->slots[k]);
-                hvdc__response_list_free(responses);
-                goto fail;
-            }
-            memcpy(r->names[k], name, strlen(name) + 1); /* the cache holds names that fit */
+        if (!r->slots) continue;
+        uint32_t k = hvdc__cache_first_missing(x->cache, r->slots, r->n_names);
+        if (k < r->n_names) {
+            st = hvdc__fail(HVD_ERR_INTERNAL, "rank 0 scheduled cache slot %u, which this "
+                            "rank's cache does not hold (caches out of step)", r->slots[k]);
+            hvdc__response_list_free(responses);
+            goto fail;
         }
+        /* the first name for messages; the rest only where needed (hvdc__cache_fill_names) */
+        const char *name = hvdc__cache_name(x->cache, r->slots[0]);
+        memcpy(r->names[0], name, strlen(name) + 1); /* the cache holds names that fit */
     }
 fail:
     return st;

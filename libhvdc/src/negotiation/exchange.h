@@ -73,8 +73,9 @@ void hvdc__exchange_free(hvdc_exchange *x);
  * Other ranks: 0. Never blocks. */
 int hvdc__exchange_awaited(hvdc_exchange *x);
 
-/* One round: x->message in, the response list every rank gets out (the caller frees it), with
- * the names of cached responses filled in from x->cache.
+/* One round: x->message in, the response list every rank gets out (the caller frees it). A
+ * cached response's slots are checked against x->cache and its first name filled in; the
+ * others stay empty until hvdc__cache_fill_names (a steady-state response needs none).
  * Rank 0 answers a round it cannot finish with an abort list carrying its status and message
  * (x->aborted), so the other ranks stop as it does; not when a rank died: each learns that itself.
  * @return HVD_OK; HVD_ERR_STALLED on rank 0 when the stall limit passed; HVD_ERR_RANK_FAILED,

@@ -23,6 +23,8 @@
  * rank has exactly as rank 0's cache holds it, so it needs no copies and no validation. */
 typedef struct entry {
     int64_t slot;               /* cache slot, or -1 for a named entry */
+    const hvdc_wire_request *cached; /* a slot entry's request in the cache (its address
+                                        stays while the cache lives) */
     hvdc_wire_request *by_rank; /* (size) what each rank announced; NULL for a slot entry */
     unsigned char *announced;   /* (size) in the entry's own allocation, after it */
     int n_announced;
@@ -104,8 +106,8 @@ void hvdc__negotiator_destroy(hvdc_negotiator *n) {
 }
 
 /* The request rank announced for e (for a slot entry: the cached one). */
-static const hvdc_wire_request *entry_request(const hvdc_negotiator *n, const entry *e, int rank) {
-    return e->slot >= 0 ? hvdc__cache_request(n->cache, (uint32_t)e->slot) : &e->by_rank[rank];
+static const hvdc_wire_request *entry_request(const entry *e, int rank) {
+    return e->slot >= 0 ? e->cached : &e->by_rank[rank];
 }
 
 /* Every rank has announced e, or has joined and so contributes nothing. */
@@ -130,7 +132,7 @@ static void enqueue_if_covered(void *value, void *ctx) {
 
 /* Finds the entry's name: the cached one, or any announcing rank's. */
 static const char *entry_name(const hvdc_negotiator *n, const entry *e) {
-    if (e->slot >= 0) return hvdc__cache_name(n->cache, (uint32_t)e->slot);
+    if (e->slot >= 0) return e->cached->name;
     for (int r = 0; r < n->size; r++)
         if (e->announced[r]) return e->by_rank[r].name;
     return "";
@@ -142,7 +144,9 @@ static entry *entry_new(hvdc_negotiator *n, int64_t slot) {
     entry *e = slot >= 0 ? n->spare : NULL;
     if (e) {
         n->spare = e->next_ready;
-        memset(e, 0, bytes);
+        *e = (entry){0}; /* stores the compiler writes out, where memset of bytes is a call */
+        unsigned char *announced = (unsigned char *)(e + 1);
+        for (int r = 0; r < n->size; r++) announced[r] = 0;
     } else if (!(e = calloc(1, bytes))) {
         return NULL;
     }
@@ -159,7 +163,7 @@ static entry *entry_new(hvdc_negotiator *n, int64_t slot) {
 static void note_announced(hvdc_negotiator *n, entry *e, int rank) {
     e->announced[rank] = 1;
     e->n_announced++;
-    if (entry_request(n, e, rank)->kind == HVDC_KIND_JOIN && !n->joined[rank]) {
+    if (entry_request(e, rank)->kind == HVDC_KIND_JOIN && !n->joined[rank]) {
         n->joined[rank] = 1;
         n->n_joined++;
         n->last_joined = rank;
@@ -243,6 +247,7 @@ static hvd_status announce_slot(hvdc_negotiator *n, int rank, uint32_t s) {
     if (!e) {
         e = entry_new(n, (int64_t)s);
         if (!e) return HVD_ERR_NO_MEMORY;
+        e->cached = cached;
         e->first_seen = n->now;
         n->by_slot[s] = e;
         n->n_slot_entries++;
@@ -514,10 +519,6 @@ static int can_fuse(const hvdc_wire_request *a, const hvdc_wire_request *b) {
            a->prescale == b->prescale && a->postscale == b->postscale;
 }
 
-static uint64_t request_bytes(const hvdc_wire_request *q) {
-    return total_count(q) * hvd_dtype_size((hvd_dtype)q->dtype);
-}
-
 /* Ranks contributing nothing to e (joined, not announced). */
 static uint32_t joined_missing(const hvdc_negotiator *n, const entry *e) {
     return (uint32_t)(n->size - e->n_announced);
@@ -525,7 +526,7 @@ static uint32_t joined_missing(const hvdc_negotiator *n, const entry *e) {
 
 /* The request the others are compared with and fused by: the lowest announcing rank's. */
 static const hvdc_wire_request *base_request(const hvdc_negotiator *n, const entry *e) {
-    return entry_request(n, e, base_rank(e, n->size));
+    return e->slot >= 0 ? e->cached : &e->by_rank[base_rank(e, n->size)]; /* cached: every rank's */
 }
 
 /* While ranks have joined, a response carries its tensors' layout for them (see wire.h). */
@@ -560,9 +561,10 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
     if (n_ready == 0) return HVD_OK;
     hvd_status st = HVD_OK;
     size_t n_errors = 0; /* of errors[], the entries in use: freed at the end */
+    size_t n_refused = 0; /* messages made: none in the steady state, and nothing to free */
     char **errors = NULL;
     entry **group = NULL;
-    out->items = calloc(n_ready, sizeof *out->items);
+    out->items = malloc(n_ready * sizeof *out->items); /* each zeroed when used: fused, few are */
     if (!out->items || hvdc__buffer_reserve(&n->errors, n_ready * sizeof *errors) != HVD_OK ||
         hvdc__buffer_reserve(&n->group, n_ready * sizeof *group) != HVD_OK) {
         st = HVD_ERR_NO_MEMORY;
@@ -571,11 +573,11 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
     errors = n->errors.data;
     group = n->group.data;
     n_errors = n_ready;
-    memset(errors, 0, n_errors * sizeof *errors);
 
     /* a disagreement fails the entry on its own; mark those first so fusion skips them */
     size_t idx = 0;
     for (entry *e = n->ready_head; e; e = e->next_ready, idx++) {
+        errors[idx] = NULL;
         if (e->slot >= 0 && e->n_announced == n->size) continue; /* the steady state: cached,
                                                                     every rank in: nothing to say */
         message m; /* not zeroed: 1 KiB a name, the whole cost of this loop; say() ends it */
@@ -585,13 +587,16 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
         if (e->slot < 0) {
             refused = find_disagreement(e, n->size, &m);
         } else { /* cached: identical on every announcing rank; only a join can refuse it */
-            const hvdc_wire_request *q = entry_request(n, e, 0);
+            const hvdc_wire_request *q = entry_request(e, 0);
             if (e->n_announced < n->size) { /* the message is built only when it is needed */
                 say(&m, "%s '%s': ", hvdc__kind_name(q->kind), q->name);
                 refused = joined_device(e, q, n->size, &m);
             }
         }
-        if (refused) errors[idx] = strdup(m.text);
+        if (refused) {
+            errors[idx] = strdup(m.text);
+            n_refused++;
+        }
     }
 
     idx = 0;
@@ -601,6 +606,7 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
         e->taken = 1;
         const hvdc_wire_request *base = base_request(n, e);
         hvdc_wire_response *s = &out->items[out->n++];
+        *s = (hvdc_wire_response){0};
         s->kind = base->kind;
         s->dtype = base->dtype;
         s->op = base->op;
@@ -629,13 +635,17 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
         if (s->type == HVDC_RESPONSE_EXECUTE && base->kind == HVDC_KIND_ALLREDUCE) {
             /* fuse later compatible all-reduces, with the same contributing ranks, while they
              * fit under the threshold */
-            uint64_t bytes = request_bytes(base);
+            size_t elem = hvd_dtype_size((hvd_dtype)base->dtype); /* every fused request's */
+            uint64_t bytes = total_count(base) * elem;
             size_t later = idx + 1, fusion_threshold = base->device < 0 ? host_threshold : gpu_threshold;
             for (entry *f = e->next_ready; f && bytes < fusion_threshold; f = f->next_ready, later++) {
                 if (f->taken || errors[later]) continue;
                 const hvdc_wire_request *fb = base_request(n, f);
-                if (!can_fuse(base, fb) || memcmp(e->announced, f->announced, (size_t)n->size) != 0) continue;
-                uint64_t more = request_bytes(fb);
+                if (!can_fuse(base, fb)) continue;
+                if ((e->n_announced < n->size || f->n_announced < n->size) && /* all: the same */
+                    memcmp(e->announced, f->announced, (size_t)n->size) != 0)
+                    continue;
+                uint64_t more = total_count(fb) * elem;
                 if (bytes + more > fusion_threshold) continue;
                 group[n_group++] = f;
                 f->taken = 1;
@@ -647,18 +657,18 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
                 goto done;
             }
         }
-        s->names = malloc(n_group * sizeof *s->names);
-        if (!s->names) { st = HVD_ERR_NO_MEMORY; goto done; }
         int all_cached = s->type == HVDC_RESPONSE_EXECUTE;
-        for (uint32_t i = 0; i < n_group; i++) {
-            memcpy(s->names[i], base_request(n, group[i])->name, sizeof s->names[0]);
-            all_cached &= group[i]->slot >= 0;
-        }
+        for (uint32_t i = 0; i < n_group; i++) all_cached &= group[i]->slot >= 0;
         s->n_names = n_group;
-        if (all_cached) { /* sent as slot numbers: every rank has the names */
+        if (all_cached) { /* sent as slot numbers: every rank has the names, so none here */
             s->slots = malloc(n_group * sizeof *s->slots);
             if (!s->slots) { st = HVD_ERR_NO_MEMORY; goto done; }
             for (uint32_t i = 0; i < n_group; i++) s->slots[i] = (uint32_t)group[i]->slot;
+        } else {
+            s->names = malloc(n_group * sizeof *s->names);
+            if (!s->names) { st = HVD_ERR_NO_MEMORY; goto done; }
+            for (uint32_t i = 0; i < n_group; i++)
+                memcpy(s->names[i], base_request(n, group[i])->name, sizeof s->names[0]);
         }
     }
     if (join_done) {
@@ -679,7 +689,7 @@ done:
         entry_retire(n, e);
     }
     n->ready_tail = NULL;
-    for (size_t i = 0; i < n_errors; i++) free(errors[i]);
+    for (size_t i = 0; n_refused > 0 && i < n_errors; i++) free(errors[i]);
     if (st != HVD_OK) hvdc__response_list_free(out);
     return st;
 }

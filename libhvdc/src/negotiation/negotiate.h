@@ -30,7 +30,9 @@ hvd_status hvdc__negotiator_add(hvdc_negotiator *negotiator, int rank, hvdc_requ
 /* Fills out with a response for every name that all ranks have now announced, in the order
  * they became ready: EXECUTE (all-reduces fused up to fusion_threshold bytes, or
  * gpu_fusion_threshold for device tensors) or ERROR when
- * the ranks disagree. Forgets those names. Sets HVDC_FLAG_SHUTDOWN once any rank asked.
+ * the ranks disagree. A response whose names are all cached carries their slots and no
+ * names (every rank reads them from its cache). Forgets those names. Sets HVDC_FLAG_SHUTDOWN
+ * once any rank asked.
  * @return HVD_OK or HVD_ERR_NO_MEMORY. */
 hvd_status hvdc__negotiator_respond(hvdc_negotiator *negotiator, size_t fusion_threshold,
                                     size_t gpu_fusion_threshold, hvdc_response_list *out);

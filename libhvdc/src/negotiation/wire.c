@@ -39,6 +39,20 @@ static int put_uint(hvdc_bytes *b, uint64_t v, int nbytes) {
     return 0;
 }
 
+/* n u32 values, room made once: a cached round's slots are most of its bytes. */
+static int put_u32_array(hvdc_bytes *b, const uint32_t *v, uint32_t n) {
+    if (hvdc__bytes_reserve(b, (size_t)n * 4)) return -1;
+    uint8_t *p = b->data + b->len;
+    for (uint32_t k = 0; k < n; k++, p += 4) {
+        p[0] = (uint8_t)v[k];
+        p[1] = (uint8_t)(v[k] >> 8);
+        p[2] = (uint8_t)(v[k] >> 16);
+        p[3] = (uint8_t)(v[k] >> 24);
+    }
+    b->len += (size_t)n * 4;
+    return 0;
+}
+
 static int put_f64(hvdc_bytes *b, double v) {
     uint64_t bits;
     memcpy(&bits, &v, sizeof bits);
@@ -80,10 +94,7 @@ int hvdc__wire_encode_requests(hvdc_bytes *out, uint32_t flags,
         for (uint32_t d = 0; d < r->ndim; d++)
             if (put_uint(out, r->shape[d], 8)) return -1;
     }
-    if (put_uint(out, n_slots, 4)) return -1;
-    for (uint32_t k = 0; k < n_slots; k++)
-        if (put_uint(out, slots[k], 4)) return -1;
-    return 0;
+    return put_uint(out, n_slots, 4) || put_u32_array(out, slots, n_slots) ? -1 : 0;
 }
 
 int hvdc__wire_encode_responses(hvdc_bytes *out, const hvdc_response_list *list) {
@@ -93,8 +104,9 @@ int hvdc__wire_encode_responses(hvdc_bytes *out, const hvdc_response_list *list)
         if (put_uint(out, r->type, 1) || put_uint(out, r->kind, 1) ||
             put_uint(out, r->slots != NULL, 1) || put_uint(out, r->n_names, 4))
             return -1;
-        for (uint32_t k = 0; k < r->n_names; k++)
-            if (r->slots ? put_uint(out, r->slots[k], 4) : put_name(out, r->names[k])) return -1;
+        if (r->slots && put_u32_array(out, r->slots, r->n_names)) return -1;
+        for (uint32_t k = 0; !r->slots && k < r->n_names; k++)
+            if (put_name(out, r->names[k])) return -1;
         if (put_uint(out, r->n_rank_counts, 4)) return -1;
         for (uint32_t k = 0; k < r->n_rank_counts; k++)
             if (put_uint(out, r->rank_counts[k], 8)) return -1;

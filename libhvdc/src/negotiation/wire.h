@@ -82,7 +82,8 @@ typedef enum hvdc_response_type { HVDC_RESPONSE_EXECUTE = 0, HVDC_RESPONSE_ERROR
 typedef struct hvdc_wire_response {
     uint8_t type, kind;
     uint32_t n_names;
-    char (*names)[HVD_MAX_NAME_LEN + 1]; /* (n_names) in execution/fusion order */
+    char (*names)[HVD_MAX_NAME_LEN + 1]; /* (n_names) in execution/fusion order; NULL in
+                                            the negotiator's cached responses */
     uint32_t *slots;                     /* (n_names) a cached response: the names' cache slots,
                                             sent instead of the names (the receiver fills
                                             names from its cache); else NULL */

@@ -284,9 +284,10 @@ static void remember(round_state *s, const hvdc_wire_response *r, hvdc_op **ops,
  * trial ends it is logged and the next setting applied: the threshold to this rank's
  * negotiator (the only reader), the cycle time and shared-memory step to every rank with the
  * next answer. */
-static void autotune_observe(round_state *s, const hvdc_wire_response *r, hvdc_op **ops, size_t n) {
+static void autotune_observe(round_state *s, hvdc_wire_response *r, hvdc_op **ops, size_t n) {
     if (!s->tuning || r->kind != HVDC_KIND_ALLREDUCE || r->n_joined > 0 || ops[0]->desc.device >= 0)
         return;
+    hvdc__cache_fill_names(s->cache, r);
     uint64_t bytes = 0;
     size_t elem = hvd_dtype_size((hvd_dtype)ops[0]->desc.dtype);
     for (size_t i = 0; i < n; i++)
@@ -318,21 +319,33 @@ static void autotune_observe(round_state *s, const hvdc_wire_response *r, hvdc_o
 }
 
 /* Executes one response and completes its ops. */
-static hvd_status run_response(round_state *s, const hvdc_wire_response *r) {
+static hvd_status run_response(round_state *s, hvdc_wire_response *r) {
     hvdc_runtime *rt = s->rt;
     if (s->fault_run ||
         hvdc__buffer_reserve(&s->response_ops, (r->n_names ? r->n_names : 1) * sizeof(hvdc_op *)) != HVD_OK)
         return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory running a response%s",
                           s->fault_run ? " (HVDC_TEST_FAULTS=run_response)" : "");
     hvdc_op **ops = s->response_ops.data;
-    pthread_mutex_lock(&rt->queue_mutex);
     size_t n = 0;
-    for (uint32_t i = 0; i < r->n_names; i++) {
-        hvdc_op *op = hvdc__name_table_get(&rt->in_flight, r->names[i]);
-        if (op) ops[n++] = op;
+    int joined = 0;
+    if (r->slots && r->n_joined == 0) {
+        /* every rank announced these by slot, this one too, since its last response for each:
+         * the ops are where the announcements left them, no name to look up */
+        for (uint32_t i = 0; i < r->n_names; i++) {
+            hvdc_op *op = s->slot_ops[r->slots[i]];
+            s->slot_ops[r->slots[i]] = NULL;
+            if (op) ops[n++] = op;
+        }
+    } else {
+        hvdc__cache_fill_names(s->cache, r); /* for the lookups and a joined rank's stand-ins */
+        pthread_mutex_lock(&rt->queue_mutex);
+        for (uint32_t i = 0; i < r->n_names; i++) {
+            hvdc_op *op = hvdc__name_table_get(&rt->in_flight, r->names[i]);
+            if (op) ops[n++] = op;
+        }
+        joined = hvdc__name_table_get(&rt->in_flight, HVDC_JOIN_NAME) != NULL;
+        pthread_mutex_unlock(&rt->queue_mutex);
     }
-    int joined = hvdc__name_table_get(&rt->in_flight, HVDC_JOIN_NAME) != NULL;
-    pthread_mutex_unlock(&rt->queue_mutex);
     int64_t now = hvdc__now_ns();
     for (size_t i = 0; i < n; i++) ops[i]->phase_at[HVDC_PHASE_EXECUTE] = now;
     hvd_status st = HVD_OK;
@@ -413,7 +426,8 @@ void *hvdc__background_main(void *arg) {
     s.fault_encode = hvdc__fault("encode_requests"); /* tests: read once, off the hot path */
     s.fault_run = hvdc__fault("run_response");
     s.cache = hvdc__cache_create((uint32_t)rt->config.cache_capacity);
-    if (!s.cache) {
+    s.slot_ops = calloc(hvdc__cache_capacity(s.cache) + (size_t)1, sizeof *s.slot_ops);
+    if (!s.cache || !s.slot_ops) {
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the response cache");
         goto stop;
     }
@@ -456,8 +470,12 @@ void *hvdc__background_main(void *arg) {
         for (hvdc_op *op = fresh; op; op = op->next) {
             /* a request exactly as cached goes as its slot number (cache.h) */
             int64_t slot = hvdc__cache_lookup(s.cache, &op->desc);
-            if (slot >= 0) fresh_slots[n_slots++] = (uint32_t)slot;
-            else fresh_descs[n_fresh++] = &op->desc;
+            if (slot >= 0) {
+                fresh_slots[n_slots++] = (uint32_t)slot;
+                s.slot_ops[slot] = op; /* its response names the slot (run_response) */
+            } else {
+                fresh_descs[n_fresh++] = &op->desc;
+            }
             op->announced_us = s.round_started_us;
             if (spans)
                 op_span(tl, op, "QUEUED", hvdc__timeline_us_at(tl, op->phase_at[HVDC_PHASE_QUEUED]),
@@ -527,5 +545,6 @@ done:
     free(fresh_descs);
     free(fresh_slots);
     hvdc__cache_destroy(s.cache);
+    free(s.slot_ops);
     return NULL;
 }

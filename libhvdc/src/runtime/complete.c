@@ -97,6 +97,15 @@ void hvdc__drop_device_hold(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
     pthread_mutex_unlock(&rt->completion_mutex);
 }
 
+/* With completion_mutex held: op's device work has finished, seen at woke_ns (unless the
+ * background thread completed op first). */
+static void finish_ok(hvdc_op *op, int64_t woke_ns) {
+    if (op->done) return;
+    op->phase_at[HVDC_PHASE_WAKE] = woke_ns;
+    op->status = HVD_OK;
+    op->done = 1;
+}
+
 int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block) {
     if (!op->device_done || op->device_waiting) return 0;
     void *event = op->device_done;
@@ -106,9 +115,7 @@ int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block) {
     int fired = event == rt->device_fired && !atomic_load(&rt->device_aborted);
     if (fired) { /* nothing to wait for: done without letting go of the mutex */
         forget_names(rt, &op, 1); /* completion_mutex, then queue_mutex: the only nesting */
-        op->phase_at[HVDC_PHASE_WAKE] = hvdc__now_ns();
-        op->status = HVD_OK;
-        op->done = 1;
+        finish_ok(op, hvdc__now_ns());
         count_change(rt);
         pthread_cond_broadcast(&rt->completion_cond);
         return 1;
@@ -125,11 +132,7 @@ int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block) {
          * back in the pool): what fired is op's work, and remembering it is safe until the
          * event is published again */
         if (op->device_done == event) rt->device_fired = event;
-        if (!op->done) {
-            op->phase_at[HVDC_PHASE_WAKE] = seen;
-            op->status = HVD_OK;
-            op->done = 1;
-        }
+        finish_ok(op, seen);
     } else {
         pthread_mutex_lock(&rt->completion_mutex);
     }

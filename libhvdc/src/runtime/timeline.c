@@ -223,8 +223,7 @@ void hvdc__timeline_close(hvdc_timeline *tl) {
 }
 
 int64_t hvdc__timeline_now_us(const hvdc_timeline *tl) {
-    if (!tl) return 0;
-    return hvdc__now_us() - tl->origin_us;
+    return tl ? hvdc__timeline_us_at(tl, hvdc__now_ns()) : 0; /* no clock read without one */
 }
 
 int64_t hvdc__timeline_us_at(const hvdc_timeline *tl, int64_t now_ns) {

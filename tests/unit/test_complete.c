@@ -133,7 +133,7 @@ static void *wait_thread(void *arg) {
     snprintf(w->error, sizeof w->error, "%s", op && op->error ? op->error : "");
     if (op && w->release) {
         hvdc__handles_remove(&w->rt->handles, w->handle);
-        hvdc__release_op(op);
+        hvdc__release_op(w->rt, op);
     }
     w->returned = 1;
     pthread_mutex_unlock(&w->rt->completion_mutex);
@@ -284,7 +284,7 @@ static hvd_status stream_waiter(hvdc_runtime *rt, hvd_handle h, void *stream) {
     hvdc_op *op = hvdc__stream_wait_for_op(rt, h, stream, &waited);
     if (op && waited == HVD_OK) {
         hvdc__handles_remove(&rt->handles, h);
-        hvdc__release_op(op);
+        hvdc__release_op(rt, op);
     }
     pthread_mutex_unlock(&rt->completion_mutex);
     return op ? waited : HVD_ERR_INVALID_ARG;

@@ -84,7 +84,7 @@ static void drop_waiter_hold(hvdc_runtime *rt, hvdc_op *op) {
     rt->device_waiters--;
     count_change(rt);
     pthread_cond_broadcast(&rt->completion_cond);
-    if (op->released && !held(op)) hvdc__op_free(op);
+    if (op->released && !held(op)) hvdc__op_recycle(&rt->handles, op);
 }
 
 void hvdc__drop_device_hold(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
@@ -92,7 +92,7 @@ void hvdc__drop_device_hold(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
     for (size_t i = 0; i < n; i++) {
         ops[i]->on_device = 0;
         ops[i]->device_done = NULL; /* its event goes back to the pool */
-        if (ops[i]->released && !held(ops[i])) hvdc__op_free(ops[i]);
+        if (ops[i]->released && !held(ops[i])) hvdc__op_recycle(&rt->handles, ops[i]);
     }
     pthread_mutex_unlock(&rt->completion_mutex);
 }
@@ -166,9 +166,9 @@ hvdc_op *hvdc__stream_wait_for_op(hvdc_runtime *rt, hvd_handle local, void *stre
     return op;
 }
 
-void hvdc__release_op(hvdc_op *op) {
+void hvdc__release_op(hvdc_runtime *rt, hvdc_op *op) {
     op->released = 1;
-    if (!held(op)) hvdc__op_free(op);
+    if (!held(op)) hvdc__op_recycle(&rt->handles, op);
 }
 
 void hvdc__wait_completion(hvdc_runtime *rt) {

@@ -72,9 +72,9 @@ hvdc_op *hvdc__stream_wait_for_op(hvdc_runtime *rt, hvd_handle local, void *stre
  * fired; NULL when the handle is not live. Never blocks on the device. hvd_poll. */
 hvdc_op *hvdc__poll_op(hvdc_runtime *rt, hvd_handle local);
 
-/* With completion_mutex held, op done and its handle removed: frees op, or leaves that to the
+/* With completion_mutex held, op done and its handle removed: recycles op, or leaves that to the
  * last holder. */
-void hvdc__release_op(hvdc_op *op);
+void hvdc__release_op(hvdc_runtime *rt, hvdc_op *op);
 
 /* Fails every op not yet completed (queued or announced) with status and message, and marks
  * the runtime stopped so later submissions fail with them. The background thread when it

@@ -1,11 +1,47 @@
 /*
- * op.c - creation of submitted operations and the generation-checked handle table.
+ * op.c - creation and recycling of submitted operations, and the generation-checked handle table.
  * Any thread; callers hold runtime.completion_mutex around handle-table calls.
  */
 #include "runtime/op.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+/* a spare op is poisoned, so a use after its release still fails under ASan */
+#define POISON_OP(op) ASAN_POISON_MEMORY_REGION((op), ONE_TENSOR_OP_BYTES)
+#define UNPOISON_OP(op) ASAN_UNPOISON_MEMORY_REGION((op), ONE_TENSOR_OP_BYTES)
+#else
+#define POISON_OP(op) ((void)(op))
+#define UNPOISON_OP(op) ((void)(op))
+#endif
+
+static size_t op_bytes(size_t n_tensors) {
+    /* one allocation a submission (all 8-byte aligned): the op, its tensors, a count each */
+    return sizeof(hvdc_op) + n_tensors * (sizeof(hvdc_tensor) + sizeof(uint64_t));
+}
+#define ONE_TENSOR_OP_BYTES op_bytes(1)
+
+/* This thread's spare op, for its next submission (hvdc__op_take_spare). The key frees it when
+ * the thread exits. */
+static _Thread_local hvdc_op *thread_spare;
+static _Thread_local int thread_spare_keyed; /* the key holds a value for this thread */
+static pthread_key_t spare_key;
+static int spare_key_made; /* 0: no key (out of keys): threads keep no spare */
+static pthread_once_t spare_key_once = PTHREAD_ONCE_INIT;
+
+static void free_thread_spare(void *unused) {
+    (void)unused;
+    if (thread_spare) UNPOISON_OP(thread_spare);
+    free(thread_spare);
+    thread_spare = NULL;
+}
+
+static void make_spare_key(void) {
+    spare_key_made = pthread_key_create(&spare_key, free_thread_spare) == 0;
+}
 
 /* Where hvdc__op_create put op's counts: after its tensors, in the op's own allocation. */
 static uint64_t *inline_counts(hvdc_op *op) {
@@ -14,10 +50,15 @@ static uint64_t *inline_counts(hvdc_op *op) {
 
 hvdc_op *hvdc__op_create(size_t n_tensors) {
     size_t n = n_tensors ? n_tensors : 1;
-    /* one allocation a submission (all 8-byte aligned): the op, its tensors, a count each */
-    size_t bytes = sizeof(hvdc_op) + n * (sizeof(hvdc_tensor) + sizeof(uint64_t));
-    hvdc_op *op = malloc(bytes);
-    if (!op) return NULL;
+    size_t bytes = op_bytes(n);
+    hvdc_op *op = NULL;
+    if (n == 1 && thread_spare) {
+        op = thread_spare;
+        thread_spare = NULL;
+        UNPOISON_OP(op);
+    } else if (!(op = malloc(bytes))) {
+        return NULL;
+    }
     /* zeroed but for the name's room, a third of the op (one submission's largest cost here):
      * the name is read only up to its NUL */
     _Static_assert(offsetof(hvdc_op, desc.name) == 0, "the name's room comes first");
@@ -50,10 +91,49 @@ void hvdc__op_free(hvdc_op *op) {
     free(op);
 }
 
+void hvdc__op_recycle(hvdc_handles *h, hvdc_op *op) {
+    if (!op) return;
+    if (op->n_tensors > 1 || h->n_spare >= HVDC_MAX_SPARE_OPS) {
+        hvdc__op_free(op);
+        return;
+    }
+    /* what the op owns goes; its memory stays (hvdc__op_create zeroes it again) */
+    if (op->desc.counts == inline_counts(op)) op->desc.counts = NULL;
+    hvdc__wire_request_free(&op->desc);
+    free(op->member_names);
+    free(op->error);
+    op->next = h->spare_ops;
+    h->spare_ops = op;
+    h->n_spare++;
+    POISON_OP(op);
+}
+
+void hvdc__op_take_spare(hvdc_handles *h) {
+    if (thread_spare || !h->spare_ops) return;
+    if (!thread_spare_keyed) { /* once a thread: the key frees its spare at its exit */
+        pthread_once(&spare_key_once, make_spare_key);
+        if (!spare_key_made || pthread_setspecific(spare_key, &thread_spare) != 0)
+            return;
+        thread_spare_keyed = 1;
+    }
+    hvdc_op *op = h->spare_ops;
+    UNPOISON_OP(op);
+    h->spare_ops = op->next;
+    h->n_spare--;
+    POISON_OP(op);
+    thread_spare = op;
+}
+
 void hvdc__handles_init(hvdc_handles *h) { memset(h, 0, sizeof *h); }
 
 void hvdc__handles_free(hvdc_handles *h) {
     for (uint32_t i = 0; i < h->n_slots; i++) hvdc__op_free(h->slots[i].op);
+    while (h->spare_ops) {
+        hvdc_op *op = h->spare_ops;
+        UNPOISON_OP(op);
+        h->spare_ops = op->next;
+        free(op);
+    }
     free(h->slots);
     free(h->free_list);
     memset(h, 0, sizeof *h);

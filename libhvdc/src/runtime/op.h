@@ -6,8 +6,14 @@
  * thread until it completes; freed by the one hvd_wait that releases its handle (or by shutdown),
  * or, for a device op still held after that, by its last holder (complete.h).
  *
+ * Ops of one tensor are recycled: the one that lets go of a handle's op gives its memory to the
+ * handle table's spares (hvdc__op_recycle, under completion_mutex), and a submission, under the
+ * same lock, moves one spare to its thread (hvdc__op_take_spare), where its next hvdc__op_create
+ * finds it. A step's submissions then allocate nothing, and the background thread, which lets go
+ * of most device ops, frees nothing into the user threads' malloc arenas.
+ *
  * defines: hvdc_op, hvdc_tensor, hvdc_handles, hvdc__op_create, hvdc__op_free,
- *          hvdc__handles_{init,free,add,find,remove}
+ *          hvdc__op_recycle, hvdc__op_take_spare, hvdc__handles_{init,free,add,find,remove}
  * Any thread; the handle table is locked by its owner (runtime.completion_mutex).
  */
 #ifndef HVDC_OP_H
@@ -78,19 +84,31 @@ typedef struct hvdc_handle_slot {
     hvdc_op *op; /* NULL when free */
 } hvdc_handle_slot;
 
+/* The most spare ops a handle table keeps: a step's worth of a large model's tensors (~2 MiB). */
+#define HVDC_MAX_SPARE_OPS 4096u
+
 typedef struct hvdc_handles {
     hvdc_handle_slot *slots;
     uint32_t n_slots;
     uint32_t *free_list;
     uint32_t n_free;
+    hvdc_op *spare_ops; /* recycled one-tensor ops, linked by next (hvdc__op_recycle) */
+    uint32_t n_spare;
 } hvdc_handles;
 
 void hvdc__handles_init(hvdc_handles *handles);
-/* Frees the table and every op still in it. */
+/* Frees the table, every op still in it, and its spares. */
 void hvdc__handles_free(hvdc_handles *handles);
 /* @return a handle for op, or HVD_HANDLE_NULL when out of memory. */
 hvd_handle hvdc__handles_add(hvdc_handles *handles, hvdc_op *op);
 hvdc_op *hvdc__handles_find(const hvdc_handles *handles, hvd_handle handle);
 void hvdc__handles_remove(hvdc_handles *handles, hvd_handle handle);
+
+/* hvdc__op_free, but a one-tensor op's memory is kept among handles' spares (up to a bound).
+ * Under the lock of handles (completion_mutex). NULL-safe. */
+void hvdc__op_recycle(hvdc_handles *handles, hvdc_op *op);
+/* Under the lock of handles: gives this thread a spare for its next hvdc__op_create of one
+ * tensor, unless it has one or handles has none. */
+void hvdc__op_take_spare(hvdc_handles *handles);
 
 #endif

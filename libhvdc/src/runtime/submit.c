@@ -44,6 +44,7 @@ static hvd_status queue_op(const char *fn, hvdc_runtime *rt, hvdc_op *op, hvd_ha
         op->tensors[i].name_hash = hvdc__name_hash(op->tensors[i].name);
     pthread_mutex_lock(&rt->completion_mutex);
     hvd_handle h = hvdc__handles_add(&rt->handles, op);
+    hvdc__op_take_spare(&rt->handles); /* for this thread's next submission, under this lock */
     pthread_mutex_unlock(&rt->completion_mutex);
     if (h == HVD_HANDLE_NULL) {
         hvdc__op_free(op);
@@ -156,7 +157,7 @@ static hvd_status wait_entered(const char *fn, hvd_handle *handle, int stream_wa
                 error = op->error; /* taken: the op may outlive this call (complete.h) */
                 op->error = NULL;
             }
-            hvdc__release_op(op);
+            hvdc__release_op(rt, op);
         }
         pthread_mutex_unlock(&rt->completion_mutex);
         if (timed) /* outside the lock */

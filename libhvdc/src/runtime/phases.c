@@ -1,6 +1,6 @@
 /*
  * phases.c - the totals behind the small-op latency breakdown (phases.h).
- * Any thread.
+ * Any thread; the totals under their runtime's completion_mutex.
  */
 #include "runtime/phases.h"
 
@@ -10,9 +10,9 @@ void hvdc__phases_add(hvdc_phase_totals *t, const int64_t at[HVDC_N_PHASES], int
     for (int p = 0; p < HVDC_N_PHASES; p++) {
         int64_t until = p + 1 < HVDC_N_PHASES ? at[p + 1] : woke_ns;
         int64_t span = until > at[p] ? until - at[p] : 0; /* a phase skipped reads 0 */
-        atomic_fetch_add_explicit(&t->ns[p], (unsigned long long)span, memory_order_relaxed);
+        t->ns[p] += (uint64_t)span;
     }
-    atomic_fetch_add_explicit(&t->ops, 1, memory_order_relaxed);
+    t->ops++;
 }
 
 const char *hvdc__phase_name(hvdc_phase p) {
@@ -24,12 +24,14 @@ const char *hvdc__phase_name(hvdc_phase p) {
 hvd_status hvdc__phase_breakdown(int device, double mean_us[HVDC_N_PHASES], uint64_t *ops) {
     hvd_status st = hvdc__enter("hvdc__phase_breakdown");
     if (st != HVD_OK) return st;
-    hvdc_phase_totals *t = device ? &hvdc__runtime->device_phases : &hvdc__runtime->phases;
-    *ops = atomic_exchange(&t->ops, 0);
-    for (int p = 0; p < HVDC_N_PHASES; p++) {
-        unsigned long long ns = atomic_exchange(&t->ns[p], 0);
-        mean_us[p] = *ops ? (double)ns * 1e-3 / (double)*ops : 0;
-    }
+    hvdc_runtime *rt = hvdc__runtime;
+    pthread_mutex_lock(&rt->completion_mutex);
+    hvdc_phase_totals *t = device ? &rt->device_phases : &rt->phases;
+    *ops = t->ops;
+    for (int p = 0; p < HVDC_N_PHASES; p++)
+        mean_us[p] = *ops ? (double)t->ns[p] * 1e-3 / (double)*ops : 0;
+    *t = (hvdc_phase_totals){0};
+    pthread_mutex_unlock(&rt->completion_mutex);
     hvdc__leave();
     return HVD_OK;
 }

@@ -57,7 +57,8 @@ typedef struct hvdc_runtime {
     unsigned long long barrier_count; /* names the n-th hvd_barrier */
     /* negotiation's cost so far, copied from the exchange after every round */
     atomic_ullong stat_rounds, stat_bytes_sent, stat_bytes_received;
-    hvdc_phase_totals phases; /* where host ops' time went (phases.h), added by their waiters */
+    hvdc_phase_totals phases; /* where host ops' time went (phases.h), added by their waiters
+                                 under completion_mutex */
     hvdc_phase_totals device_phases; /* the same for device ops */
     atomic_int dump_requested;        /* SIGUSR1 arrived: the background thread prints its state */
     atomic_int device_done;           /* the GPU backend's work finished (set on a CUDA thread

@@ -139,18 +139,15 @@ static hvd_status wait_entered(const char *fn, hvd_handle *handle, int stream_wa
     hvdc_op *op = NULL;
     hvd_status st = HVD_OK, waited = HVD_OK;
     char *error = NULL;
-    int timed = 0; /* an op that succeeded: its phases count (phases.h) */
-    int on_device = 0;
-    int64_t phase_at[HVDC_N_PHASES];
     if (rt) {
         hvd_handle local = HANDLE_IN_SET(*handle);
         pthread_mutex_lock(&rt->completion_mutex);
         op = stream_wait ? hvdc__stream_wait_for_op(rt, local, stream, &waited)
                          : hvdc__wait_for_op(rt, local);
         if (op && waited == HVD_OK) {
-            timed = op->done && op->status == HVD_OK;
-            on_device = op->desc.device >= 0;
-            if (timed) memcpy(phase_at, op->phase_at, sizeof phase_at); /* op may go at unlock */
+            if (op->done && op->status == HVD_OK) /* it succeeded: its phases count (phases.h) */
+                hvdc__phases_add(op->desc.device >= 0 ? &rt->device_phases : &rt->phases,
+                                 op->phase_at, hvdc__now_ns());
             hvdc__handles_remove(&rt->handles, local);
             if (op->done) {
                 st = op->status;
@@ -160,8 +157,6 @@ static hvd_status wait_entered(const char *fn, hvd_handle *handle, int stream_wa
             hvdc__release_op(rt, op);
         }
         pthread_mutex_unlock(&rt->completion_mutex);
-        if (timed) /* outside the lock */
-            hvdc__phases_add(on_device ? &rt->device_phases : &rt->phases, phase_at, hvdc__now_ns());
         hvdc__set_release(slot);
     }
     if (!op)

@@ -43,6 +43,13 @@ static void make_spare_key(void) {
     spare_key_made = pthread_key_create(&spare_key, free_thread_spare) == 0;
 }
 
+/* Unloaded (dlclose), the library must not leave its free_thread_spare for threads that exit
+ * later: their spares then leak instead. */
+__attribute__((destructor)) static void delete_spare_key(void) {
+    if (spare_key_made) pthread_key_delete(spare_key);
+    spare_key_made = 0;
+}
+
 /* Where hvdc__op_create put op's counts: after its tensors, in the op's own allocation. */
 static uint64_t *inline_counts(hvdc_op *op) {
     return (uint64_t *)(op->tensors + (op->n_tensors ? op->n_tensors : 1));
@@ -82,12 +89,17 @@ int hvdc__op_set_counts(hvdc_op *op, const size_t *counts, size_t n) {
     return 0;
 }
 
-void hvdc__op_free(hvdc_op *op) {
-    if (!op) return;
+/* Frees what op owns, not op itself. */
+static void free_owned(hvdc_op *op) {
     if (op->desc.counts == inline_counts(op)) op->desc.counts = NULL; /* not an allocation */
     hvdc__wire_request_free(&op->desc);
     free(op->member_names);
     free(op->error);
+}
+
+void hvdc__op_free(hvdc_op *op) {
+    if (!op) return;
+    free_owned(op);
     free(op);
 }
 
@@ -97,11 +109,7 @@ void hvdc__op_recycle(hvdc_handles *h, hvdc_op *op) {
         hvdc__op_free(op);
         return;
     }
-    /* what the op owns goes; its memory stays (hvdc__op_create zeroes it again) */
-    if (op->desc.counts == inline_counts(op)) op->desc.counts = NULL;
-    hvdc__wire_request_free(&op->desc);
-    free(op->member_names);
-    free(op->error);
+    free_owned(op); /* its memory stays: hvdc__op_create zeroes it again */
     op->next = h->spare_ops;
     h->spare_ops = op;
     h->n_spare++;

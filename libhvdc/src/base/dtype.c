@@ -8,13 +8,16 @@ static const struct {
     const char *name;
     size_t size;
     int is_float;
+    size_t max_count; /* HVDC_MAX_BUFFER_BYTES / size, divided here, not on every submission */
 } dtypes[HVD_DTYPE_COUNT] = {
-    [HVD_UINT8] = {"uint8", 1, 0},     [HVD_INT8] = {"int8", 1, 0},
-    [HVD_INT32] = {"int32", 4, 0},     [HVD_INT64] = {"int64", 8, 0},
-    [HVD_FLOAT16] = {"float16", 2, 1}, [HVD_BFLOAT16] = {"bfloat16", 2, 1},
-    [HVD_FLOAT32] = {"float32", 4, 1}, [HVD_FLOAT64] = {"float64", 8, 1},
-    [HVD_INT16] = {"int16", 2, 0},     [HVD_UINT16] = {"uint16", 2, 0},
-    [HVD_BOOL] = {"bool", 1, 0},
+#define DTYPE(name, size, is_float) {name, size, is_float, HVDC_MAX_BUFFER_BYTES / (size)}
+    [HVD_UINT8] = DTYPE("uint8", 1, 0),     [HVD_INT8] = DTYPE("int8", 1, 0),
+    [HVD_INT32] = DTYPE("int32", 4, 0),     [HVD_INT64] = DTYPE("int64", 8, 0),
+    [HVD_FLOAT16] = DTYPE("float16", 2, 1), [HVD_BFLOAT16] = DTYPE("bfloat16", 2, 1),
+    [HVD_FLOAT32] = DTYPE("float32", 4, 1), [HVD_FLOAT64] = DTYPE("float64", 8, 1),
+    [HVD_INT16] = DTYPE("int16", 2, 0),     [HVD_UINT16] = DTYPE("uint16", 2, 0),
+    [HVD_BOOL] = DTYPE("bool", 1, 0),
+#undef DTYPE
 };
 
 static const char *const op_names[HVD_REDUCE_OP_COUNT] = {
@@ -29,7 +32,7 @@ size_t hvd_dtype_size(hvd_dtype dtype) {
 }
 
 size_t hvdc__dtype_max_count(hvd_dtype dtype) {
-    return hvdc__dtype_valid((int)dtype) ? HVDC_MAX_BUFFER_BYTES / dtypes[dtype].size : 0;
+    return hvdc__dtype_valid((int)dtype) ? dtypes[dtype].max_count : 0;
 }
 
 int hvdc__dtype_is_float(hvd_dtype dtype) {

@@ -19,7 +19,7 @@
 #endif
 
 static size_t op_bytes(size_t n_tensors) {
-    /* one allocation a submission (all 8-byte aligned): the op, its tensors, a count each */
+    /* one allocation an op (all 8-byte aligned): the op, its tensors, a count each */
     return sizeof(hvdc_op) + n_tensors * (sizeof(hvdc_tensor) + sizeof(uint64_t));
 }
 #define ONE_TENSOR_OP_BYTES op_bytes(1)

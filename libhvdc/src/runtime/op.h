@@ -3,8 +3,9 @@
  * buffers, and its completion state; and the handle table that lets user threads refer to it.
  *
  * Lifetime: created by a user thread at submission; owned by the queue, then by the background
- * thread until it completes; freed by the one hvd_wait that releases its handle (or by shutdown),
- * or, for a device op still held after that, by its last holder (complete.h).
+ * thread until it completes; freed (or recycled, below) by the one hvd_wait that releases its
+ * handle (or by shutdown), or, for a device op still held after that, by its last holder
+ * (complete.h).
  *
  * Ops of one tensor are recycled: the one that lets go of a handle's op gives its memory to the
  * handle table's spares (hvdc__op_recycle, under completion_mutex), and a submission, under the

@@ -217,27 +217,29 @@ fail:
     return st;
 }
 
-/* What every reducing submission checks: name, handle, dtype, op, send buffer, options. */
+/* What every reducing submission checks: name, handle, dtype, op, send buffer, options.
+ * *send_device: where sendbuf lives (tensor_device), for the caller to reuse: in a CUDA build
+ * each tensor_device of host memory is a driver query. */
 static hvd_status check_reduction(const char *fn, const char *name, const hvd_handle *handle,
                                   hvd_dtype dtype, hvd_reduce_op op, const void *sendbuf,
-                                  size_t count, const hvd_options *o) {
+                                  size_t count, const hvd_options *o, int *send_device) {
     hvd_status st;
     CHECK(check_call(fn, name, handle, dtype));
     CHECK(check_op(fn, name, (int)op, dtype));
     CHECK(check_buffer(fn, name, "sendbuf", sendbuf, count, dtype));
     CHECK(check_options(fn, name, o, dtype));
-    CHECK(check_device_reduce(fn, name, tensor_device(o, sendbuf), dtype));
+    *send_device = tensor_device(o, sendbuf);
+    CHECK(check_device_reduce(fn, name, *send_device, dtype));
 fail:
     return st;
 }
 
-/* The reduction's fields of what req announces; device_buf tells host from device memory. */
-static void set_reduction(hvdc_op *req, hvd_reduce_op op, const hvd_options *o,
-                          const void *device_buf) {
+/* The reduction's fields of what req announces, for a tensor on device (tensor_device). */
+static void set_reduction(hvdc_op *req, hvd_reduce_op op, const hvd_options *o, int device) {
     req->desc.op = (uint8_t)op;
     req->desc.prescale = o->prescale;
     req->desc.postscale = o->postscale;
-    req->desc.device = tensor_device(o, device_buf);
+    req->desc.device = device;
     req->ready_event = o->ready_event;
 }
 
@@ -248,15 +250,18 @@ static hvd_status hvd_allreduce_async_entered(const char *name, const void *send
     const hvd_options *o = options ? options : &default_options;
     hvd_status st;
     hvdc_op *req = NULL;
-    CHECK(check_reduction(fn, name, handle, dtype, op, sendbuf, count, o));
+    int send_device;
+    CHECK(check_reduction(fn, name, handle, dtype, op, sendbuf, count, o, &send_device));
     CHECK(check_adasum(fn, name, op, dtype, o, recvbuf));
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, count, dtype));
     size_t nbytes = count * hvd_dtype_size(dtype);
     CHECK(hvdc__check_overlap(fn, name, sendbuf, nbytes, recvbuf, nbytes, 1));
-    CHECK(check_device_buffers(fn, name, tensor_device(o, recvbuf), sendbuf, recvbuf));
+    /* in place (a gradient's usual case): the same memory, asked about once */
+    int device = recvbuf == sendbuf ? send_device : tensor_device(o, recvbuf);
+    CHECK(check_device_buffers(fn, name, device, sendbuf, recvbuf));
     CHECK(single_op(fn, HVDC_KIND_ALLREDUCE, name, sendbuf, recvbuf, count, dtype, &req));
     CHECK(attach_shape(fn, name, req, o));
-    set_reduction(req, op, o, recvbuf);
+    set_reduction(req, op, o, device);
     return hvdc__submit(fn, o->process_set, req, handle);
 fail:
     return st;
@@ -456,7 +461,8 @@ static hvd_status hvd_reducescatter_async_entered(const char *name, const void *
     const hvd_options *o = options ? options : &default_options;
     hvd_status st;
     hvdc_op *req = NULL;
-    CHECK(check_reduction(fn, name, handle, dtype, op, sendbuf, count, o));
+    int device;
+    CHECK(check_reduction(fn, name, handle, dtype, op, sendbuf, count, o, &device));
     CHECK(check_not_adasum(fn, name, op));
     int size = 1, rank = 0; /* in the set; a rank outside it is refused by submit */
     CHECK(hvdc__set_shape(o->process_set, fn, &size, &rank));
@@ -464,10 +470,10 @@ static hvd_status hvd_reducescatter_async_entered(const char *name, const void *
     CHECK(check_buffer(fn, name, "recvbuf", recvbuf, block, dtype));
     CHECK(hvdc__check_overlap(fn, name, sendbuf, count * hvd_dtype_size(dtype), recvbuf,
                               block * hvd_dtype_size(dtype), 1));
-    CHECK(check_device_buffers(fn, name, tensor_device(o, sendbuf), sendbuf, recvbuf));
+    CHECK(check_device_buffers(fn, name, device, sendbuf, recvbuf));
     CHECK(single_op(fn, HVDC_KIND_REDUCESCATTER, name, sendbuf, recvbuf, count, dtype, &req));
     CHECK(attach_shape(fn, name, req, o));
-    set_reduction(req, op, o, sendbuf);
+    set_reduction(req, op, o, device);
     req->recv_count_out = recv_count;
     return hvdc__submit(fn, o->process_set, req, handle);
 fail:

@@ -32,9 +32,8 @@
  *
  * defines: sim_settings, sim_config, sim_error, sim_current_device, sim_stream_of,
  *          sim_enqueue, sim_enqueue_wait, sim_device_drain, sim_memory_find, sim_memory_range,
- *          sim_device_range, SIM_MEM_DEVICE, SIM_MEM_PINNED, sim_arena_alloc, sim_arena_free,
- *          sim_dtype_size, sim_fold,
- *          sim_divide
+ *          sim_device_range, sim_pointer_queries, SIM_MEM_DEVICE, SIM_MEM_PINNED,
+ *          sim_arena_alloc, sim_arena_free, sim_dtype_size, sim_fold, sim_divide
  * Any thread.
  */
 #ifndef HVDC_SIM_H
@@ -94,6 +93,10 @@ int sim_memory_range(const void *p, int *device, const void **start, size_t *siz
 
 /* Whether [p, p + nbytes) lies inside one device allocation. */
 int sim_device_range(const void *p, size_t nbytes);
+
+/* How many times the driver was asked about a pointer (cuPointerGetAttributes), so far: tests
+ * count what a submission asks (each ask is a driver call on a GPU). */
+unsigned long long sim_pointer_queries(void);
 
 /* Device memory (sim_arena.c): size bytes from the device's own address space, never the
  * host heap's, NULL when it is used up; and back. */

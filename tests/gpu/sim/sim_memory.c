@@ -17,6 +17,7 @@
  * Any thread.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,8 +197,13 @@ CUresult cuInit(unsigned int flags) {
     return sim_config()->devices > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
 }
 
+static atomic_ullong pointer_queries;
+
+unsigned long long sim_pointer_queries(void) { return atomic_load(&pointer_queries); }
+
 CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attributes, void **data,
                                 CUdeviceptr ptr) {
+    atomic_fetch_add(&pointer_queries, 1);
     if (!attributes || !data) return CUDA_ERROR_INVALID_VALUE;
     int device = -1;
     const void *start = NULL;

@@ -2,8 +2,9 @@
 and equal (within float tolerance) to one process training the same model on the
 concatenated batch; for SGD with momentum, Adam, fp16 and bf16 compression, gradient
 accumulation over 2 backward passes, groups, the predivide factor, op=Sum, explicit
-synchronize with gradient clipping, sparse gradients (as sparse and as dense); and Horovod's
-errors. Run at np 2 and 4 (and 1, where it must be plain training)."""
+synchronize with gradient clipping, sparse gradients (as sparse and as dense), a gradient
+only some ranks produce; and Horovod's errors. Run at np 2 and 4 (and 1, where it must be
+plain training)."""
 import copy
 
 import pytest
@@ -146,3 +147,33 @@ def test_sparse_gradients(as_dense):
     ref_opt.step()
     assert torch.allclose(emb.weight, ref.weight, atol=1e-6)
     assert_identical_on_every_rank(emb, f"sparse as_dense={as_dense}")
+
+
+def test_gradient_only_some_ranks_produce():
+    """A parameter only rank 0 uses (a dynamic graph): the other ranks' hooks never fire for
+    it, so their step() submits zeros in its place (synchronize's "missing" path), and every
+    rank averages rank 0's gradient with those zeros. Two steps: the second runs after a step
+    in which every hook had fired on rank 0 alone."""
+    rank, size = hvd.rank(), hvd.size()
+    used = torch.nn.Parameter(torch.zeros(3))
+    branch = torch.nn.Parameter(torch.zeros(2))
+    net = torch.nn.Module()
+    net.register_parameter("used", used)
+    net.register_parameter("branch", branch)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=1.0),
+                                   named_parameters=net.named_parameters())
+    want_used, want_branch = torch.zeros(3), torch.zeros(2)
+    for step in range(2):
+        opt.zero_grad()
+        xs = [torch.arange(3, dtype=torch.float32) + r + step for r in range(size)]
+        loss = (used * xs[rank]).sum()
+        if rank == 0:
+            loss = loss + (branch * (step + 1.0)).sum()
+        loss.backward()
+        opt.step()
+        want_used -= sum(xs) / size
+        want_branch -= (step + 1.0) / size
+        assert torch.equal(used.detach(), want_used), f"step {step}: used {used}, want {want_used}"
+        assert torch.equal(branch.detach(), want_branch), \
+            f"step {step}: branch {branch}, want {want_branch}"
+        assert_identical_on_every_rank(net, f"branch step {step}")

@@ -64,7 +64,7 @@ def _submitted(status):
 def _check_device_adasum(op, tensor):
     """Horovod's refusals for Adasum on GPU tensors (mpi_ops.py, _allreduce_async), before
     anything is sent; the C core checks the same on every rank."""
-    if op != Adasum or tensor.device.type != "cuda":
+    if op != Adasum or not tensor.is_cuda:
         return
     if not B.is_homogeneous():
         raise NotImplementedError("Running GPU Adasum on heterogeneous cluster is not supported yet.")
@@ -74,19 +74,26 @@ def _check_device_adasum(op, tensor):
 
 
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
-    """Submits one all-reduce of tensor into output (output is tensor: in place)."""
+    """Submits one all-reduce of tensor into output (output is tensor: in place).
+    DistributedOptimizer calls this for every gradient of every step, so the cheap checks are
+    written out here rather than called, and the global set takes no _set: libhvdc itself
+    refuses a submission before hvd.init() (the same ValueError)."""
     dtype = T.c_dtype(tensor, "allreduce")
-    T.check_dense(tensor, "allreduce")
+    if tensor.is_sparse:
+        T.check_dense(tensor, "allreduce")
     cop = B.c_op(op)
-    _check_device_adasum(op, tensor)
-    sid = _set(process_set)
-    send = T.contiguous(tensor)
+    if op == Adasum:
+        _check_device_adasum(op, tensor)
+    sid = 0 if process_set is global_process_set else _set(process_set)
+    send = tensor if tensor.is_contiguous() else tensor.contiguous()
     recv = send if output is tensor else output
     opts, event = T.options(send, prescale_factor, postscale_factor, sid, tensor.shape)
     h = ctypes.c_uint64(0)
-    _submitted(L.fast.hvd_allreduce_async(_name(name, "allreduce"), send.data_ptr(),
-                                          recv.data_ptr(), send.numel(), dtype, cop, opts,
-                                          ctypes.byref(h)))
+    status = L.fast.hvd_allreduce_async(_name(name, "allreduce"), send.data_ptr(),
+                                        recv.data_ptr(), send.numel(), dtype, cop, opts,
+                                        ctypes.byref(h))
+    if status != L.OK:
+        raise L.error_for(status, submitting=True)
     if output is tensor and send is not tensor:  # in place on a non-contiguous view
         def finish():
             return tensor.copy_(send)

@@ -130,16 +130,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             p.grad = p.data.new(p.size()).zero_()
         name = self._parameter_names.get(p)
         tensor = p.grad
-        if p.grad.is_sparse:
+        if tensor.is_sparse:
             if self.sparse_as_dense:
                 tensor = tensor.to_dense()
             else:
                 return self._sparse_allreduce_grad_async(p, name)
         tensor_compressed, ctx = self._compression.compress(tensor)
         prescale, postscale = self._scales()
-        handle = M.allreduce_async_(tensor_compressed, name=name, op=self.op,
-                                    prescale_factor=prescale, postscale_factor=postscale,
-                                    process_set=self.process_set)
+        # allreduce_async_ without its argument shuffling: every gradient of every step
+        handle = M._allreduce_async(tensor_compressed, tensor_compressed, name, self.op,
+                                    prescale, postscale, self.process_set)
         return handle, ctx
 
     def _grouped_allreduce_grad_async(self, ps):
@@ -182,10 +182,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if not self.process_set.included():
             self._synchronized = True
             return
-        completed = set()
-        for x in self._handles.keys():
-            completed.update(x) if isinstance(x, tuple) else completed.add(x)
-        missing_p = self._requires_update - completed
+        if self._groups is None and len(self._handles) == len(self._requires_update):
+            missing_p = ()  # every hook fired: the keys are _requires_update (no tensor hashed)
+        else:
+            completed = set()
+            for x in self._handles.keys():
+                completed.update(x) if isinstance(x, tuple) else completed.add(x)
+            missing_p = self._requires_update - completed
         # the same order on every rank (sets of tensors iterate in id order)
         for p in sorted(missing_p, key=lambda p: self._parameter_names.get(p)):
             if self._groups is not None and len(self._p_to_group[p]) > 1:
@@ -212,13 +215,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._allreduce_delay[p] = self.backward_passes_per_step
                 if self._groups is not None:
                     self._group_counts[self._p_to_group[p]] = 0
-                if p.grad.is_sparse:
+                grad = p.grad
+                if grad.is_sparse:
                     aggregated = self._compression.decompress(output, ctx)
                     if not aggregated.is_sparse:
                         aggregated = aggregated.to_sparse()
-                    p.grad.zero_().add_(aggregated)
+                    grad.zero_().add_(aggregated)
                 else:
-                    p.grad.set_(self._compression.decompress(output, ctx))
+                    averaged = self._compression.decompress(output, ctx)
+                    if averaged is not grad:  # in place (no compression): already there
+                        grad.set_(averaged)
         self._handles.clear()
         self._synchronized = True
 
@@ -260,17 +266,20 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 def _count_backward_pass(opt, p):
     """A backward pass produced p's gradient (its hook): counts it against
     backward_passes_per_step, as Horovod does. True when this pass is the last before step(),
-    the one whose gradient goes out."""
-    if p in opt._handles and opt._handles[p][0] is not None:
-        if opt._allreduce_delay[p] <= 0:
-            raise AssertionError(
-                "Gradients were computed more than backward_passes_per_step times "
-                "before call to step(). Increase backward_passes_per_step to "
-                "accumulate gradients locally.")
+    the one whose gradient goes out. (Three dictionary lookups: a tensor's hash is a Python
+    call, and this runs for every gradient of every step.)"""
+    delay = opt._allreduce_delay[p]
+    entry = opt._handles.get(p)
+    if entry is not None and entry[0] is not None and delay <= 0:
+        raise AssertionError(
+            "Gradients were computed more than backward_passes_per_step times "
+            "before call to step(). Increase backward_passes_per_step to "
+            "accumulate gradients locally.")
     assert not p.grad.requires_grad
-    assert opt._allreduce_delay[p] > 0
-    opt._allreduce_delay[p] -= 1
-    return opt._allreduce_delay[p] == 0
+    assert delay > 0
+    delay -= 1
+    opt._allreduce_delay[p] = delay
+    return delay == 0
 
 
 def _named_parameters(param_groups, named_parameters):

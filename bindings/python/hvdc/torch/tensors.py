@@ -60,7 +60,7 @@ def options(tensor, prescale=1.0, postscale=1.0, process_set=0, shape=None):
     stream, so libhvdc's stream waits for the data on the device instead of the host waiting;
     the event must outlive the operation (the caller keeps the returned objects). shape: the
     caller's tensor's shape, compared across ranks."""
-    plain = prescale == 1.0 and postscale == 1.0 and tensor.device.type == "cpu"
+    plain = prescale == 1.0 and postscale == 1.0 and tensor.is_cpu  # not .device: builds an object
     if plain and process_set == 0 and shape is None:
         return _DEFAULT_OPTIONS, None
     if plain:  # the common case, every step: one options object per shape, made once

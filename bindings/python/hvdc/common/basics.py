@@ -230,33 +230,45 @@ def stop_timeline():
 
 class Pending:
     """An operation in flight: libhvdc's handles, what must stay alive until they complete,
-    and how to produce the result once they have."""
-    __slots__ = ("c_handles", "keep", "finish")
+    how to produce the result once they have, and the stream that waits for it (see
+    wait_all), or None."""
+    __slots__ = ("c_handles", "keep", "finish", "stream")
 
-    def __init__(self, c_handles, keep, finish):
+    def __init__(self, c_handles, keep, finish, stream=None):
         self.c_handles = c_handles
         self.keep = keep
         self.finish = finish
+        self.stream = stream
 
 
 _pending = {}
 _synthetic = itertools.count(-1, -1)
 
 
-def register(c_handles, keep, finish):
-    """Records an operation; returns its handle (an int, as Horovod's are)."""
+def register(c_handles, keep, finish, stream=None):
+    """Records an operation; returns its handle (an int, as Horovod's are). stream: see
+    wait_all."""
     handle = c_handles[0] if c_handles else next(_synthetic)
-    _pending[handle] = Pending(c_handles, keep, finish)
+    _pending[handle] = Pending(c_handles, keep, finish, stream)
     return handle
 
 
-def wait_all(c_handles):
+def wait_all(c_handles, stream=None):
     """Waits for every handle (the GIL is released while waiting); raises the first failure
-    after all have completed, so nothing is left in flight."""
+    after all have completed, so nothing is left in flight.
+    stream: None, the host waits for the results (hvd_wait). Else a function returning the
+    cudaStream_t (an int; 0 or None: the legacy default stream) that is to wait for them
+    instead: the host then waits only until they are queued on the device
+    (hvd_wait_on_stream), and work queued on that stream afterwards sees them. For host
+    memory hvd_wait_on_stream is hvd_wait, so a host tensor's operation may take it too."""
     first = None
+    on = stream() if stream is not None else None
     for h in c_handles:
         ch = ctypes.c_uint64(h)
-        status = L.lib.hvd_wait(ctypes.byref(ch))
+        if stream is None:
+            status = L.lib.hvd_wait(ctypes.byref(ch))
+        else:
+            status = L.lib.hvd_wait_on_stream(ctypes.byref(ch), on)
         if status != L.OK and first is None:
             first = L.error_for(status)
     if first is not None:
@@ -285,7 +297,7 @@ def synchronize(handle):
     p = _pending.pop(handle, None)
     if p is None:
         return None
-    wait_all(p.c_handles)
+    wait_all(p.c_handles, p.stream)
     return p.finish()
 
 

@@ -164,6 +164,7 @@ for _h in (lib, fast):
     _declare(_h, "hvd_join", ctypes.c_int, [_int_p])
     _declare(_h, "hvd_poll", ctypes.c_int, [ctypes.c_uint64, _int_p])
     _declare(_h, "hvd_wait", ctypes.c_int, [_handle_p])
+    _declare(_h, "hvd_wait_on_stream", ctypes.c_int, [_handle_p, _vp])
     _declare(_h, "hvd_start_timeline", ctypes.c_int, [ctypes.c_char_p, ctypes.c_int])
     _declare(_h, "hvd_stop_timeline", ctypes.c_int, [])
     _declare(_h, "hvd_status_string", ctypes.c_char_p, [ctypes.c_int])

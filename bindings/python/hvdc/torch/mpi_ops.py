@@ -75,6 +75,9 @@ def _check_device_adasum(op, tensor):
 
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
     """Submits one all-reduce of tensor into output (output is tensor: in place).
+    synchronize() of a CUDA tensor's all-reduce makes the stream current then wait for it on
+    the device instead of the host waiting (as Horovod and DDP on NCCL do): so
+    DistributedOptimizer.step() queues its update behind the all-reduces with no host sync.
     DistributedOptimizer calls this for every gradient of every step, so the cheap checks are
     written out here rather than called, and the global set takes no _set: libhvdc itself
     refuses a submission before hvd.init() (the same ValueError)."""
@@ -100,7 +103,8 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     else:
         def finish():
             return recv
-    return B.register([h.value], (tensor, send, recv, opts, event), finish)
+    stream = T.current_stream_of(send) if send.is_cuda else T.host_stream
+    return B.register([h.value], (tensor, send, recv, opts, event), finish, stream)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,

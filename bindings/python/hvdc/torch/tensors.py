@@ -77,6 +77,18 @@ def options(tensor, prescale=1.0, postscale=1.0, process_set=0, shape=None):
     return ctypes.pointer(o), event
 
 
+def host_stream():
+    """The stream of a host tensor's operation (basics.wait_all): none."""
+    return None
+
+
+def current_stream_of(tensor):
+    """A function returning the cudaStream_t (an int) current on tensor's device when called:
+    the stream that waits for the tensor's operation at synchronize (basics.wait_all)."""
+    device = tensor.device
+    return lambda: torch.cuda.current_stream(device).cuda_stream
+
+
 _plain = {}  # (process set, shape) -> hvd_options; libhvdc only reads options during a call
 
 

@@ -16,7 +16,8 @@
 #   8. issue 13's host figures where every rank has cores to spare (the dev VM has 2 for 2
 #      ranks): latency_bench at np 2 and 4 (the lone op and its hand-off floor, mpi-thread) and
 #      allreduce_bench at np 2 (hvd-shm and hvd-mpi against MPI, mpi-thread, memcpy)
-#   9. PyTorch on the GPU: examples/pytorch/train_fashion_mnist.py --device cuda --amp, and
+#   9. PyTorch on the GPU: tests/python/test_cuda.py and test_optimizer.py (np 1),
+#      examples/pytorch/train_fashion_mnist.py --device cuda --amp, and
 #      benchmarks/torch_compare.py --device cuda (plain torch, DDP on NCCL, hvdc; ResNet-50 at
 #      batch 64, 224x224), where python3's torch sees the GPU
 # Every step's output goes to LOG_DIR/<step>.log; a step that fails does not stop the next.
@@ -140,6 +141,10 @@ fi
 # plain torch / DDP(nccl) / hvdc on ResNet-50 at batch 64, 224x224, in one run
 export PYTHONPATH=$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH} HVDC_LIBRARY=$build/libhvdc/libhvdc.so
 if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    # hvdc.torch on CUDA tensors (tests/python/test_cuda.py is in the python suite, which step 4
+    # does not run): since 3e1f916 synchronize() has the stream wait, not the host
+    step torch_cuda_tests "$build/hvdcrun" -np 1 python3 -m pytest -q -x tests/python/test_cuda.py \
+        tests/python/test_optimizer.py
     if [ -r "$data/train-images-idx3-ubyte.gz" ]; then
         step torch_example_gpu "$build/hvdcrun" -np 1 python3 examples/pytorch/train_fashion_mnist.py \
             --device cuda --amp --epochs 2 --data "$data" --min-accuracy 0.8

@@ -75,9 +75,10 @@ def _check_device_adasum(op, tensor):
 
 def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
     """Submits one all-reduce of tensor into output (output is tensor: in place).
-    synchronize() of a CUDA tensor's all-reduce makes the stream current then wait for it on
-    the device instead of the host waiting (as Horovod and DDP on NCCL do): so
-    DistributedOptimizer.step() queues its update behind the all-reduces with no host sync.
+    synchronize() of a CUDA tensor's all-reduce has the stream that is current at that call
+    wait for the result on the device, instead of the host waiting for it (as Horovod and DDP
+    on NCCL do): so DistributedOptimizer.step() queues its update behind the all-reduces
+    without a host sync.
     DistributedOptimizer calls this for every gradient of every step, so the cheap checks are
     written out here rather than called, and the global set takes no _set: libhvdc itself
     refuses a submission before hvd.init() (the same ValueError)."""

@@ -141,10 +141,13 @@ fi
 # plain torch / DDP(nccl) / hvdc on ResNet-50 at batch 64, 224x224, in one run
 export PYTHONPATH=$PWD/bindings/python${PYTHONPATH:+:$PYTHONPATH} HVDC_LIBRARY=$build/libhvdc/libhvdc.so
 if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    # hvdc.torch on CUDA tensors (tests/python/test_cuda.py is in the python suite, which step 4
-    # does not run): since 3e1f916 synchronize() has the stream wait, not the host
-    step torch_cuda_tests "$build/hvdcrun" -np 1 python3 -m pytest -q -x tests/python/test_cuda.py \
-        tests/python/test_optimizer.py
+    # hvdc.torch on CUDA tensors (since 3e1f916 synchronize() has the stream wait, not the
+    # host); these are in the python suite, which step 4 does not run: run as the suite runs
+    # them (tests/python/run.py: bounded, with conftest on the path)
+    for t in test_cuda test_optimizer; do
+        step torch_${t}_gpu env PYTHONPATH="$PWD/tests/python:$PYTHONPATH" \
+            python3 tests/python/run.py python3 "$build/hvdcrun" 1 pytest "tests/python/$t.py"
+    done
     if [ -r "$data/train-images-idx3-ubyte.gz" ]; then
         step torch_example_gpu "$build/hvdcrun" -np 1 python3 examples/pytorch/train_fashion_mnist.py \
             --device cuda --amp --epochs 2 --data "$data" --min-accuracy 0.8

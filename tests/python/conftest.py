@@ -60,7 +60,8 @@ def value(dtype, op, r, shape, salt=0):
 
 
 def reference(dtype, op, size, shape, salt=0, prescale=1.0, postscale=1.0):
-    """op over every rank's value(), computed locally (float64 or int64, then dtype)."""
+    """op over every rank's value(), computed locally: summed in float64 or int64 (exact for
+    these values), scaled as libhvdc scales, then cast to dtype."""
     xs = torch.stack([value(dtype, op, r, shape, salt) for r in range(size)])
     if dtype == torch.bool:
         out = xs.any(0) if op in (hvd.Sum, hvd.Max) else xs.all(0)
@@ -69,8 +70,8 @@ def reference(dtype, op, size, shape, salt=0, prescale=1.0, postscale=1.0):
     wide = wide * prescale if dtype.is_floating_point else wide
     if op in (hvd.Sum, hvd.Average):
         out = wide.sum(0)
-        if op == hvd.Average:
-            out = out / size if dtype.is_floating_point else torch.div(out, size, rounding_mode="trunc")
+        if op == hvd.Average and not dtype.is_floating_point:
+            out = torch.div(out, size, rounding_mode="trunc")
     elif op == hvd.Min:
         out = wide.min(0).values
     elif op == hvd.Max:
@@ -78,7 +79,12 @@ def reference(dtype, op, size, shape, salt=0, prescale=1.0, postscale=1.0):
     else:
         out = wide.prod(0)
     if dtype.is_floating_point:
-        out = out * postscale
+        # One factor after the sum (an average's is postscale / size), multiplied as libhvdc and
+        # Horovod multiply it: in float32 for every float but float64. At 3 ranks, x * (1/3) in
+        # float32 and x / 3 rounded from float64 differ in the last bit.
+        factor = postscale / size if op == hvd.Average else postscale
+        scale_dtype = torch.float64 if dtype == torch.float64 else torch.float32
+        out = out.to(scale_dtype) * torch.tensor(factor, dtype=torch.float64).to(scale_dtype)
     return out.to(dtype)
 
 

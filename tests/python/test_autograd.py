@@ -35,8 +35,8 @@ def test_allreduce_sum_and_average(rank, size):
         assert y.requires_grad and y.grad_fn is not None
         (y * weights(rank, (3, 2))).sum().backward()
         want = sum(weights(r, (3, 2)) for r in range(size))
-        if op == hvd.Average:  # backward averages the gradients, as the forward averaged
-            want = want / size
+        if op == hvd.Average:  # backward averages as the forward did: the sum * (1 / size)
+            want = want * (1.0 / size)
         assert torch.equal(x.grad, want), (op, x.grad, want)
 
 

@@ -5,6 +5,8 @@
   check_timeline.py MPIRUN WORKLOAD sigterm    # killed mid-run: the file still parses
   check_timeline.py MPIRUN WORKLOAD names      # names with quotes, controls, non-UTF-8 bytes
   check_timeline.py MPIRUN WORKLOAD startstop  # hvd_start/stop_timeline at run time, twice
+  check_timeline.py MPIRUN WORKLOAD dynamic    # the same with HOROVOD_TIMELINE=DYNAMIC: no file
+                                               # named DYNAMIC, nothing recorded before the start
 
 The file must load with a JSON parser; a known run must show, per tensor, QUEUED, NEGOTIATE
 and ALLREDUCE; the small tensors must be packed (PACK/UNPACK) and share a fusion group; the
@@ -19,21 +21,32 @@ import tempfile
 import time
 
 mpirun, workload, mode = sys.argv[1:4]
+workload = os.path.abspath(workload)  # "dynamic" runs it from an empty directory
 fd, path = tempfile.mkstemp(suffix=".json")
 os.close(fd)
 env = dict(os.environ, HVD_TIMELINE=path, HVD_TIMELINE_MARK_CYCLES="1")
 cmd = [mpirun, "--oversubscribe", "--bind-to", "none", "-np", "2", workload]
 failures = []
 
-if mode == "startstop":
-    # no HVD_TIMELINE: the workload starts file A before step 1, stops it after, starts B
-    # before step 3; each file holds exactly its steps' tensors and is valid JSON
+if mode in ("startstop", "dynamic"):
+    # no HVD_TIMELINE (or Horovod's DYNAMIC): the workload starts file A before step 1, stops
+    # it after, starts B before step 3; each file holds exactly its steps' tensors and is valid
+    # JSON
     env.pop("HVD_TIMELINE")
     env.pop("HVD_TIMELINE_MARK_CYCLES")
+    if mode == "dynamic":
+        env["HOROVOD_TIMELINE"] = "DYNAMIC"
     files = [path + ".a", path + ".b"]
-    run = subprocess.run(cmd + ["startstop"] + files, env=env, timeout=60)
+    workdir = tempfile.mkdtemp()
+    run = subprocess.run(cmd + ["startstop"] + files, env=env, timeout=60, cwd=workdir)
     if run.returncode != 0:
         failures.append(f"workload exited {run.returncode}")
+    left = os.listdir(workdir)
+    if left:
+        failures.append(f"files written in the working directory: {left}")
+    for f in left:
+        os.unlink(os.path.join(workdir, f))
+    os.rmdir(workdir)
     for f, step, marks in [(files[0], 1, True), (files[1], 3, False)]:
         try:
             with open(f) as fh:
@@ -70,7 +83,7 @@ else:
         os.killpg(proc.pid, signal.SIGKILL)
         failures.append("workload did not stop within 30 s of SIGTERM")
 
-if mode != "startstop":
+if mode not in ("startstop", "dynamic"):
     try:
         with open(path) as f:
             events = json.load(f)

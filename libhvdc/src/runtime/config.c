@@ -71,7 +71,8 @@ const hvdc_setting hvdc__settings[] = {
      "seconds of stall after which every rank's operations fail with `HVD_ERR_STALLED`; `0` "
      "waits forever", 1, 0},
     {"HVD_TIMELINE", "HOROVOD_TIMELINE", HVDC_SETTING_PATH, FIELD(timeline_path), 0, 0, NULL,
-     NULL, "unset", "path of a Chrome-trace JSON timeline written by rank 0", 0, 0},
+     NULL, "unset", "path of a Chrome-trace JSON timeline written by rank 0; `DYNAMIC`: none "
+     "until `hvd_start_timeline` (as Horovod)", 0, 0},
     {"HVD_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES", HVDC_SETTING_CHOICE,
      FIELD(timeline_mark_cycles), 0, 0, flag_choices, NULL, "`0`",
      "`1`: mark every negotiation round in the timeline", 0, 0},

@@ -340,6 +340,12 @@ static void release_thread(hvdc_runtime *rt, int decision) {
     pthread_mutex_unlock(&rt->queue_mutex);
 }
 
+/* The file rank 0 records into from hvd_init on, or NULL. HVD_TIMELINE=DYNAMIC is Horovod's
+ * "record nothing until hvd_start_timeline", not a file named DYNAMIC. */
+static const char *timeline_from_start(const hvdc_config *config) {
+    return strcmp(config->timeline_path, "DYNAMIC") == 0 ? NULL : config->timeline_path;
+}
+
 /* HVD_AUTOTUNE_LOG on rank 0: created now, so a path that cannot be written fails hvd_init on
  * every rank instead of a log that silently never appears. */
 static hvd_status open_autotune_log(hvdc_runtime *rt) {
@@ -439,7 +445,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     CHECK(hvdc__agree(rt->control_comm, start_watchdog(rt)));
     st = HVD_OK;
     if (rt->topo.rank == 0) /* recording from the start only with HVD_TIMELINE */
-        st = hvdc__timeline_open(rt->config.timeline_path, rt->topo.rank,
+        st = hvdc__timeline_open(timeline_from_start(&rt->config), rt->topo.rank,
                                  rt->config.timeline_mark_cycles, &rt->executor.timeline);
     CHECK(hvdc__agree(rt->control_comm, st));
     CHECK(hvdc__agree(rt->control_comm, open_autotune_log(rt)));

@@ -242,15 +242,18 @@ static void test_allreduce_at(hvd_dtype dt, hvd_reduce_op op, size_t count, doub
     cudaFree(send), free(host), free(ref), free(got);
 }
 
-/* n tensors in one grouped all-reduce: packed by the device kernel, one NCCL call. */
-static void test_grouped(hvd_dtype dt, int n) {
+/* n tensors in one grouped all-reduce: packed by the device kernel, one NCCL call. on_stream:
+ * hvd_wait_on_stream, and the results read back on that stream only (hvdc.torch waits so). */
+static void test_grouped(hvd_dtype dt, int n, int on_stream) {
     size_t es = mt_dtype_size(dt);
     const char *names[300];
     char namebuf[300][32];
     const void *sends[300];
     void *recvs[300];
     size_t counts[300];
-    mt_begin(&T, "gpu.grouped.%s.%d", mt_dtype_name(dt), n);
+    cudaStream_t side = NULL;
+    if (on_stream) cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+    mt_begin(&T, "gpu.grouped.%s.%d%s", mt_dtype_name(dt), n, on_stream ? ".on_stream" : "");
     for (int i = 0; i < n; i++) {
         counts[i] = (size_t)(i * 37 % 101);
         snprintf(namebuf[i], sizeof namebuf[i], "gpu.g.%s.%d.%d", mt_dtype_name(dt), n, i);
@@ -268,10 +271,15 @@ static void test_grouped(hvd_dtype dt, int n) {
     hvd_handle h;
     if (MT_EXPECT(&T, hvd_grouped_allreduce_async(n, names, sends, recvs, counts, dt, HVD_SUM, &o,
                                                   &h), HVD_OK) &&
-        MT_EXPECT(&T, hvd_wait(&h), HVD_OK)) {
+        MT_EXPECT(&T, on_stream ? hvd_wait_on_stream(&h, side) : hvd_wait(&h), HVD_OK)) {
         for (int i = 0; i < n; i++) {
             void *got = malloc(counts[i] * es + 1), *ref = malloc(counts[i] * es + 1);
-            to_host(got, recvs[i], counts[i] * es);
+            if (on_stream) { /* side waits for nothing else: an early release reads stale data */
+                cudaMemcpyAsync(got, recvs[i], counts[i] * es, cudaMemcpyDeviceToHost, side);
+                cudaStreamSynchronize(side);
+            } else {
+                to_host(got, recvs[i], counts[i] * es);
+            }
             mt_reduce_ref(ref, dt, HVD_SUM, T.size, 0, counts[i], (uint64_t)i + 100, 1.0, 1.0);
             mt_compare(&T, got, ref, dt, counts[i], 0, names[i]);
             free(got), free(ref);
@@ -281,6 +289,7 @@ static void test_grouped(hvd_dtype dt, int n) {
         if (recvs[i] != sends[i]) cudaFree(recvs[i]);
         cudaFree((void *)sends[i]);
     }
+    if (side) cudaStreamDestroy(side);
     mt_end(&T);
 }
 
@@ -579,11 +588,12 @@ int main(int argc, char **argv) {
             test_allreduce_at(dt, HVD_SUM, 4099, 0.5, 3.0, 0);
             test_allreduce_at(dt, HVD_AVERAGE, 4099, 0.5, 0.75, 0);
         }
-        test_grouped(dt, 5);
+        test_grouped(dt, 5, 0);
         test_movers(dt);
     }
     test_adasum();
-    test_grouped(HVD_FLOAT32, 300); /* 3 pack launches */
+    test_grouped(HVD_FLOAT32, 300, 0); /* 3 pack launches */
+    test_grouped(HVD_FLOAT32, 300, 1);
     test_ready_events();
     test_completion();
     return gt_finish(&T);

@@ -135,7 +135,9 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 
 
 def _grouped_async(tensors, outputs, name, op, prescale_factor, postscale_factor, process_set):
-    """One grouped all-reduce per dtype present (libhvdc groups share a dtype); one handle."""
+    """One grouped all-reduce per dtype present (libhvdc groups share a dtype); one handle.
+    synchronize() waits as _allreduce_async's does: CUDA tensors on the device, by the stream
+    current at that call."""
     tensors = list(tensors)
     if not tensors:
         raise ValueError("grouped_allreduce: the list of tensors is empty")
@@ -172,7 +174,9 @@ def _grouped_async(tensors, outputs, name, op, prescale_factor, postscale_factor
         for t, s, r, o in zip(tensors, sends, recvs, outputs):
             out.append(t.copy_(s) if (o is t and s is not t) else r)
         return out
-    return B.register(c_handles, keep, finish)
+    # as _allreduce_async: a CUDA group's results are waited for on the current stream
+    stream = T.current_stream_of(sends[0]) if sends[0].is_cuda else T.host_stream
+    return B.register(c_handles, keep, finish, stream)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,

@@ -5,8 +5,8 @@
 in place of `import horovod.torch as hvd`: the same names, arguments, defaults, return types,
 in-place semantics and error types (HorovodInternalError for failed collectives, ValueError
 for bad arguments). Adasum runs on host memory (op=hvd.Adasum, at a power-of-2 number of
-ranks, as Horovod); GPU tensors on one node get Horovod's GPU Adasum there (the average), across
-nodes a clear NotImplementedError for now. Elastic mode
+ranks, as Horovod); GPU tensors get Horovod's GPU Adasum: on one node the average, across a
+power-of-2 number of nodes Adasum between the nodes' averages (docs/pytorch.md). Elastic mode
 (hvd.elastic.run, TorchState) is restart-based: see hvdc.torch.elastic.
 """
 from hvdc.common.basics import (init, shutdown, is_initialized, rank, size, local_rank,

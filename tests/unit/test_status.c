@@ -1,5 +1,6 @@
 /* Unit test: the detail messages of base/status.c name the runtime's rank, as the user knows it
- * (under hvd_init_comm that is the rank in the user's communicator, not in MPI_COMM_WORLD). */
+ * (under hvd_init_comm that is the rank in the user's communicator, not in MPI_COMM_WORLD), and
+ * a message may quote the one before it. */
 #include <mpi.h>
 #include <string.h>
 
@@ -20,6 +21,13 @@ int main(void) {
                hvd_last_error());
     hvdc__fail(HVD_ERR_CONFIG, "x=%d", 3);
     CHECK_TRUE(strcmp(hvd_last_error(), "x=3") == 0, "hvdc__fail formats: %s", hvd_last_error());
+    /* a message that quotes the one before it (hvd_last_error() as an argument) */
+    hvdc__fail(HVD_ERR_CUDA, "cudaStreamWaitEvent failed at gpu.c:12: invalid resource handle");
+    hvdc__fail(HVD_ERR_CUDA, "%s: the stream cannot wait: %s", "hvd_wait_on_stream",
+               hvd_last_error());
+    CHECK_TRUE(strcmp(hvd_last_error(), "hvd_wait_on_stream: the stream cannot wait: "
+                      "cudaStreamWaitEvent failed at gpu.c:12: invalid resource handle") == 0,
+               "quotes the previous message whole: %s", hvd_last_error());
     hvdc__clear_error();
     CHECK_TRUE(hvd_last_error()[0] == '\0', "cleared");
     return check_verdict("status messages");

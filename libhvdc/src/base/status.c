@@ -29,7 +29,11 @@ const char *hvd_last_error(void) { return last_error; }
 void hvdc__clear_error(void) { last_error[0] = '\0'; }
 
 static hvd_status fail_v(hvd_status status, const char *fmt, va_list ap) {
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    /* formatted aside first: a message may quote the one before it (hvd_last_error() as an
+     * argument), which formatting straight into last_error would overwrite while reading */
+    char text[HVDC_ERROR_MAX];
+    vsnprintf(text, sizeof text, fmt, ap);
+    memcpy(last_error, text, strlen(text) + 1);
     return status;
 }
 

@@ -724,11 +724,13 @@ typedef struct hvd_checkpoint_info {
  * rank 0's result. The file (format version 1): a 64-byte header with magic "HVDCCKPT",
  * version and section sizes and its own CRC-32, then a body with its CRC-32: the parameter
  * table (name, dtype, count), optimizer kind, step and state, sampler and info, the values.
- * Must not be called between the passes of one step.
+ * Must not be called between the passes of one step. Device parameters are saved as they are
+ * after the updates queued on cfg.stream so far: rank 0 copies them, and their state, to host
+ * memory there and waits for that copy (the only optimizer call that waits for the device).
  * @return HVD_OK on every rank; HVD_ERR_INVALID_ARG (NULL, mid-step, path unusable: the
  *         message names the file and the system error; the previous file is untouched);
- *         HVD_ERR_UNSUPPORTED for an optimizer with parameters on a CUDA device (not yet);
- *         HVD_ERR_NO_MEMORY; a collective's status. Blocks. */
+ *         HVD_ERR_NO_MEMORY; HVD_ERR_CUDA (a device copy failed; nothing was written); a
+ *         collective's status. Blocks. */
 HVD_API hvd_status hvd_checkpoint_save(const char *path, const hvd_optimizer *opt,
                                        const hvd_sampler *sampler,
                                        const hvd_checkpoint_info *info);
@@ -736,13 +738,15 @@ HVD_API hvd_status hvd_checkpoint_save(const char *path, const hvd_optimizer *op
 /* Restores a checkpoint written by hvd_checkpoint_save into opt (parameters, state, step
  * count), sampler (seed and epoch; may be NULL) and *info (may be NULL). Collective: rank 0
  * reads and validates the whole file, then broadcasts it; on any error nothing changes on any
- * rank and the file is not modified. The number of ranks may differ from the saving run's.
+ * rank and the file is not modified (a device copy that fails, HVD_ERR_CUDA, may leave some of
+ * rank 0's device parameters written). The number of ranks may differ from the saving run's.
+ * Device parameters and their state are written on the device, ordered on cfg.stream: work
+ * queued there afterwards sees them.
  * @return HVD_OK on every rank; HVD_ERR_INVALID_ARG for an unreadable, truncated or corrupted
  *         file, or an unknown version (the message says which check failed); HVD_ERR_MISMATCH
  *         when the file is from a different model or optimizer (the message names the first
- *         difference) or its sampler was over a different dataset size; HVD_ERR_UNSUPPORTED
- *         for an optimizer with parameters on a CUDA device (not yet); HVD_ERR_NO_MEMORY; a
- *         collective's status. Blocks. */
+ *         difference) or its sampler was over a different dataset size; HVD_ERR_NO_MEMORY;
+ *         HVD_ERR_CUDA; a collective's status. Blocks. */
 HVD_API hvd_status hvd_checkpoint_load(const char *path, hvd_optimizer *opt,
                                        hvd_sampler *sampler, hvd_checkpoint_info *info);
 
@@ -817,8 +821,8 @@ HVD_API hvd_status hvd_elastic_destroy(hvd_elastic *st);
 
 /* Registration; local, never blocks. Register the same things in the same order on every
  * rank. Buffers registered by pointer must outlive the state.
- *   add_optimizer: opt's parameters, state and step count (host parameters only: else
- *                  HVD_ERR_UNSUPPORTED); one per state.
+ *   add_optimizer: opt's parameters, state and step count (device parameters too, copied
+ *                  as hvd_checkpoint_save and _load copy them); one per state.
  *   add_sampler:   its seed, epoch and position (hvd_sampler_record); one per state. After a
  *                  restore with another number of ranks it continues the epoch at the committed
  *                  position, dealt over the new ranks (hvd_sampler_set_position).

@@ -26,6 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "gpu_test.h"
 #include "hvdc.h"
@@ -142,10 +145,21 @@ static void *gate_watchdog(void *arg) {
     return NULL;
 }
 
+/* Keeps the stream busy for SLOW_MS: what is queued behind it (a step's update) runs late. */
+#define SLOW_MS 200
+static void slow_host(void *unused) {
+    (void)unused;
+    struct timespec ms = {0, SLOW_MS * 1000000L};
+    nanosleep(&ms, NULL);
+}
+
 /* One backward pass: gradients written, announced last parameter first, the pass ended.
- * held: the stream is held (a gate) from before the announcements until the step returned. */
+ * held: the stream is held (a gate) from before the announcements until the step returned.
+ * slow: the stream is kept busy for SLOW_MS first, so the update still waits to run when the
+ * step returns. */
 static int pass(hvd_optimizer *opt, model *m, int device, cudaStream_t stream, int s, int k,
-                int held) {
+                int held, int slow) {
+    if (slow) MT_CHECK(&T, cudaLaunchHostFunc(stream, slow_host, NULL) == cudaSuccess, "slow");
     write_grads(m, device, stream, s, k);
     gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
     pthread_t watchdog;
@@ -190,6 +204,101 @@ static void compare(const model *dev, const model *host, cudaStream_t stream, in
     }
 }
 
+/* 1 if the files at a and b hold the same bytes. */
+static int same_file(const char *a, const char *b) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa != NULL && fb != NULL;
+    while (same) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        same = ca == cb;
+        if (ca == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+/* Checkpoints of device parameters (checkpoint.c through opt_host_view.c), after the steps:
+ * the device optimizer's file must be byte for byte the host one's (the values after the last
+ * update queued on the stream, and the state); a new device optimizer loaded from the host
+ * file, at every rank, must then go on bitwise equal to the host optimizer. */
+/* Rank 0's files (the other ranks' paths are never used): two checkpoints and the elastic
+ * commit directory. */
+static void ckpt_paths(int tag, char *dev_file, char *host_file, char *elastic_dir, size_t size) {
+    snprintf(dev_file, size, "/tmp/hvdc-gpu-optimizer-%d-%d-dev.ckpt", (int)getpid(), tag);
+    snprintf(host_file, size, "/tmp/hvdc-gpu-optimizer-%d-%d-host.ckpt", (int)getpid(), tag);
+    snprintf(elastic_dir, size, "/tmp/hvdc-gpu-optimizer-%d-%d-elastic", (int)getpid(), tag);
+}
+
+/* Right after the last step returned, its update still queued behind a slow stream: both
+ * optimizers' checkpoints, then the device one's elastic commit. */
+static int save_both(hvd_optimizer *dopt, hvd_optimizer *hopt, int tag) {
+    char dev_file[128], host_file[128], dir[128];
+    ckpt_paths(tag, dev_file, host_file, dir, sizeof dev_file);
+    if (T.rank == 0) mkdir(dir, 0700);
+    hvd_elastic *es = NULL;
+    int ok = MT_EXPECT(&T, hvd_checkpoint_save(dev_file, dopt, NULL, NULL), HVD_OK) &&
+             MT_EXPECT(&T, hvd_checkpoint_save(host_file, hopt, NULL, NULL), HVD_OK) &&
+             MT_EXPECT(&T, hvd_elastic_create(dir, &es), HVD_OK) &&
+             MT_EXPECT(&T, hvd_elastic_add_optimizer(es, dopt), HVD_OK) &&
+             MT_EXPECT(&T, hvd_elastic_commit(es, NULL), HVD_OK);
+    hvd_elastic_destroy(es);
+    return ok;
+}
+
+/* Checkpoints of device parameters (checkpoint.c through opt_host_view.c), saved by save_both
+ * after the steps: the device optimizer's file must be byte for byte the host one's (the values
+ * after the last update, still queued when the save began, and the state); a new device
+ * optimizer loaded from the host file, at every rank, must then go on bitwise equal to the
+ * host optimizer. */
+static void checkpoints(model *host, hvd_optimizer *hopt, hvd_optimizer_config dev_cfg,
+                        cudaStream_t stream, int tag, const char *what) {
+    char dev_file[128], host_file[128], dir[128], commit[160], prefix[2][32];
+    ckpt_paths(tag, dev_file, host_file, dir, sizeof dev_file);
+    snprintf(prefix[0], sizeof prefix[0], "loaded%d", tag);
+    snprintf(prefix[1], sizeof prefix[1], "restored%d", tag);
+    if (T.rank == 0)
+        MT_CHECK(&T, same_file(dev_file, host_file), "%s: the device optimizer's checkpoint "
+                 "differs from the host one's (%s, %s)", what, dev_file, host_file);
+    /* new device optimizers at the start values and zero state: the host optimizer's
+     * checkpoint loaded into one, the device one's elastic commit restored into the other */
+    model fresh[2];
+    hvd_optimizer *opts[2] = {NULL, NULL};
+    hvd_elastic *es = NULL;
+    hvd_elastic_info info = {0};
+    int ok = 1;
+    for (int j = 0; j < 2 && ok; j++) {
+        model_init(&fresh[j], 1);
+        dev_cfg.name_prefix = prefix[j];
+        ok = MT_EXPECT(&T, hvd_optimizer_create(fresh[j].params, N_PARAMS, &dev_cfg, &opts[j]),
+                       HVD_OK);
+    }
+    ok = ok && MT_EXPECT(&T, hvd_checkpoint_load(host_file, opts[0], NULL, NULL), HVD_OK) &&
+         MT_EXPECT(&T, hvd_elastic_create(dir, &es), HVD_OK) &&
+         MT_EXPECT(&T, hvd_elastic_add_optimizer(es, opts[1]), HVD_OK) &&
+         MT_EXPECT(&T, hvd_elastic_restore(es, &info), HVD_OK);
+    if (ok && info.restored != 1) {
+        mt_fail(&T, __FILE__, __LINE__, "%s: the elastic commit was not found", what);
+        ok = 0;
+    }
+    for (int s = STEPS; s < STEPS + 2 && ok; s++) {
+        for (int k = 0; k < opt_passes && ok; k++)
+            ok = pass(opts[0], &fresh[0], 1, stream, s, k, 0, 0) &&
+                 pass(opts[1], &fresh[1], 1, stream, s, k, 0, 0) &&
+                 pass(hopt, host, 0, NULL, s, k, 0, 0);
+        if (ok) compare(&fresh[0], host, stream, s, "loaded from a checkpoint");
+        if (ok) compare(&fresh[1], host, stream, s, "restored from an elastic commit");
+    }
+    hvd_elastic_destroy(es);
+    for (int j = 0; j < 2; j++) MT_EXPECT(&T, hvd_optimizer_destroy(opts[j]), HVD_OK);
+    cudaDeviceSynchronize();
+    for (int j = 0; j < 2; j++) model_free(&fresh[j], 1);
+    if (T.rank == 0) {
+        snprintf(commit, sizeof commit, "%s/commit.hvdc", dir);
+        unlink(dev_file), unlink(host_file), unlink(commit), rmdir(dir);
+    }
+}
+
 static void run_setting(const char *what, hvd_optimizer_config cfg, int own_stream, int tag) {
     mt_begin(&T, "gpu.optimizer %s, %s stream", what, own_stream ? "non-blocking" : "legacy");
     cudaStream_t stream = NULL;
@@ -208,17 +317,21 @@ static void run_setting(const char *what, hvd_optimizer_config cfg, int own_stre
     opt_passes = cfg.backward_passes_per_step;
     if (MT_EXPECT(&T, hvd_optimizer_create(dev.params, N_PARAMS, &dev_cfg, &dopt), HVD_OK) &&
         MT_EXPECT(&T, hvd_optimizer_create(host.params, N_PARAMS, &host_cfg, &hopt), HVD_OK)) {
-        int ok = 1;
+        int ok = 1, saved = 0;
         for (int s = 0; s < STEPS && ok; s++) {
+            int last = s == STEPS - 1;
             for (int k = 0; k < cfg.backward_passes_per_step && ok; k++)
-                ok = pass(dopt, &dev, 1, stream, s, k, own_stream && s == 2 && k == 0) &&
-                     pass(hopt, &host, 0, NULL, s, k, 0);
-            if (ok && (s % 2 == 1 || s == STEPS - 1)) compare(&dev, &host, stream, s, what);
+                ok = pass(dopt, &dev, 1, stream, s, k, own_stream && s == 2 && k == 0,
+                          last && k == cfg.backward_passes_per_step - 1) &&
+                     pass(hopt, &host, 0, NULL, s, k, 0, 0);
+            if (ok && last) saved = save_both(dopt, hopt, tag);
+            if (ok && (s % 2 == 1 || last)) compare(&dev, &host, stream, s, what);
         }
         uint64_t steps = 0;
         MT_EXPECT(&T, hvd_optimizer_steps(dopt, &steps), HVD_OK);
         MT_CHECK(&T, steps == STEPS, "%s: %llu steps applied, want %d", what,
                  (unsigned long long)steps, STEPS);
+        if (saved) checkpoints(&host, hopt, dev_cfg, stream, tag, what);
     }
     MT_EXPECT(&T, hvd_optimizer_destroy(dopt), HVD_OK);
     MT_EXPECT(&T, hvd_optimizer_destroy(hopt), HVD_OK);

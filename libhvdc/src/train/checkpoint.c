@@ -64,23 +64,19 @@ static hvd_status check_common(const char *fn, const char *path, const hvd_optim
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: called between the backward passes of one "
                           "step (%d of %d done); call it after hvd_optimizer_step applied an "
                           "update", fn, opt->pass, opt->cfg.backward_passes_per_step);
-    if (hvdc__opt_on_device(opt))
-        return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s: the optimizer has parameters on a CUDA "
-                          "device; checkpoints are implemented for host parameters only (copy "
-                          "the model to host memory and use a host optimizer to save)", fn);
     return HVD_OK;
 }
 
 void hvdc__ckpt_describe(hvdc__ckpt *c, hvdc__ckpt_tensor *tensors, const hvd_optimizer *opt,
-                         const hvd_sampler *sampler) {
+                         const hvdc__opt_host_view *view, const hvd_sampler *sampler) {
     *c = (hvdc__ckpt){.num_tensors = (uint32_t)opt->n, .tensors = tensors,
                       .kind = (uint32_t)opt->cfg.kind, .slots = (uint32_t)opt->slots,
                       .steps = opt->steps};
     for (int i = 0; i < opt->n; i++) {
         const hvdc__opt_param *q = &opt->params[i];
         tensors[i] = (hvdc__ckpt_tensor){.name = q->name, .dtype = q->p.dtype,
-                                         .count = q->p.count, .data = q->p.data,
-                                         .state = q->state};
+                                         .count = q->p.count, .data = view->data[i],
+                                         .state = view->state[i]};
     }
     if (sampler != NULL) {
         c->has_sampler = 1;
@@ -105,15 +101,18 @@ hvd_status hvd_checkpoint_save(const char *path, const hvd_optimizer *opt,
         hvdc__ckpt_tensor *tensors = calloc((size_t)opt->n, sizeof *tensors);
         unsigned char *buf = NULL;
         size_t nbytes = 0;
-        if (tensors == NULL) {
-            mine = hvdc__fail(HVD_ERR_NO_MEMORY, "%s: out of memory", fn);
-        } else {
+        hvdc__opt_host_view view = {0};
+        if (tensors == NULL) mine = hvdc__fail(HVD_ERR_NO_MEMORY, "%s: out of memory", fn);
+        /* device parameters: their values after the updates queued so far */
+        if (mine == HVD_OK) mine = hvdc__opt_view_open(fn, opt, 1, &view);
+        if (mine == HVD_OK) {
             hvdc__ckpt c;
-            hvdc__ckpt_describe(&c, tensors, opt, sampler);
+            hvdc__ckpt_describe(&c, tensors, opt, &view, sampler);
             if (info != NULL) c.info = *info;
             mine = hvdc__ckpt_encode(&c, &buf, &nbytes);
             if (mine == HVD_OK) mine = hvdc__write_file_atomically(fn, path, buf, nbytes);
         }
+        hvdc__opt_view_close(opt, &view);
         free(buf);
         free(tensors);
     }
@@ -135,12 +134,17 @@ hvd_status hvd_checkpoint_load(const char *path, hvd_optimizer *opt, hvd_sampler
         hvdc__ckpt_tensor *tensors = calloc((size_t)opt->n, sizeof *tensors);
         unsigned char *buf = NULL;
         size_t nbytes = 0;
+        hvdc__opt_host_view view = {0};
         if (tensors == NULL) mine = hvdc__fail(HVD_ERR_NO_MEMORY, "%s: out of memory", fn);
         if (mine == HVD_OK) mine = hvdc__read_file(fn, "checkpoint", path, &buf, &nbytes, NULL);
+        if (mine == HVD_OK) mine = hvdc__opt_view_open(fn, opt, 0, &view);
         if (mine == HVD_OK) {
-            hvdc__ckpt_describe(&c, tensors, opt, sampler);
-            mine = hvdc__ckpt_decode(buf, nbytes, path, &c); // writes into opt only if valid
+            hvdc__ckpt_describe(&c, tensors, opt, &view, sampler);
+            mine = hvdc__ckpt_decode(buf, nbytes, path, &c); // writes into the view only if valid
+            /* the device's parameters change only now, once the whole file is known good */
+            if (mine == HVD_OK) mine = hvdc__opt_view_store(fn, opt, &view);
         }
+        hvdc__opt_view_close(opt, &view);
         free(buf);
         free(tensors);
         c.tensors = NULL;
@@ -148,13 +152,8 @@ hvd_status hvd_checkpoint_load(const char *path, hvd_optimizer *opt, hvd_sampler
     st = share_outcome(mine, rank);
     if (st != HVD_OK) return st;
 
-    // Rank 0 holds the checkpoint; give it to everyone.
-    for (int i = 0; i < opt->n && st == HVD_OK; i++) {
-        char name[HVD_MAX_NAME_LEN + 1];
-        snprintf(name, sizeof name, "%s.load.%s", opt->prefix, opt->params[i].name);
-        hvd_param *p = &opt->params[i].p;
-        st = hvd_broadcast(name, p->data, p->count, p->dtype, 0);
-    }
+    // Rank 0 holds the checkpoint; give it to everyone (device parameters on the device).
+    st = hvdc__opt_broadcast_params(opt, 0);
     if (rank == 0) opt->steps = c.steps;
     if (st == HVD_OK) st = hvd_broadcast_optimizer_state(opt, 0);
     uint64_t rest[8] = {c.info.epoch, c.info.step, c.info.user[0], c.info.user[1],

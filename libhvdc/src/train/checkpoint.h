@@ -9,10 +9,12 @@
 
 #include "hvdc.h"
 #include "train/ckpt_format.h"
+#include "train/opt_host_view.h"
 
-/* Describes opt (and sampler, which may be NULL) in c for hvdc__ckpt_encode/_decode;
- * tensors (opt->n entries) is the caller's and c points into it and into opt. */
+/* Describes opt (and sampler, which may be NULL) in c for hvdc__ckpt_encode/_decode, its
+ * values and state as view holds them in host memory (opt_host_view.h); tensors (opt->n
+ * entries) is the caller's and c points into it, into opt and into view. */
 void hvdc__ckpt_describe(hvdc__ckpt *c, hvdc__ckpt_tensor *tensors, const hvd_optimizer *opt,
-                         const hvd_sampler *sampler);
+                         const hvdc__opt_host_view *view, const hvd_sampler *sampler);
 
 #endif

@@ -140,14 +140,20 @@ static hvd_status encode(const hvd_elastic *st, uint64_t sequence, unsigned char
     hvdc__elastic_entry *entries = calloc((size_t)st->n + 1, sizeof *entries);
     hvdc__ckpt_tensor *tensors = st->opt ? calloc((size_t)st->opt->n, sizeof *tensors) : NULL;
     unsigned char *ckpt = NULL;
+    hvdc__opt_host_view view = {0};
     hvd_status s = HVD_OK;
     if (entries == NULL || (st->opt != NULL && tensors == NULL))
         s = hvdc__fail(HVD_ERR_NO_MEMORY, "hvd_elastic_commit: out of memory");
     if (s == HVD_OK && st->opt != NULL) {
+        /* device parameters: their values after the updates queued so far */
+        s = hvdc__opt_view_open("hvd_elastic_commit", st->opt, 1, &view);
         hvdc__ckpt c;
-        hvdc__ckpt_describe(&c, tensors, st->opt, NULL);
-        s = hvdc__ckpt_encode(&c, &ckpt, &img.ckpt_nbytes);
+        if (s == HVD_OK) {
+            hvdc__ckpt_describe(&c, tensors, st->opt, &view, NULL);
+            s = hvdc__ckpt_encode(&c, &ckpt, &img.ckpt_nbytes);
+        }
         img.ckpt = ckpt;
+        hvdc__opt_view_close(st->opt, &view);
     }
     if (s == HVD_OK && st->sampler != NULL) {
         const hvd_sampler *sp = st->sampler;
@@ -303,17 +309,22 @@ static hvd_status load(hvd_elastic *st, int *found, outcome *o) {
         else st->entries = grown;
     }
     hvdc__ckpt_tensor *tensors = st->opt ? calloc((size_t)st->opt->n, sizeof *tensors) : NULL;
+    hvdc__opt_host_view view = {0};
     if (s == HVD_OK && st->opt != NULL) {
-        if (tensors == NULL) {
-            s = hvdc__fail(HVD_ERR_NO_MEMORY, "%s: out of memory", fn);
-        } else {
+        if (tensors == NULL) s = hvdc__fail(HVD_ERR_NO_MEMORY, "%s: out of memory", fn);
+        if (s == HVD_OK) s = hvdc__opt_view_open(fn, st->opt, 0, &view);
+        if (s == HVD_OK) {
             hvdc__ckpt c;
-            hvdc__ckpt_describe(&c, tensors, st->opt, NULL);
+            hvdc__ckpt_describe(&c, tensors, st->opt, &view, NULL);
             char inner[HVDC_ELASTIC_DIR_MAX + 96];
             snprintf(inner, sizeof inner, "%s (its optimizer section)", path);
             s = hvdc__ckpt_decode(img.ckpt, img.ckpt_nbytes, inner, &c); // writes only if valid
+            /* a device's parameters change only once the whole commit is known good; a copy
+             * that fails there is a CUDA error, after which the device's values are unknown */
+            if (s == HVD_OK) s = hvdc__opt_view_store(fn, st->opt, &view);
             if (s == HVD_OK) st->opt->steps = c.steps;
         }
+        hvdc__opt_view_close(st->opt, &view);
     }
     if (s == HVD_OK) { // every check passed: copy in
         for (uint32_t i = 0; i < img.num_entries; i++) {
@@ -359,13 +370,8 @@ static hvd_status sync_from_root(hvd_elastic *st, int rank) {
     hvd_status s = HVD_OK;
     char name[HVD_MAX_NAME_LEN + 1];
     if (st->opt != NULL) {
-        hvd_optimizer *opt = st->opt;
-        for (int i = 0; i < opt->n && s == HVD_OK; i++) {
-            snprintf(name, sizeof name, "%s.elastic.%s", opt->prefix, opt->params[i].name);
-            hvd_param *p = &opt->params[i].p;
-            s = hvd_broadcast(name, p->data, p->count, p->dtype, 0);
-        }
-        if (s == HVD_OK) s = hvd_broadcast_optimizer_state(opt, 0);
+        s = hvdc__opt_broadcast_params(st->opt, 0); /* device parameters on the device */
+        if (s == HVD_OK) s = hvd_broadcast_optimizer_state(st->opt, 0);
     }
     if (s == HVD_OK && st->sampler != NULL) {
         hvd_sampler *sp = st->sampler;

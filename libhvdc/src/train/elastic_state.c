@@ -70,10 +70,6 @@ hvd_status hvd_elastic_add_optimizer(hvd_elastic *st, hvd_optimizer *opt) {
     if (st->opt != NULL)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: the state already has an optimizer (one "
                           "per state)", fn);
-    if (hvdc__opt_on_device(opt))
-        return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s: the optimizer has parameters on a CUDA "
-                          "device; elastic commits, like checkpoints, are implemented for host "
-                          "parameters only", fn);
     st->opt = opt;
     return HVD_OK;
 }

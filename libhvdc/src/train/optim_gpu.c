@@ -4,7 +4,8 @@
  * makes its device current first and gives the caller's thread its own current device back
  * before it returns (device_enter/device_leave), and checks every CUDA call, reporting
  * file:line. Nothing on the step path synchronizes the host: launches and event records are
- * queued on the stream. The optimizer's caller thread.
+ * queued on the stream (only hvdc__gpu_optim_copy, for checkpoints, waits). The optimizer's
+ * caller thread.
  */
 #include "train/optim_gpu.h"
 
@@ -116,6 +117,21 @@ hvd_status hvdc__gpu_optim_event_record(int device, void *event, void *stream) {
     int prev = device;
     CHECK(device_enter(device, &prev));
     CHECK_CUDA(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream));
+fail:
+    device_leave(device, prev);
+    return st;
+}
+
+hvd_status hvdc__gpu_optim_copy(int device, void *stream, void *host, void *dev, size_t nbytes,
+                                int to_host) {
+    hvd_status st = HVD_OK;
+    int prev = device;
+    if (nbytes == 0) return HVD_OK;
+    CHECK(device_enter(device, &prev));
+    CHECK_CUDA(cudaMemcpyAsync(to_host ? host : dev, to_host ? dev : host, nbytes,
+                               to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice,
+                               (cudaStream_t)stream));
+    CHECK_CUDA(cudaStreamSynchronize((cudaStream_t)stream));
 fail:
     device_leave(device, prev);
     return st;

@@ -20,7 +20,7 @@
  * defines: hvdc__gpu_optim_check, hvdc__gpu_optim_alloc, hvdc__gpu_optim_free,
  *          hvdc__gpu_optim_event_create, hvdc__gpu_optim_event_destroy,
  *          hvdc__gpu_optim_event_record, hvdc__gpu_optim_wait_on_stream,
- *          hvdc__gpu_accumulate, hvdc__gpu_sgd_step,
+ *          hvdc__gpu_optim_copy, hvdc__gpu_accumulate, hvdc__gpu_sgd_step,
  *          hvdc__gpu_adam_step
  * The optimizer's caller thread (whichever thread uses that optimizer).
  */
@@ -53,6 +53,13 @@ hvd_status hvdc__gpu_optim_event_record(int device, void *event, void *stream);
  * device's. @return as hvd_wait_on_stream (the handle stays live when the stream cannot wait);
  * HVD_ERR_CUDA when device cannot be made current (the handle stays live). */
 hvd_status hvdc__gpu_optim_wait_on_stream(int device, hvd_handle *handle, void *stream);
+
+/* Copies nbytes between host memory and device memory on device (to_host: device -> host),
+ * queued on stream behind what is there (the last update), and waits for it. For checkpoints
+ * and elastic commits: the only optimizer call that makes the host wait for the device, never
+ * on the step path. @return HVD_OK; HVD_ERR_CUDA with file:line. */
+hvd_status hvdc__gpu_optim_copy(int device, void *stream, void *host, void *dev, size_t nbytes,
+                                int to_host);
 
 /* Queues on stream: accum += grad (finish = 0), or grad = (accum + grad) / passes and
  * accum = 0 (finish = 1): backward_passes_per_step on the device. Never blocks. */

@@ -43,6 +43,12 @@ hvd_status hvdc__gpu_optim_wait_on_stream(int device, hvd_handle *handle, void *
     return unsupported();
 }
 
+hvd_status hvdc__gpu_optim_copy(int device, void *stream, void *host, void *dev, size_t nbytes,
+                                int to_host) {
+    (void)device, (void)stream, (void)host, (void)dev, (void)nbytes, (void)to_host;
+    return unsupported();
+}
+
 hvd_status hvdc__gpu_accumulate(int device, void *stream, void *accum, void *grad, size_t count,
                                 hvd_dtype dtype, int finish, int passes) {
     (void)device, (void)stream, (void)accum, (void)grad, (void)count, (void)dtype;

@@ -249,8 +249,8 @@ static hvd_status device_options(const hvd_optimizer *opt, hvdc__opt_param *q, h
     return hvdc__gpu_optim_event_record(q->p.device, q->event, opt->cfg.stream);
 }
 
-/* Broadcasts root's values of every parameter, all in flight at once. */
-static hvd_status broadcast_params(hvd_optimizer *opt, int root) {
+/* At creation, and after a checkpoint or elastic restore (optimizer.h). */
+hvd_status hvdc__opt_broadcast_params(hvd_optimizer *opt, int root) {
     hvd_status st = HVD_OK;
     for (int i = 0; i < opt->n && st == HVD_OK; i++) {
         char name[HVD_MAX_NAME_LEN + 1];
@@ -303,7 +303,7 @@ hvd_status hvd_optimizer_create(const hvd_param *params, int n,
         if (st != HVD_OK) goto fail_opt;
     }
     st = agree_across_ranks(opt);
-    if (st == HVD_OK) st = broadcast_params(opt, cfg->root);
+    if (st == HVD_OK) st = hvdc__opt_broadcast_params(opt, cfg->root);
     if (st != HVD_OK) goto fail_opt;
     *out = opt;
     return HVD_OK;

@@ -4,6 +4,7 @@
  * restores parameters and state).
  *
  * defines: hvdc__opt_param, struct hvd_optimizer, hvdc__opt_state_slots, hvdc__opt_on_device,
+ *          hvdc__opt_broadcast_params,
  *          hvdc__sgd_update, hvdc__adam_update
  * Whatever thread the caller uses for this optimizer (one at a time).
  */
@@ -41,6 +42,10 @@ struct hvd_optimizer {
     int pass;                 // backward passes done in the current step, 0 .. bpps-1
     uint64_t steps;           // updates applied
 };
+
+/* Broadcasts root's values of every parameter, all in flight at once, and waits for them (a
+ * device parameter's by cfg.stream, on the device). Collective. @return a collective's status. */
+hvd_status hvdc__opt_broadcast_params(hvd_optimizer *opt, int root);
 
 /* 1 if any parameter of opt lives on a CUDA device (its state is then device memory). */
 int hvdc__opt_on_device(const hvd_optimizer *opt);

@@ -1,0 +1,93 @@
+/*
+ * opt_host_view.c - an optimizer's values and state as host memory (see opt_host_view.h).
+ * The optimizer's caller thread.
+ */
+#include "train/opt_host_view.h"
+
+#include <stdlib.h>
+
+#include "base/status.h"
+#include "train/optim_gpu.h"
+#include "train/optimizer.h"
+
+static size_t data_bytes(const hvdc__opt_param *q) {
+    return q->p.count * hvd_dtype_size(q->p.dtype);
+}
+
+static size_t state_bytes(const hvd_optimizer *opt, const hvdc__opt_param *q) {
+    return q->p.count * (size_t)opt->slots * sizeof(double);
+}
+
+hvd_status hvdc__opt_view_open(const char *fn, const hvd_optimizer *opt, int fetch,
+                               hvdc__opt_host_view *view) {
+    hvd_status st = HVD_OK;
+    *view = (hvdc__opt_host_view){.n = opt->n};
+    view->data = calloc((size_t)opt->n, sizeof *view->data);
+    view->state = calloc((size_t)opt->n, sizeof *view->state);
+    if (view->data == NULL || view->state == NULL) {
+        st = hvdc__fail(HVD_ERR_NO_MEMORY, "%s: out of memory", fn);
+        goto fail;
+    }
+    for (int i = 0; i < opt->n; i++) {
+        const hvdc__opt_param *q = &opt->params[i];
+        if (q->p.device < 0) { /* the optimizer's own memory */
+            view->data[i] = q->p.data;
+            view->state[i] = q->state;
+            continue;
+        }
+        view->data[i] = malloc(data_bytes(q) ? data_bytes(q) : 1);
+        view->state[i] = opt->slots > 0 ? malloc(state_bytes(opt, q) ? state_bytes(opt, q) : 1)
+                                        : NULL;
+        if (view->data[i] == NULL || (opt->slots > 0 && view->state[i] == NULL)) {
+            st = hvdc__fail(HVD_ERR_NO_MEMORY, "%s: out of memory for a host copy of device "
+                            "parameter '%s' (%zu bytes)", fn, q->name,
+                            data_bytes(q) + state_bytes(opt, q));
+            goto fail;
+        }
+        if (!fetch) continue;
+        /* behind the update queued on cfg.stream, so the copy holds the values after it */
+        st = hvdc__gpu_optim_copy(q->p.device, opt->cfg.stream, view->data[i], q->p.data,
+                                  data_bytes(q), 1);
+        if (st == HVD_OK && opt->slots > 0)
+            st = hvdc__gpu_optim_copy(q->p.device, opt->cfg.stream, view->state[i], q->state,
+                                      state_bytes(opt, q), 1);
+        if (st != HVD_OK) {
+            st = hvdc__fail(st, "%s: copying device parameter '%s' to the host: %s", fn,
+                            q->name, hvd_last_error());
+            goto fail;
+        }
+    }
+    return HVD_OK;
+fail:
+    hvdc__opt_view_close(opt, view);
+    return st;
+}
+
+hvd_status hvdc__opt_view_store(const char *fn, const hvd_optimizer *opt,
+                                const hvdc__opt_host_view *view) {
+    hvd_status st = HVD_OK;
+    for (int i = 0; i < opt->n && st == HVD_OK; i++) {
+        const hvdc__opt_param *q = &opt->params[i];
+        if (q->p.device < 0) continue; /* the view is its memory: already written */
+        st = hvdc__gpu_optim_copy(q->p.device, opt->cfg.stream, view->data[i], q->p.data,
+                                  data_bytes(q), 0);
+        if (st == HVD_OK && opt->slots > 0)
+            st = hvdc__gpu_optim_copy(q->p.device, opt->cfg.stream, view->state[i], q->state,
+                                      state_bytes(opt, q), 0);
+        if (st != HVD_OK)
+            st = hvdc__fail(st, "%s: copying parameter '%s' to device %d: %s", fn, q->name,
+                            q->p.device, hvd_last_error());
+    }
+    return st;
+}
+
+void hvdc__opt_view_close(const hvd_optimizer *opt, hvdc__opt_host_view *view) {
+    for (int i = 0; i < view->n; i++) {
+        if (opt->params[i].p.device < 0) continue;
+        if (view->data) free(view->data[i]);
+        if (view->state) free(view->state[i]);
+    }
+    free(view->data);
+    free(view->state);
+    *view = (hvdc__opt_host_view){0};
+}

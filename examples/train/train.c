@@ -239,10 +239,9 @@ static int config_parse(config *c, int argc, char **argv) {
         fprintf(stderr, "train: --resume and --checkpoint-every need --checkpoint PATH\n");
         return -1;
     }
-    if (c->elastic && (c->checkpoint != NULL || c->stop_after > 0 || c->gpu)) {
+    if (c->elastic && (c->checkpoint != NULL || c->stop_after > 0)) {
         fprintf(stderr, "train: --elastic keeps its own commits: drop --checkpoint, --resume and "
-                "--stop-after; and it needs --device cpu (elastic commits, like checkpoints, hold "
-                "host parameters only)\n");
+                "--stop-after\n");
         return -1;
     }
     if (c->lr < 0.0) c->lr = c->optimizer == HVD_OPT_SGD ? 0.05 : 0.001;
@@ -425,10 +424,9 @@ int main(int argc, char **argv) {
         char why[512] = "";
         HVD_CHECK(hvd_local_rank(&device));
         int32_t gpu_ok = 1;
-        if (cfg.checkpoint != NULL || cfg.compression != HVD_COMPRESS_NONE) {
-            snprintf(why, sizeof why, "--device gpu does not support --checkpoint, --resume or "
-                     "--compression yet (the optimizer keeps device state); drop them or use "
-                     "--device cpu");
+        if (cfg.compression != HVD_COMPRESS_NONE) {
+            snprintf(why, sizeof why, "--compression is not supported there yet (the "
+                     "optimizer compresses host gradients only); drop it or use --device cpu");
             gpu_ok = 0;
         } else if (model_gpu_create(&mg, &m, device, why, sizeof why) != 0) {
             gpu_ok = 0;

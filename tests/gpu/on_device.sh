@@ -12,7 +12,8 @@
 #   6. allreduce_bench, latency_bench and fusion_bench on device buffers (--device gpu, against
 #      raw NCCL), np 1; pack_bench (the fusion kernel)
 #   7. examples/train --device gpu, np 1, for the MLP and the CNN, three runs each
-#      (Fashion-MNIST from .gpu-bundle/fashion-mnist)
+#      (Fashion-MNIST from .gpu-bundle/fashion-mnist); the MLP stopped with a checkpoint and
+#      resumed must end as one uninterrupted run (tests/train/train_resume.sh)
 #   8. issue 13's host figures where every rank has cores to spare (the dev VM has 2 for 2
 #      ranks): latency_bench at np 2 and 4 (the lone op and its hand-off floor, mpi-thread) and
 #      allreduce_bench at np 2 (hvd-shm and hvd-mpi against MPI, mpi-thread, memcpy)
@@ -121,6 +122,10 @@ if [ -r "$data/train-images-idx3-ubyte.gz" ]; then
         step train_cnn_gpu_$run "$build/examples/train" --device gpu --model cnn --data "$data" --epochs 3
     done
     step train_mlp_cpu "$build/examples/train" --data "$data" --epochs 1
+    # the device optimizer's state through a checkpoint: stopped mid-run and resumed, the
+    # parameters end bit for bit as one uninterrupted run's
+    step train_mlp_gpu_resume env HVDCRUN="$build/hvdcrun" TRAIN_RESUME_NP=1 \
+        tests/train/train_resume.sh "$build/examples/train" "$work" --device gpu --data "$data"
 else
     echo "no Fashion-MNIST in $data: training not run (tests/gpu/fetch_bundle.sh copies it)" | tee "$logs/train.log"
 fi

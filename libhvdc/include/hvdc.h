@@ -826,7 +826,8 @@ HVD_API hvd_status hvd_elastic_destroy(hvd_elastic *st);
  *   add_sampler:   its seed, epoch and position (hvd_sampler_record); one per state. After a
  *                  restore with another number of ranks it continues the epoch at the committed
  *                  position, dealt over the new ranks (hvd_sampler_set_position).
- *   add_tensor:    count elements of dtype at data, restored in place (size fixed);
+ *   add_tensor:    count elements of dtype at data, restored in place (size fixed); host
+ *                  memory (device memory is refused: HVD_ERR_INVALID_ARG);
  *   add_bytes:     nbytes at data (add_tensor with HVD_UINT8), e.g. the epoch and batch index.
  * Names: 1 to 200 bytes, unique within the state.
  * @return HVD_OK; HVD_ERR_INVALID_ARG (NULL, a bad name or dtype, a name registered twice, a

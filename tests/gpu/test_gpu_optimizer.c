@@ -276,6 +276,9 @@ static void checkpoints(model *host, hvd_optimizer *hopt, hvd_optimizer_config d
     ok = ok && MT_EXPECT(&T, hvd_checkpoint_load(host_file, opts[0], NULL, NULL), HVD_OK) &&
          MT_EXPECT(&T, hvd_elastic_create(dir, &es), HVD_OK) &&
          MT_EXPECT(&T, hvd_elastic_add_optimizer(es, opts[1]), HVD_OK) &&
+         /* a device buffer registered by pointer is refused: commits memcpy those */
+         MT_EXPECT(&T, hvd_elastic_add_tensor(es, "on.device", fresh[0].data[0], counts[0],
+                                              dtypes[0]), HVD_ERR_INVALID_ARG) &&
          MT_EXPECT(&T, hvd_elastic_restore(es, &info), HVD_OK);
     if (ok && info.restored != 1) {
         mt_fail(&T, __FILE__, __LINE__, "%s: the elastic commit was not found", what);

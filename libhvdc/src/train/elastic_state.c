@@ -9,6 +9,7 @@
 
 #include "base/dtype.h"
 #include "base/status.h"
+#include "gpu/gpu.h"
 #include "train/elastic.h"
 #include "train/optimizer.h"
 
@@ -94,6 +95,11 @@ hvd_status hvd_elastic_add_tensor(hvd_elastic *st, const char *name, void *data,
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: '%s': unknown dtype %d", fn, name, (int)dtype);
     if (data == NULL && count > 0)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: '%s': data is NULL", fn, name);
+    int device = count > 0 ? hvdc__gpu_pointer_device(data) : HVDC_GPU_PTR_HOST;
+    if (device >= 0) /* commits copy these bytes on the host: a device pointer would crash it */
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: '%s' is memory of CUDA device %d; register "
+                          "host memory (device parameters belong to the optimizer: "
+                          "hvd_elastic_add_optimizer)", fn, name, device);
     if (hvdc__elastic_find(st, name) != NULL)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: '%s' is registered already", fn, name);
     hvdc__elastic_item e = {.kind = HVDC_ELASTIC_TENSOR, .dtype = dtype, .count = count, .data = data};

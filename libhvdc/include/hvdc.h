@@ -586,7 +586,9 @@ typedef struct hvd_optimizer hvd_optimizer;
  * rank registered the same parameters (names, counts, dtypes) and configuration, then
  * broadcasts cfg->root's parameter values into every rank's data, so all replicas start equal.
  * @return HVD_OK and *out; HVD_ERR_INVALID_ARG for a bad argument on this rank (NULL, n < 1,
- *         empty or duplicate name, name too long with the prefix, a bad dtype, lr < 0, ...);
+ *         empty or duplicate name, name too long with the prefix, a bad dtype, lr < 0, data
+ *         or grad not where .device says: device memory under HVD_DEVICE_CPU, host memory
+ *         or another device's under a device, ...);
  *         for a parameter on a device: HVD_ERR_UNSUPPORTED in a build without the GPU
  *         backend, or with compression (device gradients travel uncompressed), HVD_ERR_CUDA
  *         "no CUDA device visible" / device not visible; HVD_ERR_MISMATCH on

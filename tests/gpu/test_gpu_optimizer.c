@@ -18,6 +18,7 @@
  * waited for its all-reduces or its update on the host would never return (a watchdog opens
  * the gate after GATE_LIMIT_S and the check fails).
  *
+ * Memory that is not where a parameter's .device says is refused at creation.
  * Where it cannot run (no CUDA device, or fewer devices on a node than ranks) every rank prints
  * "SKIPPED: ..." and exits 77.
  */
@@ -345,6 +346,27 @@ static void run_setting(const char *what, hvd_optimizer_config cfg, int own_stre
     mt_end(&T);
 }
 
+/* Memory that is not where hvd_param.device says is refused at creation, naming it: a host
+ * update would crash on device memory, a kernel fault on host memory. */
+static void test_misplaced(void) {
+    mt_begin(&T, "gpu.optimizer misplaced memory");
+    float *on_device = gt_alloc(16 * sizeof(float)), on_host[16] = {0};
+    hvd_param says_cpu = {"misplaced", on_device, on_device, 16, HVD_FLOAT32, HVD_DEVICE_CPU};
+    hvd_param says_gpu = {"misplaced", on_host, on_host, 16, HVD_FLOAT32, local_rank};
+    hvd_optimizer_config cfg = HVD_OPTIMIZER_CONFIG_DEFAULT;
+    hvd_optimizer *opt = NULL;
+    const hvd_param *cases[2] = {&says_cpu, &says_gpu};
+    for (int c = 0; c < 2; c++) {
+        if (MT_EXPECT(&T, hvd_optimizer_create(cases[c], 1, &cfg, &opt), HVD_ERR_INVALID_ARG))
+            MT_CHECK(&T, strstr(hvd_last_error(), "'misplaced': its data is") != NULL && opt == NULL,
+                     "the message names the parameter and its memory: %s", hvd_last_error());
+        hvd_optimizer_destroy(opt);
+        opt = NULL;
+    }
+    cudaFree(on_device);
+    mt_end(&T);
+}
+
 int main(int argc, char **argv) {
     int started = gt_start(&argc, &argv, &T, &local_rank, 1);
     if (started != 0) return started;
@@ -356,6 +378,7 @@ int main(int argc, char **argv) {
     adamw.kind = HVD_OPT_ADAMW;
     hvd_optimizer_config two_passes = sgd;
     two_passes.backward_passes_per_step = 2;
+    test_misplaced();
     int tag = 0;
     for (int own_stream = 0; own_stream < 2; own_stream++) {
         run_setting("SGD momentum Nesterov decay", sgd, own_stream, tag++);

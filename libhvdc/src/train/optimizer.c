@@ -32,6 +32,7 @@
 #include "base/hash.h"
 #include "base/half.h"
 #include "base/status.h"
+#include "gpu/gpu.h"
 #include "train/optim_gpu.h"
 #include "train/optimizer.h"
 
@@ -121,6 +122,20 @@ static hvd_status check_param(const hvd_param *p, int i, const hvd_optimizer_con
     if (p->data == NULL || p->grad == NULL || p->count == 0)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: parameter '%s' needs data, grad and count > 0",
                           fn, p->name);
+    /* the memory must be where .device says: the host's update would crash on device memory,
+     * a kernel would fault on host memory (pinned memory, or no driver: cannot tell, allowed) */
+    for (int k = 0; k < 2; k++) {
+        int where = hvdc__gpu_pointer_device(k ? p->grad : p->data);
+        if (where == HVDC_GPU_PTR_UNKNOWN || where == p->device) continue;
+        char is[48], says[48];
+        if (where == HVDC_GPU_PTR_HOST) snprintf(is, sizeof is, "host memory");
+        else snprintf(is, sizeof is, "memory of CUDA device %d", where);
+        if (p->device == HVD_DEVICE_CPU) snprintf(says, sizeof says, "HVD_DEVICE_CPU");
+        else snprintf(says, sizeof says, "device %d", p->device);
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: parameter '%s': its %s is %s, but its "
+                          ".device is %s; set .device to where the memory is", fn, p->name,
+                          k ? "grad" : "data", is, says);
+    }
     return HVD_OK;
 }
 

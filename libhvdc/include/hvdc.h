@@ -588,7 +588,8 @@ typedef struct hvd_optimizer hvd_optimizer;
  * @return HVD_OK and *out; HVD_ERR_INVALID_ARG for a bad argument on this rank (NULL, n < 1,
  *         empty or duplicate name, name too long with the prefix, a bad dtype, lr < 0, data
  *         or grad not where .device says: device memory under HVD_DEVICE_CPU, host memory
- *         or another device's under a device, ...);
+ *         or another device's under a device, ...), and then on every other rank too, saying
+ *         another rank refused (all return at once; nothing is sent);
  *         for a parameter on a device: HVD_ERR_UNSUPPORTED in a build without the GPU
  *         backend, or with compression (device gradients travel uncompressed), HVD_ERR_CUDA
  *         "no CUDA device visible" / device not visible; HVD_ERR_MISMATCH on
@@ -728,7 +729,7 @@ typedef struct hvd_checkpoint_info {
  * table (name, dtype, count), optimizer kind, step and state, sampler and info, the values.
  * Must not be called between the passes of one step. Device parameters are saved as they are
  * after the updates queued on cfg.stream so far: rank 0 copies them, and their state, to host
- * memory there and waits for that copy (the only optimizer call that waits for the device).
+ * memory there and waits for that copy (so does hvd_elastic_commit; the step never waits).
  * @return HVD_OK on every rank; HVD_ERR_INVALID_ARG (NULL, mid-step, path unusable: the
  *         message names the file and the system error; the previous file is untouched);
  *         HVD_ERR_NO_MEMORY; HVD_ERR_CUDA (a device copy failed; nothing was written); a

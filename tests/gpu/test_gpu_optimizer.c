@@ -18,7 +18,8 @@
  * waited for its all-reduces or its update on the host would never return (a watchdog opens
  * the gate after GATE_LIMIT_S and the check fails).
  *
- * Memory that is not where a parameter's .device says is refused at creation.
+ * Memory that is not where a parameter's .device says is refused at creation, also when one
+ * rank alone gets it wrong (every rank returns at once).
  * Where it cannot run (no CUDA device, or fewer devices on a node than ranks) every rank prints
  * "SKIPPED: ..." and exits 77.
  */
@@ -363,6 +364,16 @@ static void test_misplaced(void) {
         hvd_optimizer_destroy(opt);
         opt = NULL;
     }
+    /* the last rank alone gets it wrong (the others register their device memory right): it
+     * refuses, and the others learn so at once instead of waiting for it in a collective */
+    int wrong = T.rank == T.size - 1;
+    hvd_param right = says_cpu;
+    right.device = local_rank;
+    hvd_status st = hvd_optimizer_create(wrong ? &says_cpu : &right, 1, &cfg, &opt);
+    if (MT_EXPECT(&T, st, HVD_ERR_INVALID_ARG))
+        MT_CHECK(&T, strstr(hvd_last_error(), wrong ? "its data is" : "another rank") != NULL &&
+                     opt == NULL, "rank %d of %d: %s", T.rank, T.size, hvd_last_error());
+    hvd_optimizer_destroy(opt);
     cudaFree(on_device);
     mt_end(&T);
 }

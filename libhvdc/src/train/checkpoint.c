@@ -22,6 +22,7 @@
 #include "base/status.h"
 #include "train/checkpoint.h"
 #include "train/file_io.h"
+#include "train/local_check.h"
 #include "train/optimizer.h"
 #include "train/sampler.h"
 
@@ -30,19 +31,6 @@ typedef struct outcome {
     int32_t status;
     char message[HVDC_ERROR_MAX];
 } outcome;
-
-/* Every rank's local argument check; HVD_ERR_INVALID_ARG everywhere if any rank failed. */
-static hvd_status agree_args(const char *fn, hvd_status local) {
-    int32_t bad = local != HVD_OK;
-    char msg[HVDC_ERROR_MAX];
-    snprintf(msg, sizeof msg, "%s", hvd_last_error());
-    hvd_status st = hvd_allreduce("hvd.checkpoint.args", &bad, &bad, 1, HVD_INT32, HVD_MAX);
-    if (st != HVD_OK) return st;
-    if (local != HVD_OK) return hvdc__fail(local, "%s", msg);
-    if (bad) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: another rank passed bad arguments (see "
-                               "its message); nothing was done", fn);
-    return HVD_OK;
-}
 
 /* Rank 0's status and message to every rank. */
 static hvd_status share_outcome(hvd_status mine, int rank) {
@@ -94,7 +82,7 @@ hvd_status hvd_checkpoint_save(const char *path, const hvd_optimizer *opt,
     int rank = 0;
     hvd_status st = hvd_rank(&rank);
     if (st != HVD_OK) return st;
-    st = agree_args(fn, check_common(fn, path, opt));
+    st = hvdc__agree_local_check(fn, "hvd.checkpoint.args", check_common(fn, path, opt));
     if (st != HVD_OK) return st;
     hvd_status mine = HVD_OK;
     if (rank == 0) {
@@ -125,7 +113,7 @@ hvd_status hvd_checkpoint_load(const char *path, hvd_optimizer *opt, hvd_sampler
     int rank = 0;
     hvd_status st = hvd_rank(&rank);
     if (st != HVD_OK) return st;
-    st = agree_args(fn, check_common(fn, path, opt));
+    st = hvdc__agree_local_check(fn, "hvd.checkpoint.args", check_common(fn, path, opt));
     if (st != HVD_OK) return st;
 
     hvdc__ckpt c = {0};

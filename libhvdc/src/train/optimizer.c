@@ -33,6 +33,7 @@
 #include "base/half.h"
 #include "base/status.h"
 #include "gpu/gpu.h"
+#include "train/local_check.h"
 #include "train/optim_gpu.h"
 #include "train/optimizer.h"
 
@@ -281,17 +282,14 @@ hvd_status hvdc__opt_broadcast_params(hvd_optimizer *opt, int root) {
     return st != HVD_OK ? st : waited;
 }
 
-hvd_status hvd_optimizer_create(const hvd_param *params, int n,
-                                const hvd_optimizer_config *cfg, hvd_optimizer **out) {
+/* This rank's arguments, checked; nothing is sent. */
+static hvd_status check_args(const hvd_param *params, int n, const hvd_optimizer_config *cfg,
+                             hvd_optimizer **out) {
     hvd_status st;
-    if (out != NULL) *out = NULL;
     if (params == NULL || cfg == NULL || out == NULL || n < 1)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_optimizer_create: needs params, n >= 1, cfg "
                           "and out (got %p, %d, %p, %p)", (const void *)params, n,
                           (const void *)cfg, (void *)out);
-    if (!hvd_is_initialized())
-        return hvdc__fail(HVD_ERR_NOT_INITIALIZED, "hvd_optimizer_create: libhvdc is not "
-                          "initialized; call hvd_init() first");
     CHECK(check_config(cfg));
     int size = 0;
     CHECK(hvd_size(&size));
@@ -299,7 +297,16 @@ hvd_status hvd_optimizer_create(const hvd_param *params, int n,
         return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_optimizer_create: root %d is not a rank "
                           "(0 .. %d)", cfg->root, size - 1);
     for (int i = 0; i < n; i++) CHECK(check_param(&params[i], i, cfg));
+    return HVD_OK;
+fail:
+    return st;
+}
 
+/* This rank's optimizer, its memory allocated (state, events; device memory for device
+ * parameters); nothing is sent. On failure *out is NULL. */
+static hvd_status build(const hvd_param *params, int n, const hvd_optimizer_config *cfg,
+                        hvd_optimizer **out) {
+    *out = NULL;
     hvd_optimizer *opt = calloc(1, sizeof *opt);
     if (opt == NULL) return hvdc__fail(HVD_ERR_NO_MEMORY, "hvd_optimizer_create: out of memory");
     opt->cfg = *cfg;
@@ -314,9 +321,32 @@ hvd_status hvd_optimizer_create(const hvd_param *params, int n,
     }
     for (int i = 0; i < n; i++) {
         opt->n = i + 1; // so destroy frees what param_init allocated
-        st = param_init(opt, i, &params[i]);
-        if (st != HVD_OK) goto fail_opt;
+        hvd_status st = param_init(opt, i, &params[i]);
+        if (st != HVD_OK) {
+            char msg[HVDC_ERROR_MAX];
+            snprintf(msg, sizeof msg, "%s", hvd_last_error());
+            hvd_optimizer_destroy(opt);
+            return hvdc__fail(st, "%s", msg);
+        }
     }
+    *out = opt;
+    return HVD_OK;
+}
+
+hvd_status hvd_optimizer_create(const hvd_param *params, int n,
+                                const hvd_optimizer_config *cfg, hvd_optimizer **out) {
+    hvd_status st;
+    hvd_optimizer *opt = NULL;
+    if (out != NULL) *out = NULL;
+    if (!hvd_is_initialized())
+        return hvdc__fail(HVD_ERR_NOT_INITIALIZED, "hvd_optimizer_create: libhvdc is not "
+                          "initialized; call hvd_init() first");
+    /* a rank that refuses (bad arguments, memory not where .device says, no memory) tells the
+     * others before anything else is sent, so no rank waits for it in the first collective */
+    st = check_args(params, n, cfg, out);
+    if (st == HVD_OK) st = build(params, n, cfg, &opt);
+    st = hvdc__agree_local_check("hvd_optimizer_create", "hvd.optimizer.create.args", st);
+    if (st != HVD_OK) goto fail_opt;
     st = agree_across_ranks(opt);
     if (st == HVD_OK) st = hvdc__opt_broadcast_params(opt, cfg->root);
     if (st != HVD_OK) goto fail_opt;
@@ -328,8 +358,6 @@ fail_opt: {
     hvd_optimizer_destroy(opt);
     return hvdc__fail(st, "%s", msg);
 }
-fail:
-    return st;
 }
 
 /* accum += grad (an accumulating pass); on the device, queued on cfg.stream. */

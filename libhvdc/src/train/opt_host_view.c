@@ -18,6 +18,18 @@ static size_t state_bytes(const hvd_optimizer *opt, const hvdc__opt_param *q) {
     return q->p.count * (size_t)opt->slots * sizeof(double);
 }
 
+/* Device parameter q's values and state between the device and data/state (to_host: from
+ * the device), on cfg.stream, waited for. */
+static hvd_status copy_param(const hvd_optimizer *opt, const hvdc__opt_param *q, void *data,
+                             double *state, int to_host) {
+    hvd_status st = hvdc__gpu_optim_copy(q->p.device, opt->cfg.stream, data, q->p.data,
+                                         data_bytes(q), to_host);
+    if (st == HVD_OK && opt->slots > 0)
+        st = hvdc__gpu_optim_copy(q->p.device, opt->cfg.stream, state, q->state,
+                                  state_bytes(opt, q), to_host);
+    return st;
+}
+
 hvd_status hvdc__opt_view_open(const char *fn, const hvd_optimizer *opt, int fetch,
                                hvdc__opt_host_view *view) {
     hvd_status st = HVD_OK;
@@ -46,11 +58,7 @@ hvd_status hvdc__opt_view_open(const char *fn, const hvd_optimizer *opt, int fet
         }
         if (!fetch) continue;
         /* behind the update queued on cfg.stream, so the copy holds the values after it */
-        st = hvdc__gpu_optim_copy(q->p.device, opt->cfg.stream, view->data[i], q->p.data,
-                                  data_bytes(q), 1);
-        if (st == HVD_OK && opt->slots > 0)
-            st = hvdc__gpu_optim_copy(q->p.device, opt->cfg.stream, view->state[i], q->state,
-                                      state_bytes(opt, q), 1);
+        st = copy_param(opt, q, view->data[i], view->state[i], 1);
         if (st != HVD_OK) {
             st = hvdc__fail(st, "%s: copying device parameter '%s' to the host: %s", fn,
                             q->name, hvd_last_error());
@@ -69,11 +77,7 @@ hvd_status hvdc__opt_view_store(const char *fn, const hvd_optimizer *opt,
     for (int i = 0; i < opt->n && st == HVD_OK; i++) {
         const hvdc__opt_param *q = &opt->params[i];
         if (q->p.device < 0) continue; /* the view is its memory: already written */
-        st = hvdc__gpu_optim_copy(q->p.device, opt->cfg.stream, view->data[i], q->p.data,
-                                  data_bytes(q), 0);
-        if (st == HVD_OK && opt->slots > 0)
-            st = hvdc__gpu_optim_copy(q->p.device, opt->cfg.stream, view->state[i], q->state,
-                                      state_bytes(opt, q), 0);
+        st = copy_param(opt, q, view->data[i], view->state[i], 0);
         if (st != HVD_OK)
             st = hvdc__fail(st, "%s: copying parameter '%s' to device %d: %s", fn, q->name,
                             q->p.device, hvd_last_error());

@@ -33,7 +33,9 @@
  * defines: sim_settings, sim_config, sim_error, sim_current_device, sim_stream_of,
  *          sim_enqueue, sim_enqueue_wait, sim_device_drain, sim_memory_find, sim_memory_range,
  *          sim_device_range, sim_pointer_queries, SIM_MEM_DEVICE, SIM_MEM_PINNED,
- *          sim_arena_alloc, sim_arena_free, sim_dtype_size, sim_fold, sim_divide
+ *          sim_arena_alloc, sim_arena_free, sim_dtype_size, sim_fold, sim_divide,
+ *          sim_mpi_buffer, sim_mpi_buffer_free, sim_mpi_fill, sim_mpi_drain, sim_unseen_begin,
+ *          sim_unseen_end, sim_seen_write
  * Any thread.
  */
 #ifndef HVDC_SIM_H
@@ -111,5 +113,21 @@ void sim_fold(void *acc, const void *x, size_t n, ncclDataType_t dt, ncclRedOp_t
 
 /* acc[i] /= ranks: the end of ncclAvg. */
 void sim_divide(void *acc, size_t n, ncclDataType_t dt, int ranks);
+
+/* The only memory the simulator hands MPI (sim_unseen.c): any thread inside MPI may move its
+ * bytes, ordered by atomics ThreadSanitizer cannot see, so TSan does not watch it. A buffer
+ * (NULL when out of memory) and back; filled from, or drained into, the user's memory, which
+ * TSan sees read or written. Without TSan: malloc, free, memcpy. */
+void *sim_mpi_buffer(size_t bytes);
+void sim_mpi_buffer_free(void *buffer);
+void sim_mpi_fill(void *buffer, const void *from, size_t bytes);
+void sim_mpi_drain(void *to, const void *buffer, size_t bytes);
+
+/* TSan ignores this thread's accesses from begin to end: around a stream thread's MPI calls,
+ * and work that reads those buffers in place (a reduction), after which it is told which of the
+ * user's memory was written. */
+void sim_unseen_begin(void);
+void sim_unseen_end(void);
+void sim_seen_write(void *p, size_t bytes);
 
 #endif

@@ -14,7 +14,9 @@
  *                        the group before waiting for any (sends and receives pair up)
  *   on the stream        read the inputs, post MPI_Iallgather / Ibcast / Isend / Irecv into
  *                        buffers of its own, wait (MPI_Testall, pausing up to 100 us) until
- *                        done or the communicator is aborted, then fold and write the outputs
+ *                        done or the communicator is aborted, then fold and write the outputs;
+ *                        those buffers and the stream's MPI calls are out of TSan's sight
+ *                        (sim_unseen.c says why)
  *
  * Reductions: every rank's input is gathered and folded in rank order (sim_reduce.c), each
  * step rounded to the dtype; ncclAvg is that sum divided by the ranks. As NCCL does on one node, a collective whose peer never comes
@@ -98,9 +100,12 @@ static ncclResult_t fail(ncclResult_t res, const char *fmt, ...) {
     return res;
 }
 
+/* Often on a stream thread, so unseen (sim.h). */
 static void comm_release(ncclComm_t comm) {
     if (atomic_fetch_sub(&comm->refs, 1) != 1) return;
+    sim_unseen_begin();
     MPI_Comm_free(&comm->comm);
+    sim_unseen_end();
     free(comm);
 }
 
@@ -147,34 +152,49 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *unique_id) {
     return ncclSuccess;
 }
 
-/* The world ranks of the members, in their NCCL rank order, agreed through the creator. */
+/* The world ranks of the members, in their NCCL rank order, agreed through the creator. The
+ * messages travel in buffers of the simulator's (sim.h). */
 static ncclResult_t exchange_members(const sim_id *id, int nranks, int rank, int *world_of) {
-    int me = 0, tag = INIT_TAG_BASE + (int)(id->serial % 4096);
+    int me = 0, tag = INIT_TAG_BASE + (int)(id->serial % 4096), pair[2];
+    size_t table_bytes = (size_t)nranks * sizeof *world_of;
+    int *wire_pair = sim_mpi_buffer(sizeof pair), *wire_table = sim_mpi_buffer(table_bytes);
+    ncclResult_t res = ncclSuccess;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    if (me != id->creator) {
-        int mine[2] = {rank, me};
-        if (MPI_Send(mine, 2, MPI_INT, id->creator, tag, MPI_COMM_WORLD) != MPI_SUCCESS ||
-            MPI_Recv(world_of, nranks, MPI_INT, id->creator, tag, MPI_COMM_WORLD,
+    if (!wire_pair || !wire_table) {
+        res = fail(ncclSystemError, "ncclCommInitRank: out of memory");
+    } else if (me != id->creator) {
+        pair[0] = rank, pair[1] = me;
+        sim_mpi_fill(wire_pair, pair, sizeof pair);
+        if (MPI_Send(wire_pair, 2, MPI_INT, id->creator, tag, MPI_COMM_WORLD) != MPI_SUCCESS ||
+            MPI_Recv(wire_table, nranks, MPI_INT, id->creator, tag, MPI_COMM_WORLD,
                      MPI_STATUS_IGNORE) != MPI_SUCCESS)
-            return fail(ncclSystemError, "ncclCommInitRank: no answer from the id's creator");
-        return ncclSuccess;
+            res = fail(ncclSystemError, "ncclCommInitRank: no answer from the id's creator");
+        else
+            sim_mpi_drain(world_of, wire_table, table_bytes);
+    } else {
+        for (int i = 0; i < nranks; i++) world_of[i] = -1;
+        world_of[rank] = me;
+        for (int i = 1; i < nranks && res == ncclSuccess; i++) {
+            if (MPI_Recv(wire_pair, 2, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+                res = fail(ncclSystemError, "ncclCommInitRank: a member's message failed");
+                break;
+            }
+            sim_mpi_drain(pair, wire_pair, sizeof pair);
+            if (pair[0] < 0 || pair[0] >= nranks || world_of[pair[0]] != -1)
+                res = fail(ncclInvalidUsage, "ncclCommInitRank: rank %d claimed twice", pair[0]);
+            else
+                world_of[pair[0]] = pair[1];
+        }
+        if (res == ncclSuccess) sim_mpi_fill(wire_table, world_of, table_bytes);
+        for (int r = 0; r < nranks && res == ncclSuccess; r++)
+            if (world_of[r] != me &&
+                MPI_Send(wire_table, nranks, MPI_INT, world_of[r], tag, MPI_COMM_WORLD) != MPI_SUCCESS)
+                res = fail(ncclSystemError, "ncclCommInitRank: cannot answer rank %d", r);
     }
-    for (int i = 0; i < nranks; i++) world_of[i] = -1;
-    world_of[rank] = me;
-    for (int i = 1; i < nranks; i++) {
-        int theirs[2];
-        if (MPI_Recv(theirs, 2, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD,
-                     MPI_STATUS_IGNORE) != MPI_SUCCESS)
-            return fail(ncclSystemError, "ncclCommInitRank: a member's message failed");
-        if (theirs[0] < 0 || theirs[0] >= nranks || world_of[theirs[0]] != -1)
-            return fail(ncclInvalidUsage, "ncclCommInitRank: rank %d claimed twice", theirs[0]);
-        world_of[theirs[0]] = theirs[1];
-    }
-    for (int r = 0; r < nranks; r++)
-        if (world_of[r] != me &&
-            MPI_Send(world_of, nranks, MPI_INT, world_of[r], tag, MPI_COMM_WORLD) != MPI_SUCCESS)
-            return fail(ncclSystemError, "ncclCommInitRank: cannot answer rank %d", r);
-    return ncclSuccess;
+    sim_mpi_buffer_free(wire_pair);
+    sim_mpi_buffer_free(wire_table);
+    return res;
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId unique_id, int rank) {
@@ -248,51 +268,62 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *async_error) {
 /* ---- running a launch on its stream --------------------------------------------------------- */
 
 /* out[0..n) = op over ranks of gathered[r][first .. first + n) (each rank's block `stride`
- * elements long), folded in rank order. */
+ * elements long), folded in rank order. `gathered` is MPI's buffer: read unseen (sim.h). */
 static void reduce_gathered(void *out, const char *gathered, size_t first, size_t n,
                             size_t stride, const coll *c) {
     int ranks = c->comm->size;
+    sim_unseen_begin();
     memcpy(out, gathered + first * c->elem, n * c->elem);
     for (int r = 1; r < ranks; r++)
         sim_fold(out, gathered + ((size_t)r * stride + first) * c->elem, n, c->dtype, c->op);
     if (c->op == ncclAvg) sim_divide(out, n, c->dtype, ranks);
+    sim_unseen_end();
+    sim_seen_write(out, n * c->elem);
 }
 
-/* Reads c's inputs and posts its messages. */
+/* Reads c's inputs into buffers of its own and posts its messages on them; the MPI call
+ * unseen, as every MPI call of a stream thread (sim.h). */
 static int post(coll *c) {
     MPI_Comm mc = c->comm->comm;
     int ranks = c->comm->size, rc = MPI_SUCCESS;
     size_t bytes = c->count * c->elem;
+    size_t mine = c->kind == REDUCESCATTER ? bytes * (size_t)ranks : bytes; /* gathered */
     switch (c->kind) {
     case ALLREDUCE:
     case ALLGATHER:
-    case REDUCESCATTER: {
-        size_t mine = c->kind == REDUCESCATTER ? bytes * (size_t)ranks : bytes;
-        c->in = malloc(mine ? mine : 1);
-        c->out = malloc(mine * (size_t)ranks + 1);
+    case REDUCESCATTER:
+        c->in = sim_mpi_buffer(mine);
+        c->out = sim_mpi_buffer(mine * (size_t)ranks);
         if (!c->in || !c->out) return MPI_ERR_NO_MEM;
-        memcpy(c->in, c->send, mine);
-        rc = MPI_Iallgather(c->in, (int)mine, MPI_BYTE, c->out, (int)mine, MPI_BYTE, mc, &c->request);
+        sim_mpi_fill(c->in, c->send, mine);
         break;
-    }
     case BROADCAST:
-        c->out = malloc(bytes ? bytes : 1);
+        c->out = sim_mpi_buffer(bytes);
         if (!c->out) return MPI_ERR_NO_MEM;
-        if (c->comm->rank == c->peer) memcpy(c->out, c->send, bytes);
-        rc = MPI_Ibcast(c->out, (int)bytes, MPI_BYTE, c->peer, mc, &c->request);
+        if (c->comm->rank == c->peer) sim_mpi_fill(c->out, c->send, bytes);
         break;
     case SEND:
-        c->in = malloc(bytes ? bytes : 1);
+        c->in = sim_mpi_buffer(bytes);
         if (!c->in) return MPI_ERR_NO_MEM;
-        memcpy(c->in, c->send, bytes);
-        rc = MPI_Isend(c->in, (int)bytes, MPI_BYTE, c->peer, 1, mc, &c->request);
+        sim_mpi_fill(c->in, c->send, bytes);
         break;
     case RECV:
-        c->out = malloc(bytes ? bytes : 1);
+        c->out = sim_mpi_buffer(bytes);
         if (!c->out) return MPI_ERR_NO_MEM;
-        rc = MPI_Irecv(c->out, (int)bytes, MPI_BYTE, c->peer, 1, mc, &c->request);
         break;
     }
+    sim_unseen_begin();
+    switch (c->kind) {
+    case ALLREDUCE:
+    case ALLGATHER:
+    case REDUCESCATTER:
+        rc = MPI_Iallgather(c->in, (int)mine, MPI_BYTE, c->out, (int)mine, MPI_BYTE, mc, &c->request);
+        break;
+    case BROADCAST: rc = MPI_Ibcast(c->out, (int)bytes, MPI_BYTE, c->peer, mc, &c->request); break;
+    case SEND: rc = MPI_Isend(c->in, (int)bytes, MPI_BYTE, c->peer, 1, mc, &c->request); break;
+    case RECV: rc = MPI_Irecv(c->out, (int)bytes, MPI_BYTE, c->peer, 1, mc, &c->request); break;
+    }
+    sim_unseen_end();
     return rc;
 }
 
@@ -305,9 +336,9 @@ static void finish(coll *c) {
         reduce_gathered(c->recv, c->out, (size_t)c->comm->rank * c->count, c->count,
                         c->count * (size_t)c->comm->size, c);
         break;
-    case ALLGATHER: memcpy(c->recv, c->out, bytes * (size_t)c->comm->size); break;
+    case ALLGATHER: sim_mpi_drain(c->recv, c->out, bytes * (size_t)c->comm->size); break;
     case BROADCAST:
-    case RECV: memcpy(c->recv, c->out, bytes); break;
+    case RECV: sim_mpi_drain(c->recv, c->out, bytes); break;
     case SEND: break;
     }
 }
@@ -323,7 +354,9 @@ static int wait_all(const launch *l, MPI_Request *requests, int *mpi_error) {
     long pause = 1000;
     for (;;) {
         int flag = 0;
+        sim_unseen_begin();
         *mpi_error = MPI_Testall((int)l->n, requests, &flag, MPI_STATUSES_IGNORE);
+        sim_unseen_end();
         if (*mpi_error != MPI_SUCCESS) return 0;
         if (flag) return 1;
         if (any_aborted(l)) return 0;
@@ -370,7 +403,8 @@ static void run_launch(void *args) {
     if (!ok && posted > 0) { /* MPI may still write them: never freed */
         keep_abandoned(l.ops);
     } else {
-        for (size_t i = 0; i < l.n; i++) free(l.ops[i].in), free(l.ops[i].out);
+        for (size_t i = 0; i < l.n; i++)
+            sim_mpi_buffer_free(l.ops[i].in), sim_mpi_buffer_free(l.ops[i].out);
     }
     for (size_t i = 0; i < l.n; i++) comm_release(l.ops[i].comm);
     if (ok || posted == 0) free(l.ops);

@@ -27,4 +27,4 @@ else
          "machine's training runs will be skipped" >&2
 fi
 du -sh "$bundle"
-echo "now: run(command='tests/gpu/on_device.sh \$OUT/gpu-logs', carry=['$bundle'])"
+echo "now: run(command='tests/gpu/on_device.sh \$OUT', carry=['$bundle'], timeout_s=450)"

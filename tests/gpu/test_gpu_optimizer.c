@@ -220,10 +220,6 @@ static int same_file(const char *a, const char *b) {
     return same;
 }
 
-/* Checkpoints of device parameters (checkpoint.c through opt_host_view.c), after the steps:
- * the device optimizer's file must be byte for byte the host one's (the values after the last
- * update queued on the stream, and the state); a new device optimizer loaded from the host
- * file, at every rank, must then go on bitwise equal to the host optimizer. */
 /* Rank 0's files (the other ranks' paths are never used): two checkpoints and the elastic
  * commit directory. */
 static void ckpt_paths(int tag, char *dev_file, char *host_file, char *elastic_dir, size_t size) {

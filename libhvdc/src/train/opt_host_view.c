@@ -47,9 +47,9 @@ hvd_status hvdc__opt_view_open(const char *fn, const hvd_optimizer *opt, int fet
             view->state[i] = q->state;
             continue;
         }
-        view->data[i] = malloc(data_bytes(q) ? data_bytes(q) : 1);
-        view->state[i] = opt->slots > 0 ? malloc(state_bytes(opt, q) ? state_bytes(opt, q) : 1)
-                                        : NULL;
+        /* both sizes > 0: creation refused count 0 */
+        view->data[i] = malloc(data_bytes(q));
+        view->state[i] = opt->slots > 0 ? malloc(state_bytes(opt, q)) : NULL;
         if (view->data[i] == NULL || (opt->slots > 0 && view->state[i] == NULL)) {
             st = hvdc__fail(HVD_ERR_NO_MEMORY, "%s: out of memory for a host copy of device "
                             "parameter '%s' (%zu bytes)", fn, q->name,

@@ -101,9 +101,12 @@ def worker(mode, model_name, device_kind):
     check = torch.tensor([params.double().sum().item(), -params.double().sum().item()])
     if mode == "ddp":
         import torch.distributed as dist
-        t = torch.tensor([s for s in steps[warmup:]], dtype=torch.float64)
+        # NCCL reduces device tensors only
+        t = torch.tensor([s for s in steps[warmup:]], dtype=torch.float64, device=device)
+        check = check.to(device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         dist.all_reduce(check, op=dist.ReduceOp.MIN)
+        t, check = t.cpu(), check.cpu()
         dist.destroy_process_group()
     elif mode == "hvdc":
         t = hvd.allreduce(torch.tensor(steps[warmup:], dtype=torch.float64), op=hvd.Max)

@@ -8,7 +8,7 @@
 #   3. meson setup -Dcuda=enabled, build
 #   4. the gpu suite at np 1 (one GPU: NCCL refuses two ranks on it; np > 1 tests skip)
 #   5. latency_bench, fusion_bench and allreduce_bench on device buffers (--device gpu, against
-#      raw NCCL), np 1: issue 34's table
+#      raw NCCL), np 1: issue 34's table; gpu_call_bench (what each CUDA call of it costs)
 #   6. PyTorch on the GPU: benchmarks/torch_compare.py --device cuda (plain torch, DDP on NCCL,
 #      hvdc; ResNet-50 at batch 64, 224x224), tests/python/test_cuda.py and test_optimizer.py
 #      (np 1), examples/pytorch/train_fashion_mnist.py --device cuda --amp, where python3's
@@ -90,6 +90,8 @@ step latency_bench_gpu "$build/benchmarks/latency_bench" --device gpu -n 2000 --
 # issue 17: the ResNet-50 set <= 0.3 ms at np 1; the default threshold never slower than another
 step fusion_bench_gpu "$build/benchmarks/fusion_bench" --device gpu --model resnet50,tiny --steps 20
 step allreduce_bench_gpu "$build/benchmarks/allreduce_bench" --device gpu
+# the price of each CUDA/NCCL call of the device path, and of each piece of a lone op's chain
+step gpu_call_bench "$build/benchmarks/gpu_call_bench" -n 3000
 
 # 6: PyTorch on the GPU, as users run it: plain torch / DDP(nccl) / hvdc on ResNet-50 at batch
 # 64, 224x224, in one run; hvdc.torch's tests on CUDA tensors; the example (one GPU per rank,

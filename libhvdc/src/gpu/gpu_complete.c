@@ -4,7 +4,8 @@
  * that never block, and aborting the communicators when NCCL reports an asynchronous error or
  * the runtime stops.
  *
- *   stream: ... NCCL ... unpack | record(event) | host function ──> waker ──> wake(ctx)
+ *   stream: ... NCCL ... unpack | record(event) | next collective ...
+ *   notify stream:         wait(event) | host function ──> waker ──> wake(ctx)
  *   background thread, woken:   cudaEventQuery(event) == done ──> complete the handles,
  *                               event back to the pool
  *
@@ -65,8 +66,11 @@ hvd_status hvdc__gpu_record(hvdc_gpu *gpu, hvdc_gpu_pending **out) {
     CHECK(take_event(gpu, &p->done));
     CHECK_CUDA(cudaEventRecord(p->done, gpu->stream));
     if (gpu->waker) { /* the wake-up after it; the completion is still the event */
+        /* on the side stream: the stream would hold the next collective until the host
+         * function returned, a CUDA thread's wake-up later */
+        CHECK_CUDA(cudaStreamWaitEvent(gpu->notify, p->done, 0));
         hvdc__gpu_waker_hold(gpu->waker);
-        cudaError_t err = cudaLaunchHostFunc(gpu->stream, hvdc__gpu_waker_fire, gpu->waker);
+        cudaError_t err = cudaLaunchHostFunc(gpu->notify, hvdc__gpu_waker_fire, gpu->waker);
         if (err != cudaSuccess) {
             hvdc__gpu_waker_fire(gpu->waker); /* drops the hold (one spurious wake-up) */
             CHECK_CUDA(err);

@@ -28,6 +28,7 @@ struct hvdc_gpu {
     int max_blocks;          /* copy kernel: most blocks per segment, 4 per SM */
     int pools;               /* cudaMallocAsync is available */
     cudaStream_t stream;     /* non-blocking: never implicitly ordered with the app's streams */
+    cudaStream_t notify;     /* the wake-ups' host functions, off stream (gpu_complete.c) */
     cudaEvent_t legacy_mark; /* recorded on the legacy default stream when no ready event */
     ncclComm_t comm;         /* all ranks */
     ncclComm_t local_comm;   /* hierarchical: the node (rank = local_rank); else NULL */

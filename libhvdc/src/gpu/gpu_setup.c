@@ -101,6 +101,7 @@ static hvd_status setup_device(hvdc_gpu *gpu) {
     CHECK_CUDA(cudaDeviceGetAttribute(&gpu->pools, cudaDevAttrMemoryPoolsSupported, gpu->device));
     gpu->max_blocks = 4 * (sms > 0 ? sms : 1);
     CHECK_CUDA(cudaStreamCreateWithFlags(&gpu->stream, cudaStreamNonBlocking));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&gpu->notify, cudaStreamNonBlocking));
     CHECK_CUDA(cudaEventCreateWithFlags(&gpu->legacy_mark, cudaEventDisableTiming));
 fail:
     return st;
@@ -245,6 +246,7 @@ void hvdc__gpu_destroy(hvdc_gpu *gpu) {
     hvdc__gpu_events_free(gpu);
     if (gpu->legacy_mark) cudaEventDestroy(gpu->legacy_mark);
     if (gpu->stream) cudaStreamDestroy(gpu->stream); /* returns at once; released when idle */
+    if (gpu->notify) cudaStreamDestroy(gpu->notify); /* its host functions hold the waker */
     hvdc__gpu_waker_close(gpu->waker);
     cudaGetLastError();
     free(gpu);

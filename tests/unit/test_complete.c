@@ -11,6 +11,7 @@
  *   - hvd_wait_on_stream's part: the stream waits for the event (never the host), the name is
  *     free the moment it returns, before the event fired, and the late completion leaves the
  *     name's next op alone; a stream that cannot wait leaves the handle live and the name held
+ *   - a fused response: the first waiter completes all of its ops, but one whose wait failed
  *   - two waiters on one op: one waits on the device, the other for it; polling
  *   - 2000 rounds of a background thread racing a waiter
  *   - the hand-off spin (base/poll.h): a waiter that spins first is answered whether the
@@ -197,9 +198,9 @@ static void test_background_first(void) {
     runtime_delete(rt);
 }
 
-/* A fused response's ops share one done event: once the first waiter saw it fire, the others
- * complete without asking the device (and without letting go of completion_mutex); an event
- * published again, for newer work, is asked again. */
+/* A fused response's ops share one done event: the first waiter that sees it fire completes
+ * them all (their names free at once), so the others' waits find them done without asking the
+ * device; an event published again, for newer work, is asked again. */
 static void test_fused_waiters(void) {
     hvdc_runtime *rt = runtime_new();
     fake_event e;
@@ -214,6 +215,10 @@ static void test_fused_waiters(void) {
         waiter w = {rt, h[i], 1, HVD_OK, "", 0};
         wait_thread(&w);
         CHECK_TRUE(w.status == HVD_OK, "fused op %d: %s", i, hvd_status_string(w.status));
+        if (i == 0)
+            CHECK_TRUE(ops[1]->done && in_flight(rt, "f1") == NULL, "the first waiter that saw "
+                       "the fused response's event left its other op %s",
+                       ops[1]->done ? "with its name in flight" : "not done");
     }
     CHECK_TRUE(e.waits == 1, "%d device waits for one fused response (expected 1)", e.waits);
     CHECK_TRUE(in_flight(rt, "f0") == NULL && in_flight(rt, "f1") == NULL,
@@ -228,6 +233,37 @@ static void test_fused_waiters(void) {
     CHECK_TRUE(e.waits == 2, "a re-published event was trusted without asking the device "
                "(%d device waits, expected 2)", e.waits);
     hvdc__drop_device_hold(rt, &ops[2], 1);
+    event_destroy(&e);
+    runtime_delete(rt);
+}
+
+/* A fused op whose waiter's device wait failed has let go of the event (complete.c): the
+ * waiter that then sees the event fire completes the rest of the batch, not that op, which
+ * the background thread completes with its error. */
+static void test_fused_let_go(void) {
+    hvdc_runtime *rt = runtime_new();
+    fake_event e;
+    event_init(&e);
+    hvd_handle h[2];
+    hvdc_op *ops[2];
+    ops[0] = submit(rt, "g0", &h[0]);
+    ops[1] = submit(rt, "g1", &h[1]);
+    hvdc__publish_on_device(rt, ops, 2, &e);
+    pthread_mutex_lock(&rt->completion_mutex);
+    ops[1]->device_done = NULL; /* what a failed blocking wait leaves */
+    pthread_mutex_unlock(&rt->completion_mutex);
+    event_fire(&e);
+    waiter w = {rt, h[0], 1, HVD_OK, "", 0};
+    wait_thread(&w);
+    CHECK_TRUE(w.status == HVD_OK, "fused op: %s", hvd_status_string(w.status));
+    CHECK_TRUE(!ops[1]->done && in_flight(rt, "g1") == ops[1], "an op whose wait failed was "
+               "completed as the batch's (%s)", ops[1]->done ? "done" : "its name freed");
+    hvdc__complete_ops(rt, &ops[1], 1, HVD_ERR_CUDA, "the wait failed");
+    waiter w1 = {rt, h[1], 1, HVD_OK, "", 0};
+    wait_thread(&w1);
+    CHECK_TRUE(w1.status == HVD_ERR_CUDA, "the background's error was lost: %s",
+               hvd_status_string(w1.status));
+    hvdc__drop_device_hold(rt, ops, 2); /* frees both */
     event_destroy(&e);
     runtime_delete(rt);
 }
@@ -493,6 +529,7 @@ int main(void) {
     test_waiter_first();
     test_background_first();
     test_fused_waiters();
+    test_fused_let_go();
     test_aborted();
     test_name_reused();
     test_stream_wait_frees_name();

@@ -14,17 +14,24 @@
 
 
 /* Takes the ops' names out of in_flight, each only where it still maps to its op (a completed
- * op's name may already be in use again by a later submission); once per op. */
-static void forget_names(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
+ * op's name may already be in use again by a later submission); once per op. only_marked_by:
+ * NULL, or the ops whose device_done it is alone (completion_mutex held). */
+static void forget_names_marked(hvdc_runtime *rt, hvdc_op *const *ops, size_t n,
+                                const void *only_marked_by) {
     pthread_mutex_lock(&rt->queue_mutex);
     for (size_t i = 0; i < n; i++) {
         if (ops[i]->names_forgotten) continue;
+        if (only_marked_by && ops[i]->device_done != only_marked_by) continue;
         for (size_t k = 0; k < ops[i]->n_tensors; k++)
             hvdc__name_table_remove_value_hashed(&rt->in_flight, ops[i]->tensors[k].name,
                                                  ops[i]->tensors[k].name_hash, ops[i]);
         ops[i]->names_forgotten = 1;
     }
     pthread_mutex_unlock(&rt->queue_mutex);
+}
+
+static void forget_names(hvdc_runtime *rt, hvdc_op *const *ops, size_t n) {
+    forget_names_marked(rt, ops, n, NULL);
 }
 
 /* With completion_mutex held, before completion_cond is broadcast: counts the change for a
@@ -61,6 +68,8 @@ void hvdc__publish_on_device(hvdc_runtime *rt, hvdc_op **ops, size_t n, void *do
         ops[i]->phase_at[HVDC_PHASE_DEVICE] = now;
         ops[i]->on_device = 1;
         ops[i]->device_done = done_event;
+        ops[i]->device_batch = ops;
+        ops[i]->device_batch_n = n;
     }
     count_change(rt);
     pthread_cond_broadcast(&rt->completion_cond); /* waiters can wait on the device now */
@@ -92,6 +101,7 @@ void hvdc__drop_device_hold(hvdc_runtime *rt, hvdc_op **ops, size_t n) {
     for (size_t i = 0; i < n; i++) {
         ops[i]->on_device = 0;
         ops[i]->device_done = NULL; /* its event goes back to the pool */
+        ops[i]->device_batch = NULL; /* the list is freed next */
         if (ops[i]->released && !held(ops[i])) hvdc__op_recycle(&rt->handles, ops[i]);
     }
     pthread_mutex_unlock(&rt->completion_mutex);
@@ -106,6 +116,25 @@ static void finish_ok(hvdc_op *op, int64_t woke_ns) {
     op->done = 1;
 }
 
+/* With completion_mutex held and op->device_done seen fired: completes every op of op's device
+ * batch that the event still marks (a waiter whose device wait failed has let go of it: the
+ * background thread completes that one), so the waits for the others find them done. One pass
+ * over a fused response where a wait each would take both locks again for its op; the
+ * background thread's own completion of the batch then finds them done. */
+static void finish_batch_ok(hvdc_runtime *rt, hvdc_op *op, int64_t woke_ns) {
+    const void *event = op->device_done;
+    hvdc_op *const *batch = op->device_batch;
+    size_t n = op->device_batch_n;
+    if (!batch) { /* not published by the background thread (never on this path today) */
+        batch = &op;
+        n = 1;
+    }
+    /* completion_mutex, then queue_mutex: the only nesting */
+    forget_names_marked(rt, batch, n, event);
+    for (size_t i = 0; i < n; i++)
+        if (batch[i]->device_done == event) finish_ok(batch[i], woke_ns);
+}
+
 int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block) {
     if (!op->device_done || op->device_waiting) return 0;
     void *event = op->device_done;
@@ -114,8 +143,7 @@ int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block) {
      * after an abort, they do */
     int fired = event == rt->device_fired && !atomic_load(&rt->device_aborted);
     if (fired) { /* nothing to wait for: done without letting go of the mutex */
-        forget_names(rt, &op, 1); /* completion_mutex, then queue_mutex: the only nesting */
-        finish_ok(op, hvdc__now_ns());
+        finish_batch_ok(rt, op, hvdc__now_ns());
         count_change(rt);
         pthread_cond_broadcast(&rt->completion_cond);
         return 1;
@@ -126,13 +154,17 @@ int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block) {
     int finished = rt->device_event_finished(event, &rt->device_aborted, block);
     int64_t seen = hvdc__now_ns(); /* the device phase ends here (phases.h) */
     if (finished) {
-        forget_names(rt, &op, 1);
         pthread_mutex_lock(&rt->completion_mutex);
         /* still op's event (the background thread has not let go of op, so the event is not
-         * back in the pool): what fired is op's work, and remembering it is safe until the
-         * event is published again */
-        if (op->device_done == event) rt->device_fired = event;
-        finish_ok(op, seen);
+         * back in the pool, nor the batch freed): what fired is op's work, and remembering it
+         * is safe until the event is published again */
+        if (op->device_done == event) {
+            rt->device_fired = event;
+            finish_batch_ok(rt, op, seen);
+        } else {
+            forget_names(rt, &op, 1);
+            finish_ok(op, seen);
+        }
     } else {
         pthread_mutex_lock(&rt->completion_mutex);
     }

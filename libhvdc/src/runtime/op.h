@@ -63,6 +63,10 @@ typedef struct hvdc_op {
     /* device ops once queued on the device, and who holds the op (complete.h); under
      * completion_mutex */
     void *device_done;          /* cudaEvent_t its results are written by, or NULL */
+    struct hvdc_op *const *device_batch; /* the ops device_done marks (this one among them),
+                                            the background thread's list: valid while
+                                            device_done is set */
+    size_t device_batch_n;
     int on_device;              /* the background thread's device work holds it */
     int device_waiting;         /* a waiter is inside a wait on device_done */
     int released;               /* hvd_wait released its handle: the last holder frees it */

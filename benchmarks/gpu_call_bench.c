@@ -45,7 +45,7 @@ static double median(double *v, int n) {
 static void noop_host(void *arg) { (void)arg; }
 
 static cudaStream_t stream, side;
-static cudaEvent_t ready, done, side_done;
+static cudaEvent_t ready, done;
 static ncclComm_t comm;
 static float *buf;
 
@@ -92,7 +92,6 @@ int main(int argc, char **argv) {
     OK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     OK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
     OK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    OK(cudaEventCreateWithFlags(&side_done, cudaEventDisableTiming));
     OK(cudaMalloc((void **)&buf, 64));
     int dev0 = 0;
     OK(ncclCommInitAll(&comm, 1, &dev0));

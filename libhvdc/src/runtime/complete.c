@@ -63,7 +63,6 @@ void hvdc__complete_ops(hvdc_runtime *rt, hvdc_op **ops, size_t n, hvd_status st
 void hvdc__publish_on_device(hvdc_runtime *rt, hvdc_op **ops, size_t n, void *done_event) {
     int64_t now = hvdc__now_ns();
     pthread_mutex_lock(&rt->completion_mutex);
-    if (rt->device_fired == done_event) rt->device_fired = NULL; /* re-recorded: marks these */
     for (size_t i = 0; i < n; i++) {
         ops[i]->phase_at[HVDC_PHASE_DEVICE] = now;
         ops[i]->on_device = 1;
@@ -117,18 +116,14 @@ static void finish_ok(hvdc_op *op, int64_t woke_ns) {
 }
 
 /* With completion_mutex held and op->device_done seen fired: completes every op of op's device
- * batch that the event still marks (a waiter whose device wait failed has let go of it: the
- * background thread completes that one), so the waits for the others find them done. One pass
- * over a fused response where a wait each would take both locks again for its op; the
- * background thread's own completion of the batch then finds them done. */
+ * batch (set with device_done) that the event still marks (a waiter whose device wait failed
+ * has let go of it: the background thread completes that one), so the waits for the others
+ * find them done without asking the device: one CUDA call a fused response, one pass over it.
+ * The background thread's own completion of the batch then finds them done. */
 static void finish_batch_ok(hvdc_runtime *rt, hvdc_op *op, int64_t woke_ns) {
     const void *event = op->device_done;
     hvdc_op *const *batch = op->device_batch;
     size_t n = op->device_batch_n;
-    if (!batch) { /* not published by the background thread (never on this path today) */
-        batch = &op;
-        n = 1;
-    }
     /* completion_mutex, then queue_mutex: the only nesting */
     forget_names_marked(rt, batch, n, event);
     for (size_t i = 0; i < n; i++)
@@ -138,36 +133,16 @@ static void finish_batch_ok(hvdc_runtime *rt, hvdc_op *op, int64_t woke_ns) {
 int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block) {
     if (!op->device_done || op->device_waiting) return 0;
     void *event = op->device_done;
-    /* a fused response's ops share one event: once a waiter saw it fire, the others need not
-     * ask the device (one CUDA call a response, not one a tensor); as the device would answer
-     * after an abort, they do */
-    int fired = event == rt->device_fired && !atomic_load(&rt->device_aborted);
-    if (fired) { /* nothing to wait for: done without letting go of the mutex */
-        finish_batch_ok(rt, op, hvdc__now_ns());
-        count_change(rt);
-        pthread_cond_broadcast(&rt->completion_cond);
-        return 1;
-    }
     hold_unlocked(rt, op);
     /* the event may be pooled and re-recorded meanwhile: then it fires for later work on the
      * same stream, which also means op's work finished (a later wake-up, never a wrong one) */
     int finished = rt->device_event_finished(event, &rt->device_aborted, block);
     int64_t seen = hvdc__now_ns(); /* the device phase ends here (phases.h) */
-    if (finished) {
-        pthread_mutex_lock(&rt->completion_mutex);
-        /* still op's event (the background thread has not let go of op, so the event is not
-         * back in the pool, nor the batch freed): what fired is op's work, and remembering it
-         * is safe until the event is published again */
-        if (op->device_done == event) {
-            rt->device_fired = event;
-            finish_batch_ok(rt, op, seen);
-        } else {
-            forget_names(rt, &op, 1);
-            finish_ok(op, seen);
-        }
-    } else {
-        pthread_mutex_lock(&rt->completion_mutex);
-    }
+    pthread_mutex_lock(&rt->completion_mutex);
+    /* still op's event (the background thread has not let go of op, so the event is not back
+     * in the pool, nor the batch freed): what fired is op's work. Else the background thread
+     * has completed op already (it lets go only after that). */
+    if (finished && op->device_done == event) finish_batch_ok(rt, op, seen);
     /* not finished: the background thread completes it (with the error, if one); a wait
      * that failed does not wait on this event again */
     if (!finished && block) op->device_done = NULL;

@@ -20,7 +20,8 @@
  *          hvdc__stream_wait_for_op, hvdc__poll_op,
  *          hvdc__release_op,
  *          hvdc__fail_everything
- * Any thread; each function takes the runtime's locks it needs (never both at once).
+ * Any thread; each function takes the runtime's locks it needs (both at once only where a
+ * waiter frees names: queue_mutex inside completion_mutex).
  */
 #ifndef HVDC_COMPLETE_H
 #define HVDC_COMPLETE_H
@@ -41,8 +42,8 @@ void hvdc__drop_device_hold(hvdc_runtime *rt, hvdc_op **ops, size_t n);
 
 /* With completion_mutex held, op not done: if op is queued on the device and no other thread
  * is waiting on its event, waits on it (block) or looks (not block) with the mutex released,
- * and completes op when its work has finished (at once, the mutex kept, when another waiter saw
- * the same fused response's event fire). @return 1 when it looked at the device (op may
+ * and completes op when its work has finished, with the ops fused with it (whose waits then
+ * find them done). @return 1 when it looked at the device (op may
  * now be done; look it up again), 0 when the caller must wait for the background thread. */
 int hvdc__complete_on_device(hvdc_runtime *rt, hvdc_op *op, int block);
 

@@ -77,10 +77,6 @@ typedef struct hvdc_runtime {
                                  the GPU backend, which owns the events, outlives them */
     atomic_int device_aborted; /* the GPU backend aborted its communicators (set before it
                                   does): a done event that fires afterwards marks no result */
-    void *device_fired;       /* a done event a waiter saw fire, while the ops it marks are
-                                 still held: the other waiters of a fused response complete
-                                 without asking the device again; cleared when the event is
-                                 published for newer work (complete.c, under completion_mutex) */
     /* how a waiter asks whether a done event fired: hvdc__gpu_event_finished; the unit test
      * of complete.c puts a fake device's here */
     int (*device_event_finished)(void *event, const atomic_int *aborted, int block);

@@ -208,6 +208,7 @@ static int parse_options(int argc, char **argv, void *out, int rank) {
 typedef struct step_times {
     double *hvd, *base; /* (steps) hvd steps; the baseline's (MPI, or the NCCL group) */
     double *fused;      /* (steps) --device gpu: the nccl-fused steps */
+    double *split[2];   /* (steps) this rank's hvd steps: submissions done, first wait back (us) */
     long wrong[3];      /* wrong elements over all ranks: hvd, baseline, nccl-fused steps */
     double phases[HVDC_N_PHASES]; /* this rank's mean us per hvd op in each phase, timed steps */
 } step_times;
@@ -216,13 +217,14 @@ typedef struct step_times {
  * a step every op is submitted at once, so an op's phases are its latency, not its cost. */
 static void print_phases(const fusion_result *res, size_t n, int gpu) {
     char thr[32];
-    printf("# where an hvd op's time went (rank 0, mean us per op over the timed steps):\n");
+    printf("# where an hvd op's time went (rank 0, mean us per op over the timed steps), and when\n"
+           "# (median us from the step's start) the submissions were done and the first wait returned:\n");
     for (size_t i = 0; i < n; i++) {
         printf("#   threshold %-8s", fusion_threshold_text(res[i].threshold, thr, sizeof thr));
         for (int p = 0; p < HVDC_N_PHASES; p++)
             if (p != HVDC_PHASE_DEVICE || gpu)
                 printf("  %s %.1f", hvdc__phase_name((hvdc_phase)p), res[i].phases[p]);
-        printf("\n");
+        printf("  | submitted %.1f  first back %.1f\n", res[i].split_us[0], res[i].split_us[1]);
     }
 }
 
@@ -306,12 +308,12 @@ static void timed_steps(const fusion_model *m, const options *o, int size, hvd_h
     uint64_t phase_ops = 0;
     for (int s = 0; s < o->warmup + o->steps; s++) {
         int timed = s - o->warmup, checked = !gpu || timed < 0;
-        double dt[3] = {0, 0, 0};
+        double dt[3] = {0, 0, 0}, split[2] = {0, 0};
         if (timed == 0) BENCH_CHECK_HVD(hvdc__phase_breakdown(gpu, t->phases, &phase_ops)); /* from here */
         for (int kind = 0; kind < (gpu ? 3 : 2); kind++) {
             int parity = kind == 1;
             if (gpu && checked) fusion_model_clear(m);
-            dt[kind] = kind == 0 ? fusion_step_hvd(m, parity, handles)
+            dt[kind] = kind == 0 ? fusion_step_hvd(m, parity, handles, split)
                        : kind == 2 ? fusion_step_nccl_fused(m, parity)
                        : gpu ? fusion_step_nccl(m, parity) : fusion_step_mpi(m, parity);
             if (checked) t->wrong[kind] += fusion_model_check(m, size, parity, s);
@@ -320,6 +322,8 @@ static void timed_steps(const fusion_model *m, const options *o, int size, hvd_h
             t->hvd[timed] = dt[0];
             t->base[timed] = dt[1];
             if (gpu) t->fused[timed] = dt[2];
+            t->split[0][timed] = split[0];
+            t->split[1][timed] = split[1];
         }
     }
     BENCH_CHECK_HVD(hvdc__phase_breakdown(gpu, t->phases, &phase_ops));
@@ -339,8 +343,9 @@ static fusion_result finish_result(const fusion_model *m, long threshold, double
                        fusion_min_fused(&m->set, lib_threshold),
                        gpu ? t->wrong[0] : t->wrong[0] + t->wrong[1],
                        {gpu ? t->wrong[1] : 0, t->wrong[2]},
-                       m->set.n, m->set.total * sizeof(float), {0}};
+                       m->set.n, m->set.total * sizeof(float), {0}, {0, 0}};
     memcpy(r.phases, t->phases, sizeof r.phases);
+    for (int k = 0; k < 2; k++) r.split_us[k] = bench_median(t->split[k], (size_t)o->steps);
     return r;
 }
 
@@ -406,7 +411,7 @@ static fusion_result run_autotuned(const fusion_model *m, const options *o, int 
     long chosen[3] = {-1, 0, 0}; /* threshold bytes, cycle time in microseconds, step bytes */
     *tune_steps = -1;
     for (int s = 0; s < max_tune && *tune_steps < 0; s++) {
-        fusion_step_hvd(m, 0, handles);
+        fusion_step_hvd(m, 0, handles, NULL);
         if (m->device < 0) wrong += fusion_model_check(m, size, 0, s);
         if (rank == 0) read_chosen(log_path, chosen);
         BENCH_CHECK_MPI(MPI_Bcast(chosen, 3, MPI_LONG, 0, MPI_COMM_WORLD));
@@ -555,11 +560,13 @@ int main(int argc, char **argv) {
     size_t steps = (size_t)o.steps;
     fusion_result *res = calloc((size_t)n_results, sizeof *res);
     step_times t = {calloc(steps, sizeof(double)), calloc(steps, sizeof(double)),
-                    calloc(steps, sizeof(double)), {0, 0, 0}, {0}};
+                    calloc(steps, sizeof(double)),
+                    {calloc(steps, sizeof(double)), calloc(steps, sizeof(double))}, {0, 0, 0}, {0}};
     /* --device gpu: every swept setting's nccl and nccl-fused steps of one model, for their rows */
     double *all_nccl = calloc((size_t)n_swept * steps, sizeof(double));
     double *all_fused = calloc((size_t)n_swept * steps, sizeof(double));
-    if (!res || !t.hvd || !t.base || !t.fused || !all_nccl || !all_fused) {
+    if (!res || !t.hvd || !t.base || !t.fused || !t.split[0] || !t.split[1] || !all_nccl ||
+        !all_fused) {
         fprintf(stderr, "fusion_bench: out of memory\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -623,6 +630,8 @@ int main(int argc, char **argv) {
     if (csv) fclose(csv);
     free(res);
     free(t.hvd);
+    free(t.split[0]);
+    free(t.split[1]);
     free(t.base);
     free(t.fused);
     free(all_nccl);

@@ -21,6 +21,8 @@ typedef struct fusion_result {
     long nccl_wrong[2];  /* --device gpu: the nccl and nccl-fused steps (their own rows) */
     size_t n_tensors, bytes;
     double phases[5];    /* rank 0's mean us per hvd op in each phase (runtime/phases.h) */
+    double split_us[2];  /* rank 0's median us from an hvd step's start until its submissions
+                            were done, and until its first hvd_wait returned */
 } fusion_result;
 
 /* "default" for a threshold < 0 (HVD_FUSION_THRESHOLD unset), else its bytes ("16 MiB"), into

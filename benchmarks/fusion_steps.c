@@ -104,7 +104,7 @@ long fusion_model_check(const fusion_model *m, int size, int parity, int step) {
     return wrong;
 }
 
-double fusion_step_hvd(const fusion_model *m, int parity, hvd_handle *handles) {
+double fusion_step_hvd(const fusion_model *m, int parity, hvd_handle *handles, double split[2]) {
     hvd_options opts = HVD_OPTIONS_DEFAULT;
     opts.device = m->device;
     BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
@@ -114,7 +114,12 @@ double fusion_step_hvd(const fusion_model *m, int parity, hvd_handle *handles) {
                                             m->recv + m->offsets[k], m->set.counts[k],
                                             HVD_FLOAT32, HVD_SUM, m->device >= 0 ? &opts : NULL,
                                             &handles[k]));
-    for (size_t k = m->set.n; k-- > 0;) BENCH_CHECK_HVD(hvd_wait(&handles[k]));
+    double submitted = bench_now_us();
+    for (size_t k = m->set.n; k-- > 0;) {
+        BENCH_CHECK_HVD(hvd_wait(&handles[k]));
+        if (split && k + 1 == m->set.n) split[1] = bench_now_us() - t0;
+    }
+    if (split) split[0] = submitted - t0;
     return bench_now_us() - t0;
 }
 

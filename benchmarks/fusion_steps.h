@@ -47,8 +47,10 @@ void fusion_model_clear(const fusion_model *m);
 long fusion_model_check(const fusion_model *m, int size, int parity, int step);
 
 /* hvd_allreduce_async of every tensor (names from the set; options.device for device
- * buffers), then hvd_wait on each. */
-double fusion_step_hvd(const fusion_model *m, int parity, hvd_handle *handles);
+ * buffers), then hvd_wait on each. split (NULL: not wanted): when the submissions were done
+ * and when the first hvd_wait returned (us from the step's start), which tell the submitting
+ * thread's share of the step from the wait for the work. */
+double fusion_step_hvd(const fusion_model *m, int parity, hvd_handle *handles, double split[2]);
 /* Host buffers: one blocking MPI_Allreduce per tensor. */
 double fusion_step_mpi(const fusion_model *m, int parity);
 /* Device buffers: one ncclAllReduce per tensor inside one ncclGroupStart/End, then one stream

@@ -1,11 +1,11 @@
 /*
  * pack_bench - the device fusion buffer's pack kernel (gpu/kernels.cu) against the copies it
- * replaces, on one GPU, no MPI: for a few tensor mixes (uniform ones, and one large tensor
- * among many small ones), the batched copy-and-scale kernel as the backend batches it
- * (hvdc__gpu_batch_next; factor 1, and 0.5 as an average's scaling), one cudaMemcpyAsync per
- * tensor, and one cudaMemcpyAsync of the same total bytes (the copy bound). Rates are bytes
- * copied per second (each byte is read once and written once); median of 20 timed runs with
- * CUDA events, after 3 warm-up runs. The kernel's results are checked (exit 1 if wrong).
+ * replaces, on one GPU, no MPI: for a few tensor mixes (uniform ones, one large tensor among
+ * many small ones, a lone 4-byte tensor, and 1 000 of 32 KiB), the batched copy-and-scale
+ * kernel as the backend batches it (hvdc__gpu_batch_next; factor 1, and 0.5 as an average's
+ * scaling), one cudaMemcpyAsync per tensor, and one cudaMemcpyAsync of the same total bytes
+ * (the copy bound). Rates are bytes copied per second (each byte is read once and written
+ * once); median of 20 timed runs with CUDA events, after 3 warm-up runs. The kernel's results are checked (exit 1 if wrong).
  * (One unscaled tensor alone goes through cudaMemcpyAsync in the backend, not this kernel.)
  * Usage: pack_bench            (built only with the GPU backend)
  */
@@ -34,6 +34,13 @@ static int by_value(const void *a, const void *b) {
 
 typedef enum { KERNEL, KERNEL_SCALED, MEMCPY_EACH, MEMCPY_TOTAL } method;
 static const char *const method_names[] = {"kernel", "kernel x0.5", "memcpy each", "memcpy total"};
+
+/* "4B", or whole KiB as "32K" (buf holds 24). */
+static const char *size_text(size_t bytes, char *buf) {
+    if (bytes < 1024) snprintf(buf, 24, "%zuB", bytes);
+    else snprintf(buf, 24, "%zuK", bytes >> 10);
+    return buf;
+}
 
 /* One mix of tensors packed back to back: n_big of big bytes, then n_small of small bytes. */
 typedef struct mix { int n_big; size_t big; int n_small; size_t small; } mix;
@@ -91,9 +98,13 @@ static size_t count_wrong(const float *src_host, const char *dst, size_t count, 
 
 int main(void) {
     /* uniform mixes, and one large tensor among many small ones (as fused gradients are) */
+    /* and one 4-byte tensor (a lone op's copy: the launch is all of it) and 1 000 of 32 KiB
+     * (fusion_bench's tiny set: eight launches of HVDC_GPU_BATCH_MAX) */
     static const mix mixes[] = {{1, 64u << 20, 0, 0},          {16, 4u << 20, 0, 0},
                                 {128, 512u << 10, 0, 0},        {128, 64u << 10, 0, 0},
-                                {128, 4u << 10, 0, 0},          {1, 32u << 20, 127, 4u << 10}};
+                                {128, 4u << 10, 0, 0},          {1, 32u << 20, 127, 4u << 10},
+                                {1, 4, 0, 0},                   {1000, 32u << 10, 0, 0}};
+    enum { MAX_SEGMENTS = 1000 };
     const size_t max_bytes = 64u << 20;
     int device = 0, sms = 0;
     if (cudaGetDevice(&device) != cudaSuccess) {
@@ -106,7 +117,7 @@ int main(void) {
     int max_blocks = 4 * sms; /* as gpu/gpu_setup.c */
     char *src, *dst;
     float *host = malloc(max_bytes), *got = malloc(max_bytes);
-    hvdc_gpu_segment *segs = malloc(256 * sizeof *segs);
+    hvdc_gpu_segment *segs = malloc(MAX_SEGMENTS * sizeof *segs);
     if (!host || !got || !segs) return 2;
     for (size_t i = 0; i < max_bytes / sizeof(float); i++) host[i] = (float)(i % 1000) - 500.0f;
     CHECK(cudaMalloc((void **)&src, max_bytes));
@@ -125,11 +136,12 @@ int main(void) {
         const mix *x = &mixes[k];
         size_t total = (size_t)x->n_big * x->big + (size_t)x->n_small * x->small;
         size_t n = mix_segments(x, src, dst, segs);
-        char label[64];
+        char label[80], big[24], small[24];
         if (x->n_small)
-            snprintf(label, sizeof label, "%dx%zuK+%dx%zuK", x->n_big, x->big >> 10, x->n_small, x->small >> 10);
+            snprintf(label, sizeof label, "%dx%s+%dx%s", x->n_big, size_text(x->big, big),
+                     x->n_small, size_text(x->small, small));
         else
-            snprintf(label, sizeof label, "%dx%zuK", x->n_big, x->big >> 10);
+            snprintf(label, sizeof label, "%dx%s", x->n_big, size_text(x->big, big));
         float bound = time_pack(MEMCPY_TOTAL, segs, n, total, max_blocks, stream);
         for (int m = KERNEL; m <= MEMCPY_TOTAL; m++) {
             int checked = m == KERNEL || m == KERNEL_SCALED;

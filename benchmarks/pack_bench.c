@@ -5,7 +5,8 @@
  * kernel as the backend batches it (hvdc__gpu_batch_next; factor 1, and 0.5 as an average's
  * scaling), one cudaMemcpyAsync per tensor, and one cudaMemcpyAsync of the same total bytes
  * (the copy bound). Rates are bytes copied per second (each byte is read once and written
- * once); median of 20 timed runs with CUDA events, after 3 warm-up runs. The kernel's results are checked (exit 1 if wrong).
+ * once); median of 20 timed runs with CUDA events, after 3 warm-up runs. The kernel's results
+ * are checked (exit 1 if wrong).
  * (One unscaled tensor alone goes through cudaMemcpyAsync in the backend, not this kernel.)
  * Usage: pack_bench            (built only with the GPU backend)
  */
@@ -97,14 +98,18 @@ static size_t count_wrong(const float *src_host, const char *dst, size_t count, 
 }
 
 int main(void) {
-    /* uniform mixes, and one large tensor among many small ones (as fused gradients are) */
-    /* and one 4-byte tensor (a lone op's copy: the launch is all of it) and 1 000 of 32 KiB
+    /* uniform mixes, one large tensor among many small ones (as fused gradients are), one
+     * 4-byte tensor (a lone op's copy: the launch is all of it) and 1 000 of 32 KiB
      * (fusion_bench's tiny set: eight launches of HVDC_GPU_BATCH_MAX) */
     static const mix mixes[] = {{1, 64u << 20, 0, 0},          {16, 4u << 20, 0, 0},
                                 {128, 512u << 10, 0, 0},        {128, 64u << 10, 0, 0},
                                 {128, 4u << 10, 0, 0},          {1, 32u << 20, 127, 4u << 10},
                                 {1, 4, 0, 0},                   {1000, 32u << 10, 0, 0}};
-    enum { MAX_SEGMENTS = 1000 };
+    const size_t n_mixes = sizeof mixes / sizeof mixes[0];
+    size_t max_segments = 0; /* the segment list holds the largest mix */
+    for (size_t k = 0; k < n_mixes; k++)
+        if ((size_t)(mixes[k].n_big + mixes[k].n_small) > max_segments)
+            max_segments = (size_t)(mixes[k].n_big + mixes[k].n_small);
     const size_t max_bytes = 64u << 20;
     int device = 0, sms = 0;
     if (cudaGetDevice(&device) != cudaSuccess) {
@@ -117,7 +122,7 @@ int main(void) {
     int max_blocks = 4 * sms; /* as gpu/gpu_setup.c */
     char *src, *dst;
     float *host = malloc(max_bytes), *got = malloc(max_bytes);
-    hvdc_gpu_segment *segs = malloc(MAX_SEGMENTS * sizeof *segs);
+    hvdc_gpu_segment *segs = malloc(max_segments * sizeof *segs);
     if (!host || !got || !segs) return 2;
     for (size_t i = 0; i < max_bytes / sizeof(float); i++) host[i] = (float)(i % 1000) - 500.0f;
     CHECK(cudaMalloc((void **)&src, max_bytes));
@@ -132,7 +137,7 @@ int main(void) {
     printf("# %16s %14s %10s %10s %12s %7s\n", "tensors", "method", "time(us)", "GB/s",
            "vs total", "#wrong");
     size_t wrong_all = 0;
-    for (size_t k = 0; k < sizeof mixes / sizeof mixes[0]; k++) {
+    for (size_t k = 0; k < n_mixes; k++) {
         const mix *x = &mixes[k];
         size_t total = (size_t)x->n_big * x->big + (size_t)x->n_small * x->small;
         size_t n = mix_segments(x, src, dst, segs);

@@ -33,23 +33,29 @@ constexpr int kThreads = HVDC_GPU_COPY_THREADS;
 static_assert(sizeof(hvdc_gpu_batch) + sizeof(hvdc_gpu_block_map) <= 4096,
               "the copy kernel's by-value arguments pass CUDA's 4 KiB parameter limit");
 
-/* Four words in flight per thread (loads first, then stores): with one word per iteration
- * the H100 copied 64 MiB at about a third of cudaMemcpyAsync's rate. */
+/* d[i] = fn(s[i]) for words [0, words), grid-strided, four words in flight per thread (loads
+ * first, then stores): with one word per iteration the H100 copied 64 MiB at about a third of
+ * cudaMemcpyAsync's rate, and scaled it at 0.65x of a plain copy's. */
+template <typename W, typename Fn>
+__device__ void map_words(const W *s, W *d, uint64_t words, uint64_t tid, uint64_t stride,
+                          Fn fn) {
+    uint64_t i = tid;
+    for (; i + 3 * stride < words; i += 4 * stride) {
+        const W a = s[i], b = s[i + stride], c = s[i + 2 * stride], e = s[i + 3 * stride];
+        d[i] = fn(a);
+        d[i + stride] = fn(b);
+        d[i + 2 * stride] = fn(c);
+        d[i + 3 * stride] = fn(e);
+    }
+    for (; i < words; i += stride) d[i] = fn(s[i]);
+}
+
 template <typename W>
 __device__ void copy_words(const char *src, char *dst, uint64_t nbytes, uint64_t tid,
                            uint64_t stride) {
     const uint64_t words = nbytes / sizeof(W);
-    const W *s = reinterpret_cast<const W *>(src);
-    W *d = reinterpret_cast<W *>(dst);
-    uint64_t i = tid;
-    for (; i + 3 * stride < words; i += 4 * stride) {
-        const W a = s[i], b = s[i + stride], c = s[i + 2 * stride], e = s[i + 3 * stride];
-        d[i] = a;
-        d[i + stride] = b;
-        d[i + 2 * stride] = c;
-        d[i + 3 * stride] = e;
-    }
-    for (; i < words; i += stride) d[i] = s[i];
+    map_words(reinterpret_cast<const W *>(src), reinterpret_cast<W *>(dst), words, tid, stride,
+              [](W w) { return w; });
     for (uint64_t j = words * sizeof(W) + tid; j < nbytes; j += stride) dst[j] = src[j];
 }
 
@@ -115,10 +121,9 @@ __device__ uint4 scale_word(uint4 w, double f) {
     return w;
 }
 
-/* Floating values times f: 16-byte words, four in flight per thread, as copy_words (one value
- * per iteration scaled 64 MiB at 0.65x of a plain copy's rate on the H100: an average's
- * unpack), where both pointers are 16-byte aligned; else value by value. The same arithmetic
- * per value either way. */
+/* Floating values times f: as 16-byte words (map_words) where both pointers are 16-byte
+ * aligned (an average's unpack), else value by value; the same arithmetic per value either
+ * way. */
 template <typename T>
 __device__ void scale_elems(const void *src, void *dst, uint64_t count, double f, uint64_t tid,
                             uint64_t stride) {
@@ -127,17 +132,8 @@ __device__ void scale_elems(const void *src, void *dst, uint64_t count, double f
     uint64_t done = 0; /* values scaled as words */
     if ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) % sizeof(uint4) == 0) {
         const uint64_t words = count / (sizeof(uint4) / sizeof(T));
-        const uint4 *sw = static_cast<const uint4 *>(src);
-        uint4 *dw = static_cast<uint4 *>(dst);
-        uint64_t i = tid;
-        for (; i + 3 * stride < words; i += 4 * stride) {
-            const uint4 a = sw[i], b = sw[i + stride], c = sw[i + 2 * stride], e = sw[i + 3 * stride];
-            dw[i] = scale_word<T>(a, f);
-            dw[i + stride] = scale_word<T>(b, f);
-            dw[i + 2 * stride] = scale_word<T>(c, f);
-            dw[i + 3 * stride] = scale_word<T>(e, f);
-        }
-        for (; i < words; i += stride) dw[i] = scale_word<T>(sw[i], f);
+        map_words(static_cast<const uint4 *>(src), static_cast<uint4 *>(dst), words, tid, stride,
+                  [f](uint4 w) { return scale_word<T>(w, f); });
         done = words * (sizeof(uint4) / sizeof(T));
     }
     for (uint64_t i = done + tid; i < count; i += stride) d[i] = Scale<T>::apply(s[i], f);

@@ -2,7 +2,8 @@
  * test_gpu_collectives.c - the collective checks of tests/mpi on CUDA device buffers: every
  * dtype and op of all-reduce (single, in and out of place, counts 1, 7, 4099 and 100003 that
  * are not multiples of 2, 4, 8 or 16: issue 17 found NCCL's out-of-place ncclAvg wrong in the
- * last elements; grouped = fused on the device, pre/postscaled), then broadcast, allgather with
+ * last elements; grouped = fused on the device, pre/postscaled; grouped with tensors of 4 MiB
+ * and more, reduced where they lie beside the packed ones), then broadcast, allgather with
  * differing counts, reducescatter with uneven blocks, alltoall; and broadcast, allgather and
  * alltoall whose inputs are written on a non-blocking stream, ordered by their ready event; and
  * how device ops complete (test_completion): hvd_wait, hvd_poll and hvd_wait_on_stream return
@@ -192,13 +193,13 @@ static void test_adasum(void) {
  * ulp(m) <= m * 2^-10 (float16) or m * 2^-7 (bfloat16). (The host path widens to float32.)
  * Checked where 1/n is not exact, i.e. at np 3; at np 1, 2 and 4 the comparison is exact-ish. */
 static size_t compare_narrow_average(const void *got, const void *ref, hvd_dtype dt,
-                                     size_t count, const char *what) {
+                                     size_t count, uint64_t seed, const char *what) {
     double unit = dt == HVD_FLOAT16 ? 0x1p-10 : 0x1p-7;
     size_t bad = 0;
     for (size_t i = 0; i < count; i++) {
         double most = 1.0;
         for (int r = 0; r < T.size; r++) {
-            double x = fabs((double)mt_value(dt, HVD_AVERAGE, r, i, 1));
+            double x = fabs((double)mt_value(dt, HVD_AVERAGE, r, i, seed));
             if (x > most) most = x;
         }
         double g = mt_get_f64(got, dt, i), want = mt_get_f64(ref, dt, i);
@@ -233,7 +234,7 @@ static void test_allreduce_at(hvd_dtype dt, hvd_reduce_op op, size_t count, doub
         int approx = (op == HVD_AVERAGE && mt_is_float(dt)) || pre != 1.0 || post != 1.0;
         if (op == HVD_AVERAGE && (dt == HVD_FLOAT16 || dt == HVD_BFLOAT16) && pre == 1.0 &&
             post == 1.0)
-            compare_narrow_average(got, ref, dt, count, name);
+            compare_narrow_average(got, ref, dt, count, 1, name);
         else
             mt_compare(&T, got, ref, dt, count, approx, name);
     }
@@ -290,6 +291,58 @@ static void test_grouped(hvd_dtype dt, int n, int on_stream) {
         cudaFree((void *)sends[i]);
     }
     if (side) cudaStreamDestroy(side);
+    mt_end(&T);
+}
+
+/* One grouped all-reduce with two tensors of 4 MiB and more (gpu_plan.h's HVDC_GPU_DIRECT_BYTES:
+ * reduced where they lie, in an NCCL group with the fusion buffer's call) among two small ones
+ * (packed), each pair one in place and one out of place, with the op's scaling: the values of
+ * the fused path. */
+static void test_grouped_direct(hvd_dtype dt, hvd_reduce_op op, double pre, double post) {
+    enum { N = 4 };
+    size_t es = mt_dtype_size(dt), big = ((size_t)4 << 20) / es;
+    size_t counts[N] = {33, big + 5, 7, big + 1};
+    const char *names[N];
+    char namebuf[N][64];
+    const void *sends[N];
+    void *recvs[N];
+    mt_begin(&T, "gpu.grouped_direct.%s.%s.%g.%g", mt_dtype_name(dt), mt_op_name(op), pre, post);
+    for (int i = 0; i < N; i++) {
+        snprintf(namebuf[i], sizeof namebuf[i], "gpu.gd.%s.%s.%g.%g.%d", mt_dtype_name(dt),
+                 mt_op_name(op), pre, post, i);
+        names[i] = namebuf[i];
+        void *host = malloc(counts[i] * es);
+        mt_fill(host, dt, op, T.rank, 0, counts[i], (uint64_t)i + 200);
+        void *s = gt_alloc(counts[i] * es);
+        to_dev(s, host, counts[i] * es);
+        free(host);
+        sends[i] = s;
+        recvs[i] = i >= 2 ? s : gt_alloc(counts[i] * es); /* 0, 1 out of place; 2, 3 in place */
+    }
+    hvd_options o = HVD_OPTIONS_DEFAULT;
+    o.device = local_rank;
+    o.prescale = pre;
+    o.postscale = post;
+    hvd_handle h;
+    if (MT_EXPECT(&T, hvd_grouped_allreduce_async(N, names, sends, recvs, counts, dt, op, &o, &h),
+                  HVD_OK) &&
+        MT_EXPECT(&T, hvd_wait(&h), HVD_OK)) {
+        int approx = (op == HVD_AVERAGE && mt_is_float(dt)) || pre != 1.0 || post != 1.0;
+        for (int i = 0; i < N; i++) {
+            void *got = malloc(counts[i] * es), *ref = malloc(counts[i] * es);
+            to_host(got, recvs[i], counts[i] * es);
+            mt_reduce_ref(ref, dt, op, T.size, 0, counts[i], (uint64_t)i + 200, pre, post);
+            if (op == HVD_AVERAGE && (dt == HVD_FLOAT16 || dt == HVD_BFLOAT16))
+                compare_narrow_average(got, ref, dt, counts[i], (uint64_t)i + 200, names[i]);
+            else
+                mt_compare(&T, got, ref, dt, counts[i], approx, names[i]);
+            free(got), free(ref);
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        if (recvs[i] != sends[i]) cudaFree(recvs[i]);
+        cudaFree((void *)sends[i]);
+    }
     mt_end(&T);
 }
 
@@ -594,6 +647,13 @@ int main(int argc, char **argv) {
     test_adasum();
     test_grouped(HVD_FLOAT32, 300, 0); /* 3 pack launches */
     test_grouped(HVD_FLOAT32, 300, 1);
+    test_grouped_direct(HVD_FLOAT32, HVD_AVERAGE, 1.0, 1.0); /* the division on the way out */
+    test_grouped_direct(HVD_INT32, HVD_AVERAGE, 1.0, 1.0);   /* ncclAvg, in place only */
+    if (!quick) {
+        test_grouped_direct(HVD_FLOAT32, HVD_SUM, 0.5, 2.0); /* scaled in and out */
+        test_grouped_direct(HVD_FLOAT16, HVD_AVERAGE, 1.0, 1.0); /* divided on the way in */
+        test_grouped_direct(HVD_FLOAT64, HVD_MAX, 1.0, 1.0);
+    }
     test_ready_events();
     test_completion();
     return gt_finish(&T);

@@ -170,20 +170,21 @@ typedef struct rank_job {
     hvd_reduce_op op;
     double pre, post;
     size_t n;
+    size_t direct_bytes; /* a tensor this large is reduced where it lies (gpu_plan.h) */
     hvdc_gpu_tensor t[3];
     hvd_status st;
 } rank_job;
 
 static void *run_rank(void *arg) {
     rank_job *j = arg;
-    hvdc_gpu_ops ops = {&j->dev, f_wait, f_buffer, f_copy, f_allreduce, NULL};
+    hvdc_gpu_ops ops = {&j->dev, f_wait, f_buffer, f_copy, f_allreduce, NULL, NULL}; /* no groups */
     hvdc_gpu_reduce_plan plan;
     const char *why = "";
     j->st = hvdc__gpu_reduce_plan(j->dtype, j->op, j->pre, j->post, j->dev.w->size, 22809, &plan,
                                   &why);
     if (j->st == HVD_OK)
         j->st = hvdc__gpu_allreduce_sequence(&ops, j->t, j->n, j->dtype, &plan, j->dev.w->size,
-                                             0, 1, NULL);
+                                             0, 1, j->direct_bytes, NULL);
     return NULL;
 }
 
@@ -215,8 +216,8 @@ static double reference(hvd_dtype d, hvd_reduce_op op, int size, size_t tensor, 
 
 static int cases, wrong_cases;
 
-static void run_case(hvd_dtype d, hvd_reduce_op op, int size, size_t n, size_t count,
-                     int in_place, double pre, double post) {
+static void run_case(hvd_dtype d, hvd_reduce_op op, int size, size_t n, size_t direct_bytes,
+                     size_t count, int in_place, double pre, double post) {
     world w = {.size = size};
     pthread_barrier_init(&w.barrier, NULL, (unsigned)size);
     rank_job jobs[MAX_RANKS];
@@ -225,7 +226,7 @@ static void run_case(hvd_dtype d, hvd_reduce_op op, int size, size_t n, size_t c
     for (int r = 0; r < size; r++) {
         rank_job *j = &jobs[r];
         *j = (rank_job){.dev = {&w, r, NULL, 0}, .dtype = d, .op = op, .pre = pre, .post = post,
-                        .n = n};
+                        .n = n, .direct_bytes = direct_bytes};
         for (size_t k = 0; k < n; k++) {
             void *send = malloc(counts[k] * esize(d)), *recv = in_place ? send : malloc(counts[k] * esize(d));
             for (size_t i = 0; i < counts[k]; i++) set(send, d, i, input(d, op, r, k, i));
@@ -253,9 +254,9 @@ static void run_case(hvd_dtype d, hvd_reduce_op op, int size, size_t n, size_t c
     }
     cases++;
     if (wrong) wrong_cases++;
-    CHECK_TRUE(wrong == 0, "dtype %d op %d size %d n %zu count %zu %s pre %g post %g: %zu wrong, "
-               "maxdiff %g", (int)d, (int)op, size, n, count, in_place ? "in place" : "out of place",
-               pre, post, wrong, maxdiff);
+    CHECK_TRUE(wrong == 0, "dtype %d op %d size %d n %zu (direct from %zu B) count %zu %s pre %g "
+               "post %g: %zu wrong, maxdiff %g", (int)d, (int)op, size, n, direct_bytes, count,
+               in_place ? "in place" : "out of place", pre, post, wrong, maxdiff);
     CHECK_TRUE(atomic_load(&w.avg_out_of_place) == 0, "NCCL got an out-of-place average "
                "(dtype %d size %d n %zu)", (int)d, size, n);
     CHECK_TRUE(atomic_load(&w.avg_float) == 0, "NCCL got a floating-point average (dtype %d)",
@@ -323,12 +324,16 @@ int main(void) {
                  !(d == HVD_BOOL && op == HVD_AVERAGE); size++)
                 for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
                     for (int in_place = 0; in_place <= 1; in_place++)
-                        for (size_t n = 1; n <= 3; n += 2) {
-                            run_case((hvd_dtype)d, (hvd_reduce_op)op, size, n, counts[c],
+                        /* one tensor; three packed; three with those of 64 bytes or more
+                         * reduced where they lie, beside the packed ones */
+                        for (int shape = 0; shape < 3; shape++) {
+                            size_t n = shape == 0 ? 1 : 3;
+                            size_t direct = shape == 2 ? 64 : HVDC_GPU_DIRECT_BYTES;
+                            run_case((hvd_dtype)d, (hvd_reduce_op)op, size, n, direct, counts[c],
                                      in_place, 1.0, 1.0);
                             if (is_float((hvd_dtype)d) && op != HVD_PRODUCT)
-                                run_case((hvd_dtype)d, (hvd_reduce_op)op, size, n, counts[c],
-                                         in_place, 0.5, 2.0);
+                                run_case((hvd_dtype)d, (hvd_reduce_op)op, size, n, direct,
+                                         counts[c], in_place, 0.5, 2.0);
                         }
     printf("%d cases, %d with wrong values\n", cases, wrong_cases);
     return check_verdict("test_gpu_nccl_op");

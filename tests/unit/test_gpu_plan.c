@@ -25,7 +25,9 @@ typedef struct fake {
     double *fusion;        /* host stand-in for the device fusion buffer (float64 storage) */
     size_t fusion_bytes;
     int fail_copy_at;      /* 1-based copy launch that fails; 0: none */
+    int fail_allreduce_at; /* 1-based all-reduce that fails; 0: none */
     int max_batch_seen;
+    int group_depth, groups, grouped_allreduces; /* groups: ends seen */
 } fake;
 
 static hvd_status f_wait(void *self, void *event) {
@@ -92,6 +94,8 @@ static hvd_status f_allreduce(void *self, const void *src, void *dst, size_t cou
                               hvd_dtype dtype, hvd_reduce_op op) {
     fake *f = self;
     f->allreduces++;
+    if (f->group_depth > 0) f->grouped_allreduces++;
+    if (f->fail_allreduce_at == f->allreduces) return HVD_ERR_NCCL;
     f->last_op = op;
     f->last_count = count;
     f->last_src = src;
@@ -113,12 +117,24 @@ static hvd_status f_hier(void *self, void *buf, size_t shard, hvd_dtype dtype, h
     return HVD_OK;
 }
 
+static hvd_status f_group(void *self, int begin) {
+    fake *f = self;
+    f->group_depth += begin ? 1 : -1;
+    if (!begin) f->groups++;
+    return HVD_OK;
+}
+
 static hvdc_gpu_ops fake_ops(fake *f, int hierarchical) {
-    hvdc_gpu_ops ops = {f, f_wait, f_buffer, f_copy, f_allreduce, hierarchical ? f_hier : NULL};
+    hvdc_gpu_ops ops = {f, f_wait, f_buffer, f_copy, f_allreduce, hierarchical ? f_hier : NULL,
+                        f_group};
     return ops;
 }
 
 /* ---- all-reduce sequences --------------------------------------------------------------- */
+
+/* Tensors of this many bytes or more are reduced where they lie (the backend's constant
+ * unless a test sets it). */
+static size_t direct_bytes = HVDC_GPU_DIRECT_BYTES;
 
 /* The sequence as the backend runs it: the plan for NCCL 2.28.9, or for an NCCL without
  * ncclAvg (native = 0: 2.9.0). */
@@ -130,15 +146,20 @@ static hvd_status sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_tensor *t, si
     hvd_status st = hvdc__gpu_reduce_plan(dtype, op, pre, post, size, native ? 22809 : 20900,
                                           &plan, &why);
     if (st != HVD_OK) return st;
-    return hvdc__gpu_allreduce_sequence(ops, t, n, dtype, &plan, size, hier, local_size, event);
+    return hvdc__gpu_allreduce_sequence(ops, t, n, dtype, &plan, size, hier, local_size,
+                                        direct_bytes, event);
 }
 
-/* n float32 tensors of counts[i], out of place; runs the sequence; checks every value. */
-static void check_allreduce(const char *what, const size_t *counts, size_t n, hvd_reduce_op op,
+/* Ranks the fake simulates in check_allreduce. */
+static int fake_ranks = 4;
+
+/* n float32 tensors of counts[i], out of place; runs the sequence; checks every value.
+ * @return the fake's counts of what was queued. */
+static fake check_allreduce(const char *what, const size_t *counts, size_t n, hvd_reduce_op op,
                             double pre, double post, int native, int hier, int expect_copies,
                             int in_place) {
     fake f = {0};
-    f.size = 4;
+    f.size = fake_ranks;
     hvdc_gpu_ops ops = fake_ops(&f, hier);
     float **send = calloc(n, sizeof *send), **recv = calloc(n, sizeof *recv);
     hvdc_gpu_tensor *t = calloc(n, sizeof *t);
@@ -184,6 +205,8 @@ static void check_allreduce(const char *what, const size_t *counts, size_t n, hv
         free(orig[i]);
     }
     free(send), free(recv), free(orig), free(t), free(f.fusion);
+    f.fusion = NULL;
+    return f;
 }
 
 static void test_sequences(void) {
@@ -280,6 +303,77 @@ static void test_sequences(void) {
                                                 1, NULL) == HVD_ERR_INVALID_ARG, "bad dtype");
         CHECK_TRUE(f.waits == 0, "nothing queued on bad arguments");
     }
+}
+
+/* Tensors of direct_bytes or more are reduced where they lie, beside the packed ones: one NCCL
+ * call each, in one group with the fusion buffer's; copies only to scale them or, with one
+ * rank, to move send to recv; the packed ones as before. */
+static void test_direct(void) {
+    direct_bytes = 1000 * sizeof(float); /* counts of 1000 and more go direct */
+    size_t mixed[5] = {10, 1000, 3, 2500, 5};
+    fake f = check_allreduce("mixed", mixed, 5, HVD_SUM, 1.0, 1.0, 1, 0, 2, 0);
+    CHECK_TRUE(f.allreduces == 3 && f.grouped_allreduces == 3 && f.groups == 1 &&
+               f.group_depth == 0 && f.buffers == 1, "mixed: %d all-reduces (%d grouped), %d "
+               "groups, depth %d, %d buffers", f.allreduces, f.grouped_allreduces, f.groups,
+               f.group_depth, f.buffers);
+    /* the last direct call takes the user's buffers as they are: out of place, no copy */
+    CHECK_TRUE(f.last_count == 2500 && f.last_src != f.last_dst, "direct out of place");
+    f = check_allreduce("mixed in place", mixed, 5, HVD_SUM, 1.0, 1.0, 1, 0, 2, 1);
+    CHECK_TRUE(f.last_count == 2500 && f.last_src == f.last_dst, "direct in place");
+    /* scaled: the direct tensors' copies share the pack's and the unpack's launches */
+    check_allreduce("mixed scaled", mixed, 5, HVD_SUM, 0.5, 4.0, 1, 0, 2, 0);
+    check_allreduce("mixed average", mixed, 5, HVD_AVERAGE, 1.0, 1.0, 1, 0, 2, 0);
+    check_allreduce("mixed average in place", mixed, 5, HVD_AVERAGE, 1.0, 1.0, 1, 0, 2, 1);
+    check_allreduce("mixed max", mixed, 5, HVD_MAX, 1.0, 1.0, 1, 0, 2, 0);
+    /* every tensor direct: no fusion buffer, no copies unscaled */
+    size_t big[2] = {1000, 1200};
+    f = check_allreduce("all direct", big, 2, HVD_SUM, 1.0, 1.0, 1, 0, 0, 0);
+    CHECK_TRUE(f.buffers == 0 && f.allreduces == 2 && f.groups == 1, "all direct: %d buffers, "
+               "%d all-reduces, %d groups", f.buffers, f.allreduces, f.groups);
+    f = check_allreduce("all direct averaged", big, 2, HVD_AVERAGE, 1.0, 1.0, 1, 0, 1, 0);
+    /* one direct tensor among packed ones still groups its two calls; one rank calls nothing
+     * and moves a direct tensor with one copy, shared with the pack's launch */
+    size_t one_big[3] = {4, 1000, 6};
+    f = check_allreduce("one direct", one_big, 3, HVD_SUM, 1.0, 1.0, 1, 0, 2, 0);
+    CHECK_TRUE(f.allreduces == 2 && f.groups == 1, "one direct: %d all-reduces", f.allreduces);
+    fake_ranks = 1;
+    f = check_allreduce("one rank", mixed, 5, HVD_SUM, 1.0, 1.0, 1, 0, 2, 0);
+    CHECK_TRUE(f.allreduces == 0 && f.groups == 0, "one rank: %d all-reduces", f.allreduces);
+    f = check_allreduce("one rank in place", big, 2, HVD_AVERAGE, 1.0, 1.0, 1, 0, 0, 1);
+    CHECK_TRUE(f.copies == 0 && f.buffers == 0, "one rank in place: nothing moves");
+    fake_ranks = 4;
+    /* the hierarchical path packs every tensor, however large */
+    f = check_allreduce("hier mixed", mixed, 5, HVD_SUM, 1.0, 1.0, 1, 1, 2, 0);
+    CHECK_TRUE(f.hierarchicals == 1 && f.allreduces == 0 && f.groups == 0, "hier mixed");
+
+    /* a call failing inside the group: the group is closed, nothing after it queued */
+    {
+        fake g = {0};
+        g.size = 2;
+        g.fail_allreduce_at = 2;
+        hvdc_gpu_ops ops = fake_ops(&g, 0);
+        float a[1200] = {0}, b[4] = {0}, c[1500] = {0};
+        hvdc_gpu_tensor t[3] = {{a, a, 1200}, {b, b, 4}, {c, c, 1500}};
+        CHECK_TRUE(sequence(&ops, t, 3, HVD_FLOAT32, HVD_SUM, 1, 1, 2, 1, 0, 1, NULL) ==
+                   HVD_ERR_NCCL, "a failed call in the group is returned");
+        CHECK_TRUE(g.group_depth == 0 && g.groups == 1 && g.allreduces == 2 && g.copies == 1,
+                   "the group closed after the failure (depth %d), the rest not queued (%d "
+                   "all-reduces, %d copies)", g.group_depth, g.allreduces, g.copies);
+        free(g.fusion);
+    }
+    /* without a group action the calls are queued one after the other */
+    {
+        fake g = {0};
+        g.size = 2;
+        hvdc_gpu_ops ops = fake_ops(&g, 0);
+        ops.group = NULL;
+        float a[1200] = {0}, b[4] = {0};
+        hvdc_gpu_tensor t[2] = {{a, a, 1200}, {b, b, 4}};
+        CHECK_TRUE(sequence(&ops, t, 2, HVD_FLOAT32, HVD_SUM, 1, 1, 2, 1, 0, 1, NULL) == HVD_OK &&
+                   g.allreduces == 2 && g.grouped_allreduces == 0, "no group action");
+        free(g.fusion);
+    }
+    direct_bytes = HVDC_GPU_DIRECT_BYTES;
 }
 
 /* ---- pure plans ------------------------------------------------------------------------- */
@@ -417,6 +511,7 @@ static void test_adasum_layout(void) {
 }
 
 int main(void) {
+    test_direct();
     test_layout();
     test_adasum_layout();
     test_batches();

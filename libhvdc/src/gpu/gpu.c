@@ -4,7 +4,7 @@
  * Setting up and tearing down is gpu_setup.c; completion events and aborting, gpu_complete.c.
  *
  * Every collective is queued on gpu->stream in this order and returns at once:
- *   cudaStreamWaitEvent(ready)  ->  [pack kernel]  ->  NCCL  ->  [unpack kernel]  ->  record(done)
+ *   cudaStreamWaitEvent(ready) -> [pack kernel] -> NCCL (grouped) -> [unpack kernel] -> record(done)
  * The all-reduce's order and its NCCL op come from gpu_plan.c (hvdc__gpu_reduce_plan,
  * hvdc__gpu_allreduce_sequence), driven through the hvdc_gpu_ops table below. The fusion
  * buffer grows with cudaFreeAsync/cudaMallocAsync on the same stream, so work still queued on
@@ -124,9 +124,18 @@ fail:
     return st;
 }
 
+static hvd_status op_group(void *self, int begin) {
+    hvdc_gpu *gpu = self;
+    hvd_status st = HVD_OK;
+    if (begin) CHECK_NCCL(gpu->comm, ncclGroupStart());
+    else CHECK_NCCL(gpu->comm, ncclGroupEnd());
+fail:
+    return st;
+}
+
 static hvdc_gpu_ops ops_of(hvdc_gpu *gpu) {
     hvdc_gpu_ops ops = {gpu, op_wait_ready, op_fusion_buffer, op_copy_scale, op_allreduce,
-                        gpu->local_comm && gpu->cross_comm ? op_hierarchical : NULL};
+                        gpu->local_comm && gpu->cross_comm ? op_hierarchical : NULL, op_group};
     return ops;
 }
 
@@ -167,7 +176,8 @@ hvd_status hvdc__gpu_allreduce(hvdc_gpu *gpu, const hvdc_gpu_tensor *tensors, si
     if (st != HVD_OK) return st;
     hvdc_gpu_ops ops = ops_of(gpu);
     st = hvdc__gpu_allreduce_sequence(&ops, tensors, n, dtype, &plan, gpu->size,
-                                      ops.hierarchical != NULL, gpu->local_size, ready_event);
+                                      ops.hierarchical != NULL, gpu->local_size,
+                                      HVDC_GPU_DIRECT_BYTES, ready_event);
     return st == HVD_OK ? hvdc__gpu_record(gpu, out) : st;
 }
 

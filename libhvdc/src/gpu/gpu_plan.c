@@ -158,105 +158,161 @@ hvd_status hvdc__gpu_choose_device(int requested, int local_rank, int visible, i
     return HVD_OK;
 }
 
-/* Queues one pack or unpack: segs[n] through as many batched launches as it takes. */
-static hvd_status copy_all(const hvdc_gpu_ops *ops, const hvdc_gpu_segment *segs, size_t n,
-                           hvd_dtype dtype, double factor) {
+/* Copies cut into batched launches as they are added: one launch per HVDC_GPU_BATCH_MAX
+ * segments, all with one factor. */
+typedef struct batcher {
+    const hvdc_gpu_ops *ops;
     hvdc_gpu_batch batch;
-    size_t pos = 0;
-    while (hvdc__gpu_batch_next(segs, n, &pos, dtype, factor, &batch) > 0) {
-        hvd_status st = ops->copy_scale(ops->self, &batch);
-        if (st != HVD_OK) return st;
-    }
-    return HVD_OK;
+} batcher;
+
+static void batcher_begin(batcher *b, const hvdc_gpu_ops *ops, hvd_dtype dtype, double factor) {
+    b->ops = ops;
+    b->batch.n = 0;
+    b->batch.dtype = (int32_t)dtype;
+    b->batch.factor = factor;
 }
 
-static hvd_status copy_one(const hvdc_gpu_ops *ops, const void *src, void *dst, size_t count,
-                           hvd_dtype dtype, double factor) {
-    hvdc_gpu_segment seg = {src, dst, (uint64_t)count};
-    return copy_all(ops, &seg, 1, dtype, factor);
+static hvd_status batcher_flush(batcher *b) {
+    if (b->batch.n == 0) return HVD_OK;
+    hvd_status st = b->ops->copy_scale(b->ops->self, &b->batch);
+    b->batch.n = 0;
+    return st;
 }
 
-/* The pack (send_i -> fusion + offset_i) or unpack (fusion + offset_i -> recv_i) copies of a
- * fused all-reduce, each batch filled straight from the tensors: the same launches as
- * hvdc__gpu_batch_next over a segment list, without building the list first. */
-static hvd_status copy_fused(const hvdc_gpu_ops *ops, const hvdc_gpu_tensor *tensors,
-                             const size_t *offsets, size_t n, char *fusion, size_t elem,
-                             int pack, hvd_dtype dtype, double factor) {
-    hvdc_gpu_batch batch;
-    batch.n = 0;
-    batch.dtype = (int32_t)dtype;
-    batch.factor = factor;
-    for (size_t i = 0; i < n; i++) {
+static hvd_status batcher_add(batcher *b, const void *src, void *dst, size_t count) {
+    b->batch.seg[b->batch.n++] = (hvdc_gpu_segment){src, dst, (uint64_t)count};
+    return b->batch.n == HVDC_GPU_BATCH_MAX ? batcher_flush(b) : HVD_OK;
+}
+
+/* Whether a tensor that is reduced where it lies (not through the fusion buffer) is first
+ * copied into its receive buffer: to scale it, when NCCL must work in place, or with one rank
+ * (the result is the input, and NCCL is not called). */
+static int copied_in(const hvdc_gpu_tensor *t, const hvdc_gpu_reduce_plan *plan) {
+    return plan->prescale != 1.0 ||
+           (t->send != t->recv && (plan->in_place_only || !plan->call_nccl));
+}
+
+/* The hierarchical all-reduce: every tensor through the fusion buffer, padded to local_size
+ * shards, reduced inside the node, across nodes, and gathered back. */
+static hvd_status hierarchical_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_tensor *tensors,
+                                        size_t n, hvd_dtype dtype,
+                                        const hvdc_gpu_reduce_plan *plan, int local_size,
+                                        size_t *counts, size_t *offsets) {
+    hvd_status st = HVD_OK;
+    size_t elem = hvd_dtype_size(dtype), total = 0;
+    batcher b;
+    for (size_t i = 0; i < n; i++) counts[i] = tensors[i].count;
+    CHECK(hvdc__gpu_fusion_layout(counts, n, elem, offsets, &total));
+    if (total == 0) return HVD_OK; /* every tensor empty: nothing to move */
+    hvdc_shard_plan shards;
+    CHECK(hvdc__shard_plan(total, (size_t)local_size, HVDC_GPU_ALIGN_BYTES / elem > 0 ?
+                           HVDC_GPU_ALIGN_BYTES / elem : 1, &shards));
+    void *buf = NULL;
+    CHECK(ops->fusion_buffer(ops->self, shards.padded * elem, &buf));
+    batcher_begin(&b, ops, dtype, plan->prescale);
+    for (size_t i = 0; i < n; i++)
+        if (tensors[i].count > 0)
+            CHECK(batcher_add(&b, tensors[i].send, (char *)buf + offsets[i] * elem, tensors[i].count));
+    CHECK(batcher_flush(&b));
+    CHECK(ops->hierarchical(ops->self, buf, shards.shard, dtype, plan->op));
+    batcher_begin(&b, ops, dtype, plan->postscale);
+    for (size_t i = 0; i < n; i++)
+        if (tensors[i].count > 0)
+            CHECK(batcher_add(&b, (char *)buf + offsets[i] * elem, tensors[i].recv, tensors[i].count));
+    CHECK(batcher_flush(&b));
+fail:
+    return st;
+}
+
+/* The NCCL calls of a flat all-reduce: the fusion buffer's (if any tensor is packed) and one
+ * per tensor reduced where it lies, in one NCCL group when more than one (a group is closed
+ * even when a call in it failed). */
+static hvd_status flat_calls(const hvdc_gpu_ops *ops, const hvdc_gpu_tensor *tensors, size_t n,
+                             const unsigned char *direct, void *buf, size_t packed, hvd_dtype dtype,
+                             const hvdc_gpu_reduce_plan *plan) {
+    size_t calls = packed > 0;
+    for (size_t i = 0; i < n; i++) calls += direct[i] && tensors[i].count > 0;
+    int grouped = calls > 1 && ops->group;
+    hvd_status st = grouped ? ops->group(ops->self, 1) : HVD_OK;
+    if (st != HVD_OK) return st;
+    if (packed > 0) st = ops->allreduce(ops->self, buf, buf, packed, dtype, plan->op);
+    for (size_t i = 0; st == HVD_OK && i < n; i++) {
         const hvdc_gpu_tensor *t = &tensors[i];
-        if (t->count == 0) continue;
-        char *at = fusion + offsets[i] * elem;
-        batch.seg[batch.n++] = pack ? (hvdc_gpu_segment){t->send, at, (uint64_t)t->count}
-                                    : (hvdc_gpu_segment){at, t->recv, (uint64_t)t->count};
-        if (batch.n == HVDC_GPU_BATCH_MAX) {
-            hvd_status st = ops->copy_scale(ops->self, &batch);
-            if (st != HVD_OK) return st;
-            batch.n = 0;
-        }
+        if (!direct[i] || t->count == 0) continue;
+        st = ops->allreduce(ops->self, copied_in(t, plan) ? t->recv : t->send, t->recv, t->count,
+                            dtype, plan->op);
     }
-    return batch.n > 0 ? ops->copy_scale(ops->self, &batch) : HVD_OK;
+    if (grouped) {
+        hvd_status closed = ops->group(ops->self, 0);
+        if (st == HVD_OK) st = closed;
+    }
+    return st;
 }
 
 hvd_status hvdc__gpu_allreduce_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_tensor *tensors,
                                         size_t n, hvd_dtype dtype,
                                         const hvdc_gpu_reduce_plan *plan, int size,
-                                        int hierarchical, int local_size, void *ready_event) {
+                                        int hierarchical, int local_size, size_t direct_bytes,
+                                        void *ready_event) {
     hvd_status st = HVD_OK;
     size_t *counts = NULL, *offsets = NULL;
+    unsigned char *direct = NULL;
     size_t elem = hvd_dtype_size(dtype);
     if (n == 0 || elem == 0 || size < 1)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "device all-reduce of %zu tensors, dtype %d",
                           n, (int)dtype);
-    double pre = plan->prescale, post = plan->postscale;
     /* an integer average (ncclAvg, truncating) runs flat: level by level it would be the
      * average of the nodes' averages, truncated twice ((1+2)/2 and (3+2)/2 give 1 and 2, whose
      * average is 1, where (1+2+3+2)/4 is 2) */
     int hier = plan->call_nccl && hierarchical && ops->hierarchical && local_size > 1 &&
                local_size < size && plan->op != HVD_AVERAGE;
     CHECK(ops->wait_ready(ops->self, ready_event));
-
-    if (n == 1 && !hier) { /* one flat tensor: reduced where it lies */
-        const hvdc_gpu_tensor *t = &tensors[0];
-        if (t->count == 0) return HVD_OK;
-        const void *src = t->send;
-        /* into recv first when scaling, when NCCL must work in place, or with one rank (the
-         * result is the input) */
-        if (pre != 1.0 || (t->send != t->recv && (plan->in_place_only || !plan->call_nccl))) {
-            CHECK(copy_one(ops, t->send, t->recv, t->count, dtype, pre));
-            src = t->recv;
-        }
-        if (plan->call_nccl) CHECK(ops->allreduce(ops->self, src, t->recv, t->count, dtype, plan->op));
-        if (post != 1.0) CHECK(copy_one(ops, t->recv, t->recv, t->count, dtype, post));
-        return HVD_OK;
-    }
-
     counts = malloc(n * sizeof *counts);
     offsets = malloc(n * sizeof *offsets);
-    if (!counts || !offsets) {
+    direct = malloc(n);
+    if (!counts || !offsets || !direct) {
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory planning a device all-reduce");
         goto fail;
     }
-    for (size_t i = 0; i < n; i++) counts[i] = tensors[i].count;
-    size_t total = 0;
-    CHECK(hvdc__gpu_fusion_layout(counts, n, elem, offsets, &total));
-    if (total == 0) goto fail; /* every tensor empty: nothing to move (st is HVD_OK) */
-    hvdc_shard_plan shards = {1, total, total};
-    if (hier) CHECK(hvdc__shard_plan(total, (size_t)local_size, HVDC_GPU_ALIGN_BYTES / elem > 0 ?
-                                     HVDC_GPU_ALIGN_BYTES / elem : 1, &shards));
+    if (hier) {
+        st = hierarchical_sequence(ops, tensors, n, dtype, plan, local_size, counts, offsets);
+        goto fail; /* done either way */
+    }
+
+    /* flat: a tensor alone, or one of direct_bytes or more, is reduced where it lies (packing
+     * it would cost two passes over its bytes to save an NCCL call that large a tensor does
+     * not notice); the others go through the fusion buffer (zero counts in its layout take no
+     * room) */
+    for (size_t i = 0; i < n; i++) {
+        /* count * elem >= direct_bytes, without the product */
+        direct[i] = n == 1 || direct_bytes == 0 || tensors[i].count > (direct_bytes - 1) / elem;
+        counts[i] = direct[i] ? 0 : tensors[i].count;
+    }
+    size_t packed = 0;
+    CHECK(hvdc__gpu_fusion_layout(counts, n, elem, offsets, &packed));
     void *buf = NULL;
-    CHECK(ops->fusion_buffer(ops->self, shards.padded * elem, &buf));
-    CHECK(copy_fused(ops, tensors, offsets, n, buf, elem, 1, dtype, pre));
-    if (hier)
-        CHECK(ops->hierarchical(ops->self, buf, shards.shard, dtype, plan->op));
-    else if (plan->call_nccl)
-        CHECK(ops->allreduce(ops->self, buf, buf, total, dtype, plan->op));
-    CHECK(copy_fused(ops, tensors, offsets, n, buf, elem, 0, dtype, post));
+    if (packed > 0) CHECK(ops->fusion_buffer(ops->self, packed * elem, &buf));
+    batcher b;
+    batcher_begin(&b, ops, dtype, plan->prescale); /* in: pack, and direct tensors' copies */
+    for (size_t i = 0; i < n; i++) {
+        const hvdc_gpu_tensor *t = &tensors[i];
+        if (t->count == 0) continue;
+        if (!direct[i]) CHECK(batcher_add(&b, t->send, (char *)buf + offsets[i] * elem, t->count));
+        else if (copied_in(t, plan)) CHECK(batcher_add(&b, t->send, t->recv, t->count));
+    }
+    CHECK(batcher_flush(&b));
+    if (plan->call_nccl) CHECK(flat_calls(ops, tensors, n, direct, buf, packed, dtype, plan));
+    batcher_begin(&b, ops, dtype, plan->postscale); /* out: unpack, and direct tensors' scaling */
+    for (size_t i = 0; i < n; i++) {
+        const hvdc_gpu_tensor *t = &tensors[i];
+        if (t->count == 0) continue;
+        if (!direct[i]) CHECK(batcher_add(&b, (char *)buf + offsets[i] * elem, t->recv, t->count));
+        else if (plan->postscale != 1.0) CHECK(batcher_add(&b, t->recv, t->recv, t->count));
+    }
+    CHECK(batcher_flush(&b));
 fail:
     free(counts);
     free(offsets);
+    free(direct);
     return st;
 }

@@ -9,16 +9,21 @@
  * same sequence drives the real backend (gpu/gpu.c: kernels, NCCL, one stream) and a fake in
  * tests/unit/test_gpu_plan.c that runs it on host memory.
  *
- *   fused all-reduce of n tensors (n > 1, or hierarchical):
+ *   flat all-reduce of n tensors: the small ones packed into the fusion buffer; a tensor alone,
+ *   or one of HVDC_GPU_DIRECT_BYTES or more, reduced where it lies ("direct")
  *     wait_ready(event)                       device waits; the host never does
- *     copy_scale(batch) x ceil(n/128)         pack: send_i * prescale -> fusion + offset_i
- *     allreduce(fusion, fusion, total)        or: reducescatter local / allreduce cross /
- *                                                 allgather local over padded shards
- *                                                 (in place; none with one rank)
- *     copy_scale(batch) x ceil(n/128)         unpack: fusion + offset_i * postscale -> recv_i
- *   one tensor (flat): no copy unless scaled, or unless NCCL must reduce in place
- *     [copy_scale(send -> recv, prescale)]  allreduce(send|recv -> recv)  [copy_scale(recv, postscale)]
- *   one tensor, one rank: copy_scale(send -> recv, prescale), [copy_scale(recv, postscale)]
+ *     copy_scale(batch) x ceil(k/128)         in: pack send_i * prescale -> fusion + offset_i;
+ *                                                 a direct tensor send_i -> recv_i only to
+ *                                                 scale it, when NCCL must reduce in place, or
+ *                                                 with one rank
+ *     group(begin)                            when more than one call follows
+ *       allreduce(fusion, fusion, packed)     in place, if any tensor was packed
+ *       allreduce(send_i|recv_i -> recv_i)    per direct tensor
+ *     group(end)                              (no NCCL call at all with one rank)
+ *     copy_scale(batch) x ceil(k/128)         out: unpack fusion + offset_i * postscale ->
+ *                                                 recv_i; a direct recv_i scaled in place
+ *   hierarchical (every tensor packed, shards padded): pack, reducescatter local / allreduce
+ *   cross / allgather local in place, unpack
  *   an integer average never takes the hierarchical path (each level would truncate)
  *
  * Which NCCL op (hvdc__gpu_reduce_plan): NCCL 2.28.9's ncclAvg on a one-rank communicator
@@ -30,7 +35,7 @@
  * always runs in place, and with one rank NCCL is not called at all: the result is the input.
  *
  * defines: hvdc_gpu_segment, hvdc_gpu_batch, hvdc_gpu_tensor, hvdc_gpu_ops, hvdc_shard_plan,
- *          hvdc_gpu_reduce_plan, HVDC_GPU_BATCH_MAX, HVDC_GPU_ALIGN_BYTES,
+ *          hvdc_gpu_reduce_plan, HVDC_GPU_BATCH_MAX, HVDC_GPU_ALIGN_BYTES, HVDC_GPU_DIRECT_BYTES,
  *          hvdc__gpu_fusion_layout, hvdc__gpu_batch_next, hvdc__shard_plan, hvdc__shard_valid,
  *          hvdc__gpu_reduce_supported, hvdc__gpu_reduce_plan, hvdc__gpu_choose_device,
  *          hvdc__gpu_allreduce_sequence, hvdc__gpu_adasum_layout
@@ -52,6 +57,13 @@ extern "C" {
 /* Each tensor packed into the device fusion buffer starts on this boundary, so the copy kernel
  * can move it in 16-byte words. */
 #define HVDC_GPU_ALIGN_BYTES 16
+
+/* A fused tensor this large is reduced where it lies, by an NCCL call of its own in the
+ * response's group, rather than copied into the fusion buffer and back: the pack and unpack
+ * are two passes over its bytes (4 MiB: ~7 us at the H100's copy rate, pack_bench), more than
+ * one more call in an NCCL group costs, and a tensor this size gains nothing from sharing a
+ * call. Horovod packs every tensor of a fused response. */
+#define HVDC_GPU_DIRECT_BYTES ((size_t)4 << 20)
 
 /* Segments per copy-kernel launch. The batch travels as a by-value kernel argument, with the
  * block map (gpu_block_map.h) beside it; together they must stay under 4 KiB (the limit on
@@ -168,16 +180,22 @@ typedef struct hvdc_gpu_ops {
      * node. NULL when the backend has no hierarchical communicators. */
     hvd_status (*hierarchical)(void *self, void *buf, size_t shard, hvd_dtype dtype,
                                hvd_reduce_op op);
+    /* begin (1) or end (0) a group of all-reduces launched together (ncclGroupStart/End);
+     * NULL: the calls are queued one after the other. */
+    hvd_status (*group)(void *self, int begin);
 } hvdc_gpu_ops;
 
 /* Queues a whole all-reduce of tensors[n] on ops in the order drawn at the top of this file,
  * reducing as plan says (from hvdc__gpu_reduce_plan). size: ranks; local_size: ranks in the
  * node, used when hierarchical is set and ops->hierarchical exists (the buffer is then padded
- * to shards). @return HVD_OK or the first failed action's status (nothing after it is queued). */
+ * to shards); direct_bytes: the flat path reduces a tensor of at least that many bytes where
+ * it lies (HVDC_GPU_DIRECT_BYTES; SIZE_MAX: only a tensor alone). @return HVD_OK or the first
+ * failed action's status (nothing after it is queued, but an open group is closed). */
 hvd_status hvdc__gpu_allreduce_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_tensor *tensors,
                                         size_t n, hvd_dtype dtype,
                                         const hvdc_gpu_reduce_plan *plan, int size,
-                                        int hierarchical, int local_size, void *ready_event);
+                                        int hierarchical, int local_size, size_t direct_bytes,
+                                        void *ready_event);
 
 #ifdef __cplusplus
 }

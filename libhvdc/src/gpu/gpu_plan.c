@@ -255,8 +255,7 @@ hvd_status hvdc__gpu_allreduce_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_
                                         int hierarchical, int local_size, size_t direct_bytes,
                                         void *ready_event) {
     hvd_status st = HVD_OK;
-    size_t *counts = NULL, *offsets = NULL;
-    unsigned char *direct = NULL;
+    size_t *counts = NULL; /* one allocation: counts[n], offsets[n], direct[n] */
     size_t elem = hvd_dtype_size(dtype);
     if (n == 0 || elem == 0 || size < 1)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "device all-reduce of %zu tensors, dtype %d",
@@ -267,13 +266,13 @@ hvd_status hvdc__gpu_allreduce_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_
     int hier = plan->call_nccl && hierarchical && ops->hierarchical && local_size > 1 &&
                local_size < size && plan->op != HVD_AVERAGE;
     CHECK(ops->wait_ready(ops->self, ready_event));
-    counts = malloc(n * sizeof *counts);
-    offsets = malloc(n * sizeof *offsets);
-    direct = malloc(n);
-    if (!counts || !offsets || !direct) {
+    counts = malloc(n * (2 * sizeof *counts + 1));
+    if (!counts) {
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory planning a device all-reduce");
         goto fail;
     }
+    size_t *offsets = counts + n;
+    unsigned char *direct = (unsigned char *)(offsets + n);
     if (hier) {
         st = hierarchical_sequence(ops, tensors, n, dtype, plan, local_size, counts, offsets);
         goto fail; /* done either way */
@@ -312,7 +311,5 @@ hvd_status hvdc__gpu_allreduce_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_
     CHECK(batcher_flush(&b));
 fail:
     free(counts);
-    free(offsets);
-    free(direct);
     return st;
 }

@@ -54,10 +54,12 @@ for i in "${!builds[@]}"; do
     if [ "$i" -gt 0 ]; then
         src=$work/src/$b
         mkdir -p "$src"
-        tar cf - --exclude=./.gpu-bundle --exclude=./ab --exclude=./.git --exclude='./build*' . | tar xf - -C "$src"
+        tar cf - --exclude=./.gpu-bundle --exclude=./ab --exclude=./.git --exclude='./build*' . |
+            tar xf - -C "$src"
         cp -r "${overlays[$((i - 1))]}"/. "$src"/
     fi
-    step "setup_$b" "${meson[@]}" setup "$work/build/$b" "$src" -Dcuda=enabled -Dcuda-root="$work/cuda-root"
+    step "setup_$b" "${meson[@]}" setup "$work/build/$b" "$src" -Dcuda=enabled \
+        -Dcuda-root="$work/cuda-root"
     step "build_$b" ninja -C "$work/build/$b"
 done
 
@@ -76,7 +78,7 @@ for r in $(seq 1 "$rounds"); do
     for b in "${builds[@]}"; do
         echo "== round $r: $b"
         grep -hE '^ +(single|batch) |^# (single|.batch) +queued' "$logs/latency_${b}_$r.log"
-        grep -hE '^ +(resnet50|tiny) +(def|nccl)|threshold default|threshold 128 MiB' "$logs/fusion_${b}_$r.log"
+        grep -hE '^ +(resnet50|tiny) +(def|nccl)|threshold default' "$logs/fusion_${b}_$r.log"
         grep -hE 'hvd-gpu|nccl' "$logs/allreduce_${b}_$r.log" | grep -v '^#'
     done
 done >"$logs/ab.txt" 2>&1

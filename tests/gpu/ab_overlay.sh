@@ -2,8 +2,9 @@
 # ab_overlay.sh - makes the overlay directory tests/gpu/ab_on_device.sh wants from a git branch,
 # here, before the device call (the GPU machine gets a copy of the working tree, not its git
 # history): ab/<NAME>/ gets the branch's version of every file that differs between HEAD and
-# it (NAME: the branch's name, '/' made '-'). The branch must contain HEAD (rebased onto it). A file the branch deletes cannot be overlaid and
-# is refused. ab/ is ignored by git (.gitignore), so the overlay travels as a carried path:
+# it (NAME: the branch's name, '/' made '-'). The branch must contain HEAD (rebased onto it).
+# A file the branch deletes cannot be overlaid and is refused. ab/ is ignored by git
+# (.gitignore), so the overlay travels as a carried path:
 #   tests/gpu/ab_overlay.sh spin-device
 #   run(command='tests/gpu/ab_on_device.sh $OUT ab/spin-device', carry=['.gpu-bundle', 'ab'],
 #       timeout_s=330)

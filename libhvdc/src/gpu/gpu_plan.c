@@ -210,15 +210,19 @@ static hvd_status hierarchical_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_
     void *buf = NULL;
     CHECK(ops->fusion_buffer(ops->self, shards.padded * elem, &buf));
     batcher_begin(&b, ops, dtype, plan->prescale);
-    for (size_t i = 0; i < n; i++)
-        if (tensors[i].count > 0)
-            CHECK(batcher_add(&b, tensors[i].send, (char *)buf + offsets[i] * elem, tensors[i].count));
+    for (size_t i = 0; i < n; i++) {
+        const hvdc_gpu_tensor *t = &tensors[i];
+        char *at = (char *)buf + offsets[i] * elem;
+        if (t->count > 0) CHECK(batcher_add(&b, t->send, at, t->count));
+    }
     CHECK(batcher_flush(&b));
     CHECK(ops->hierarchical(ops->self, buf, shards.shard, dtype, plan->op));
     batcher_begin(&b, ops, dtype, plan->postscale);
-    for (size_t i = 0; i < n; i++)
-        if (tensors[i].count > 0)
-            CHECK(batcher_add(&b, (char *)buf + offsets[i] * elem, tensors[i].recv, tensors[i].count));
+    for (size_t i = 0; i < n; i++) {
+        const hvdc_gpu_tensor *t = &tensors[i];
+        char *at = (char *)buf + offsets[i] * elem;
+        if (t->count > 0) CHECK(batcher_add(&b, at, t->recv, t->count));
+    }
     CHECK(batcher_flush(&b));
 fail:
     return st;

@@ -5,7 +5,7 @@
  * which dtype/op pairs NCCL can reduce and which NCCL op a reduction becomes, which CUDA
  * device a rank uses, and the order of the work an all-reduce queues.
  *
- * The work order is written against hvdc_gpu_ops, a table of five small device actions, so the
+ * The work order is written against hvdc_gpu_ops, a table of six small device actions, so the
  * same sequence drives the real backend (gpu/gpu.c: kernels, NCCL, one stream) and a fake in
  * tests/unit/test_gpu_plan.c that runs it on host memory.
  *

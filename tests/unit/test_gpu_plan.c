@@ -331,6 +331,11 @@ static void test_direct(void) {
     CHECK_TRUE(f.buffers == 0 && f.allreduces == 2 && f.groups == 1, "all direct: %d buffers, "
                "%d all-reduces, %d groups", f.buffers, f.allreduces, f.groups);
     f = check_allreduce("all direct averaged", big, 2, HVD_AVERAGE, 1.0, 1.0, 1, 0, 1, 0);
+    direct_bytes = 0; /* every tensor where it lies, however small */
+    f = check_allreduce("direct from 0 bytes", mixed, 5, HVD_SUM, 1.0, 1.0, 1, 0, 0, 0);
+    CHECK_TRUE(f.buffers == 0 && f.allreduces == 5 && f.groups == 1, "direct from 0 bytes: %d "
+               "buffers, %d all-reduces", f.buffers, f.allreduces);
+    direct_bytes = 1000 * sizeof(float);
     /* one direct tensor among packed ones still groups its two calls; one rank calls nothing
      * and moves a direct tensor with one copy, shared with the pack's launch */
     size_t one_big[3] = {4, 1000, 6};

@@ -189,8 +189,9 @@ typedef struct hvdc_gpu_ops {
  * reducing as plan says (from hvdc__gpu_reduce_plan). size: ranks; local_size: ranks in the
  * node, used when hierarchical is set and ops->hierarchical exists (the buffer is then padded
  * to shards); direct_bytes: the flat path reduces a tensor of at least that many bytes where
- * it lies (HVDC_GPU_DIRECT_BYTES; SIZE_MAX: only a tensor alone). @return HVD_OK or the first
- * failed action's status (nothing after it is queued, but an open group is closed). */
+ * it lies (HVDC_GPU_DIRECT_BYTES; 0: every tensor; SIZE_MAX: only a tensor alone).
+ * @return HVD_OK or the first failed action's status (nothing after it is queued, but an open
+ * group is closed). */
 hvd_status hvdc__gpu_allreduce_sequence(const hvdc_gpu_ops *ops, const hvdc_gpu_tensor *tensors,
                                         size_t n, hvd_dtype dtype,
                                         const hvdc_gpu_reduce_plan *plan, int size,

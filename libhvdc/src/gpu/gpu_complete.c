@@ -1,8 +1,9 @@
 /*
  * gpu_complete.c - how a queued collective completes (see gpu.h): an event from a pool after
- * its work, a host function behind it that wakes the background thread (gpu_waker.h), polls
- * that never block, and aborting the communicators when NCCL reports an asynchronous error or
- * the runtime stops.
+ * its work, a host function behind it that wakes the background thread (gpu_waker.h; queued
+ * once the waiters have the event: the ~3 us of CUDA calls it takes are then off a lone op's
+ * path, 24-30 -> 17.5-19.4 us on the H100), polls that never block, and aborting the
+ * communicators when NCCL reports an asynchronous error or the runtime stops.
  *
  *   stream: ... NCCL ... unpack | record(event) | next collective ...
  *   notify stream:         wait(event) | host function ──> waker ──> wake(ctx)
@@ -65,22 +66,25 @@ hvd_status hvdc__gpu_record(hvdc_gpu *gpu, hvdc_gpu_pending **out) {
     p->gpu = gpu;
     CHECK(take_event(gpu, &p->done));
     CHECK_CUDA(cudaEventRecord(p->done, gpu->stream));
-    if (gpu->waker) { /* the wake-up after it; the completion is still the event */
-        /* on the side stream: the stream would hold the next collective until the host
-         * function returned, a CUDA thread's wake-up later */
-        CHECK_CUDA(cudaStreamWaitEvent(gpu->notify, p->done, 0));
-        hvdc__gpu_waker_hold(gpu->waker);
-        cudaError_t err = cudaLaunchHostFunc(gpu->notify, hvdc__gpu_waker_fire, gpu->waker);
-        if (err != cudaSuccess) {
-            hvdc__gpu_waker_fire(gpu->waker); /* drops the hold (one spurious wake-up) */
-            CHECK_CUDA(err);
-        }
-    }
     *out = p;
     return HVD_OK;
 fail:
     hvdc__gpu_pending_free(p);
     return st;
+}
+
+void hvdc__gpu_pending_notify(hvdc_gpu_pending *p) {
+    hvdc_gpu *gpu = p ? p->gpu : NULL;
+    if (!gpu || !gpu->waker) return;
+    /* on the side stream: the stream would hold the next collective until the host function
+     * returned, a CUDA thread's wake-up later */
+    hvdc__gpu_waker_hold(gpu->waker);
+    if (cudaStreamWaitEvent(gpu->notify, p->done, 0) != cudaSuccess ||
+        cudaLaunchHostFunc(gpu->notify, hvdc__gpu_waker_fire, gpu->waker) != cudaSuccess) {
+        (void)cudaGetLastError();
+        /* drops the hold; the background thread then polls the event (gpu.h) */
+        hvdc__gpu_waker_fire(gpu->waker);
+    }
 }
 
 /* Aborts every communicator once and remembers why; later calls fail with that message. */

@@ -100,8 +100,8 @@ static inline int hvdc__nccl_version(void) {
     return v;
 }
 
-/* Records a completion event (from the pool) after the work queued so far, and a host
- * function that wakes the background thread when it fires (gpu_complete.c). */
+/* Records a completion event (from the pool) after the work queued so far (gpu_complete.c);
+ * hvdc__gpu_pending_notify queues the background thread's wake-up behind it. */
 hvd_status hvdc__gpu_record(hvdc_gpu *gpu, hvdc_gpu_pending **out);
 
 /* Destroys the pooled events (teardown; gpu_complete.c). */

@@ -119,6 +119,8 @@ hvd_status hvdc__gpu_pending_poll(hvdc_gpu_pending *pending, int *done) {
 
 void hvdc__gpu_pending_free(hvdc_gpu_pending *pending) { (void)pending; }
 
+void hvdc__gpu_pending_notify(hvdc_gpu_pending *pending) { (void)pending; }
+
 void *hvdc__gpu_pending_event(const hvdc_gpu_pending *pending) {
     (void)pending;
     return NULL;

@@ -89,6 +89,7 @@ static hvd_status keep_gpu_work(round_state *s, hvdc_gpu_pending *pending, hvdc_
     s->gpu_work[s->n_gpu_work++] = (gpu_work){pending, kept, n};
     s->n_on_device += n;
     hvdc__publish_on_device(s->rt, kept, n, hvdc__gpu_pending_event(pending));
+    hvdc__gpu_pending_notify(pending); /* after the waiters have the event */
     return HVD_OK;
 }
 

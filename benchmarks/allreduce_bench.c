@@ -47,6 +47,7 @@
 #include "bench_common.h"
 #include "bench_device.h"
 #include "handoff.h"
+#include "runtime/phases.h" /* where an hvd call's time went: this binary links the internal library */
 
 /* The hvd impls first (up to IMPL_MPI), each HVD_CPU_ALLREDUCE=<impl_setting>. */
 enum { IMPL_HVD_SHM, IMPL_HVD_RING, IMPL_HVD_MPI, IMPL_MPI, IMPL_MEMCPY, IMPL_MPI_THREAD, IMPL_COUNT };
@@ -278,6 +279,8 @@ typedef struct row {
     double time_us;
     long long wrong;
     double mpi_time_us; /* hvd rows: MPI's median in the same pass, 0 if not measured */
+    double phases[HVDC_N_PHASES]; /* hvd rows: this rank's mean us per call in each phase of
+                                     the timed calls (runtime/phases.h) */
 } row;
 
 /* Each side of a pass writes its own output buffer: with Open MPI's default single-copy
@@ -333,12 +336,16 @@ static void run_pass(int impl, int with_mpi, size_t count, const options *o, con
     hvd_reduce_op mpi_op = o->op == HVD_AVERAGE ? HVD_SUM : o->op; /* what MPI_Allreduce runs */
     long long wrong[2] = {0, 0}; /* hvd (or mpi-thread), mpi */
     int do_hvd = impl != IMPL_MPI;
+    double phases[HVDC_N_PHASES] = {0};
+    uint64_t phase_ops = 0;
     with_mpi = with_mpi && (type != MPI_DATATYPE_NULL || device >= 0);
     for (int it = 0; it < total; it++) {
         int parity = it & 1, timed = it - o->warmup;
         /* --device gpu: results are checked in the warm-up iterations only: copying a result
          * back to the host between timed calls slowed the next call 2-4x on the H100 */
         int check = o->check && (device < 0 || timed < 0);
+        if (do_hvd && impl != IMPL_MPI_THREAD && timed == 0) /* the phases count from here */
+            BENCH_CHECK_HVD(hvdc__phase_breakdown(device >= 0, phases, &phase_ops));
         if (do_hvd) {
             BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
             double t0 = bench_now_us();
@@ -374,6 +381,8 @@ static void run_pass(int impl, int with_mpi, size_t count, const options *o, con
                                         o->dtype, mpi_op, p, size, parity);
         }
     }
+    if (do_hvd && impl != IMPL_MPI_THREAD && n > 0)
+        BENCH_CHECK_HVD(hvdc__phase_breakdown(device >= 0, phases, &phase_ops));
     BENCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, wrong, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
     if (do_hvd) bench_max_over_ranks(t_hvd, (size_t)n, MPI_COMM_WORLD);
     if (with_mpi) {
@@ -382,7 +391,8 @@ static void run_pass(int impl, int with_mpi, size_t count, const options *o, con
         *n_mpi_all += (size_t)n;
     }
     *out = (row){do_hvd ? bench_median(t_hvd, (size_t)n) : 0.0, wrong[0],
-                 with_mpi ? bench_median(t_mpi, (size_t)n) : 0.0};
+                 with_mpi ? bench_median(t_mpi, (size_t)n) : 0.0, {0}};
+    memcpy(out->phases, phases, sizeof phases);
     *mpi_wrong += wrong[1];
     free(t_hvd);
     free(t_mpi);
@@ -422,6 +432,35 @@ static void print_row(FILE *out, FILE *csv, size_t bytes, size_t count, const op
                 bench_dtype_name(o->dtype), bench_op_name(o->op),
                 (device >= 0 ? gpu_impl_names : impl_names)[impl], size, time_us,
                 algbw, busbw, wrong, ratio[0] == '-' ? "" : ratio);
+}
+
+/* One hvd row's phases, kept for the section after the table. */
+typedef struct phase_row {
+    size_t bytes;
+    int impl;
+    double phases[HVDC_N_PHASES];
+} phase_row;
+
+/* Where the hvd rows' calls spent their time, by size: rank 0's mean us per call in each phase
+ * (runtime/phases.h), so a fixed cost that holds a size's busbw down shows where it is. */
+static void print_phases(const phase_row *rows, size_t n) {
+    if (n == 0) return;
+    printf("# where an hvd call's time went (rank 0, mean us per call over the timed calls):\n"
+           "#   queued: submitted until the background thread takes it; negotiate: until rank "
+           "0's answer;\n#   execute: %s; wake: until the caller runs again\n",
+           device >= 0 ? "queueing it on the device (plan, kernels, NCCL, event); device: until "
+                         "its finish was seen" : "the collective, until completed");
+    for (size_t i = 0; i < n; i++) {
+        double sum = 0.0;
+        printf("# %12zu %9s", rows[i].bytes,
+               (device >= 0 ? gpu_impl_names : impl_names)[rows[i].impl]);
+        for (int p = 0; p < HVDC_N_PHASES; p++) {
+            if (p == HVDC_PHASE_DEVICE && device < 0) continue; /* 0 for host calls */
+            printf("  %s %.1f", hvdc__phase_name((hvdc_phase)p), rows[i].phases[p]);
+            sum += rows[i].phases[p];
+        }
+        printf("  (sum %.1f)\n", sum);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -506,6 +545,8 @@ int main(int argc, char **argv) {
     double busbw_sum = 0.0;
     int busbw_rows = 0;
     double *mpi_all = malloc((size_t)o.iters * IMPL_COUNT * sizeof *mpi_all);
+    phase_row *phase_rows = NULL;
+    size_t n_phase_rows = 0, cap_phase_rows = 0;
     for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
         size_t count = bytes / elem;
         if (count == 0) continue;
@@ -536,6 +577,18 @@ int main(int argc, char **argv) {
             print_row(stdout, csv, nbytes, count, &o, impl, rows[impl].time_us, rows[impl].wrong,
                       rows[impl].mpi_time_us, size);
             total_wrong += rows[impl].wrong;
+            if (n_phase_rows == cap_phase_rows) {
+                cap_phase_rows = cap_phase_rows ? 2 * cap_phase_rows : 32;
+                phase_row *grown = realloc(phase_rows, cap_phase_rows * sizeof *grown);
+                if (!grown) {
+                    fprintf(stderr, "allreduce_bench: out of memory\n");
+                    MPI_Abort(MPI_COMM_WORLD, 2);
+                }
+                phase_rows = grown;
+            }
+            phase_rows[n_phase_rows].bytes = nbytes;
+            phase_rows[n_phase_rows].impl = impl;
+            memcpy(phase_rows[n_phase_rows++].phases, rows[impl].phases, sizeof rows[impl].phases);
             busbw_sum += (double)nbytes / (rows[impl].time_us * 1e3) * 2.0 * (size - 1) / size;
             busbw_rows++;
         }
@@ -556,11 +609,13 @@ int main(int argc, char **argv) {
     bench_handoff_stop(handoff);
     BENCH_CHECK_MPI(MPI_Bcast(&total_wrong, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
     if (rank == 0) {
+        print_phases(phase_rows, n_phase_rows);
         printf("# Out of bounds values : %lld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
         if (busbw_rows) printf("# Avg bus bandwidth (hvd rows) : %.3f GB/s\n#\n", busbw_sum / busbw_rows);
     }
     if (csv) fclose(csv);
     free(mpi_all);
+    free(phase_rows);
     free(p.expected);
     if (device >= 0) {
         bench_device_free(b.send[0]), bench_device_free(b.send[1]);

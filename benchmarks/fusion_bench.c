@@ -61,6 +61,7 @@
 #include "fusion_plot.h"
 #include "fusion_steps.h"
 #include "runtime/phases.h" /* where hvd ops' time goes: this binary links the internal library */
+#include "runtime/runtime.h" /* hvdc__negotiation_stats: rounds per step */
 
 #define MAX_SETTINGS 32
 #define MAX_MODELS 3
@@ -221,6 +222,7 @@ typedef struct step_times {
     double *split[2];   /* (steps) this rank's hvd steps: submissions done, first wait back (us) */
     long wrong[3];      /* wrong elements over all ranks: hvd, baseline, nccl-fused steps */
     double phases[HVDC_N_PHASES]; /* this rank's mean us per hvd op in each phase, timed steps */
+    double rounds; /* this rank's negotiation rounds per timed step (each step's own included) */
 } step_times;
 
 /* Where the hvd steps' time went (runtime/phases.h): rank 0's mean us per op in each phase. In
@@ -234,7 +236,8 @@ static void print_phases(const fusion_result *res, size_t n, int gpu) {
         for (int p = 0; p < HVDC_N_PHASES; p++)
             if (p != HVDC_PHASE_DEVICE || gpu)
                 printf("  %s %.1f", hvdc__phase_name((hvdc_phase)p), res[i].phases[p]);
-        printf("  | submitted %.1f  first back %.1f\n", res[i].split_us[0], res[i].split_us[1]);
+        printf("  | submitted %.1f  first back %.1f  rounds %.1f\n", res[i].split_us[0],
+               res[i].split_us[1], res[i].rounds);
     }
 }
 
@@ -315,11 +318,14 @@ static void timed_steps(const fusion_model *m, const options *o, int size, hvd_h
                         step_times *t) {
     int gpu = m->device >= 0;
     memset(t->wrong, 0, sizeof t->wrong);
-    uint64_t phase_ops = 0;
+    uint64_t phase_ops = 0, rounds[2] = {0, 0}, unused[2];
     for (int s = 0; s < o->warmup + o->steps; s++) {
         int timed = s - o->warmup, checked = !gpu || timed < 0;
         double dt[3] = {0, 0, 0}, split[2] = {0, 0};
-        if (timed == 0) BENCH_CHECK_HVD(hvdc__phase_breakdown(gpu, t->phases, &phase_ops)); /* from here */
+        if (timed == 0) { /* from here */
+            BENCH_CHECK_HVD(hvdc__phase_breakdown(gpu, t->phases, &phase_ops));
+            BENCH_CHECK_HVD(hvdc__negotiation_stats(&rounds[0], &unused[0], &unused[1]));
+        }
         for (int kind = 0; kind < (gpu ? 3 : 2); kind++) {
             int parity = kind == 1;
             if (gpu && checked) fusion_model_clear(m);
@@ -337,6 +343,8 @@ static void timed_steps(const fusion_model *m, const options *o, int size, hvd_h
         }
     }
     BENCH_CHECK_HVD(hvdc__phase_breakdown(gpu, t->phases, &phase_ops));
+    BENCH_CHECK_HVD(hvdc__negotiation_stats(&rounds[1], &unused[0], &unused[1]));
+    t->rounds = o->steps > 0 ? (double)(rounds[1] - rounds[0]) / o->steps : 0.0;
     BENCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, t->wrong, 3, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
     bench_max_over_ranks(t->hvd, (size_t)o->steps, MPI_COMM_WORLD);
     bench_max_over_ranks(t->base, (size_t)o->steps, MPI_COMM_WORLD);
@@ -353,8 +361,9 @@ static fusion_result finish_result(const fusion_model *m, long threshold, double
                        fusion_min_fused(&m->set, lib_threshold),
                        gpu ? t->wrong[0] : t->wrong[0] + t->wrong[1],
                        {gpu ? t->wrong[1] : 0, t->wrong[2]},
-                       m->set.n, m->set.total * sizeof(float), {0}, {0, 0}};
+                       m->set.n, m->set.total * sizeof(float), {0}, {0, 0}, 0.0};
     memcpy(r.phases, t->phases, sizeof r.phases);
+    r.rounds = t->rounds;
     for (int k = 0; k < 2; k++) r.split_us[k] = bench_median(t->split[k], (size_t)o->steps);
     return r;
 }
@@ -613,7 +622,7 @@ int main(int argc, char **argv) {
     fusion_result *res = calloc((size_t)n_results, sizeof *res);
     step_times t = {calloc(steps, sizeof(double)), calloc(steps, sizeof(double)),
                     calloc(steps, sizeof(double)),
-                    {calloc(steps, sizeof(double)), calloc(steps, sizeof(double))}, {0, 0, 0}, {0}};
+                    {calloc(steps, sizeof(double)), calloc(steps, sizeof(double))}, {0, 0, 0}, {0}, 0.0};
     /* --device gpu: every swept setting's nccl and nccl-fused steps of one model, for their rows */
     double *all_nccl = calloc((size_t)n_swept * steps, sizeof(double));
     double *all_fused = calloc((size_t)n_swept * steps, sizeof(double));

@@ -23,6 +23,7 @@ typedef struct fusion_result {
     double phases[5];    /* rank 0's mean us per hvd op in each phase (runtime/phases.h) */
     double split_us[2];  /* rank 0's median us from an hvd step's start until its submissions
                             were done, and until its first hvd_wait returned */
+    double rounds;       /* negotiation rounds per timed step (each queues its own device work) */
 } fusion_result;
 
 /* "default" for a threshold < 0 (HVD_FUSION_THRESHOLD unset), else its bytes ("16 MiB"), into

@@ -80,6 +80,7 @@ for r in $(seq 1 "$rounds"); do
         grep -hE '^ +(single|batch) |^# (single|.batch) +queued' "$logs/latency_${b}_$r.log"
         grep -hE '^ +(resnet50|tiny) +(def|nccl)|threshold default' "$logs/fusion_${b}_$r.log"
         grep -hE 'hvd-gpu|nccl' "$logs/allreduce_${b}_$r.log" | grep -v '^#'
+        grep -hE '^# +[0-9]+ +hvd-gpu +queued' "$logs/allreduce_${b}_$r.log" # where the time went
     done
 done >"$logs/ab.txt" 2>&1
 steps_end

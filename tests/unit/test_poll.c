@@ -7,6 +7,9 @@
  * The hand-off spin (hvdc__spin_unlocked) lets go of the mutex while it spins, so another
  * thread can take it and move the counter, and then returns 1; with nothing moved it returns 0
  * once its budget is spent, not before; with no budget at once. It returns holding the mutex.
+ * A burst's gathering (hvdc__spin_until_quiet) lets go of the mutex too, waits out a burst of
+ * moves that come closer together than its quiet time, stops at its budget under a burst that
+ * never pauses, returns after the quiet time when nothing moves, and at once with no budget.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -58,8 +61,69 @@ static void test_handoff_spin(void) {
     CHECK_TRUE(atomic_load(&moved) == 8, "counter %llu, want 8", atomic_load(&moved));
 }
 
+/* A burst: the counter moved (under the mutex) every millisecond, n times, or until stop. */
+typedef struct burst {
+    int n;
+    atomic_int stop;
+} burst;
+
+static void *move_burst(void *arg) {
+    burst *b = arg;
+    for (int i = 0; (b->n < 0 || i < b->n) && !atomic_load(&b->stop); i++) {
+        struct timespec t = {0, 1000000L};
+        nanosleep(&t, NULL);
+        pthread_mutex_lock(&mutex);
+        atomic_fetch_add(&moved, 1);
+        pthread_mutex_unlock(&mutex);
+    }
+    return NULL;
+}
+
+static void test_burst_gather(void) {
+    const int64_t ms = 1000000;
+    atomic_init(&moved, 0);
+    pthread_mutex_lock(&mutex);
+    int64_t before = hvdc__now_ns();
+    hvdc__spin_until_quiet(&mutex, &moved, 50 * ms, 0);
+    CHECK_TRUE(hvdc__now_ns() - before < 50 * ms, "no budget: waited for quiet");
+    CHECK_TRUE(held_here(), "no budget: returned without the mutex");
+
+    before = hvdc__now_ns();
+    hvdc__spin_until_quiet(&mutex, &moved, 5 * ms, 10000 * ms);
+    int64_t spent = hvdc__now_ns() - before;
+    CHECK_TRUE(spent >= 5 * ms && spent < 5000 * ms, "nothing moved: returned after %lld ns, "
+               "want the quiet time (5 ms)", (long long)spent);
+    CHECK_TRUE(held_here(), "returned without the mutex after a quiet time");
+
+    /* ten moves 1 ms apart, closer than the 50 ms quiet time: the gathering outlasts them all
+     * (each move needs the mutex, so the spin must have let it go) */
+    burst ten = {10, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, move_burst, &ten);
+    hvdc__spin_until_quiet(&mutex, &moved, 50 * ms, 10000 * ms);
+    CHECK_TRUE(atomic_load(&moved) == 10, "returned mid-burst: %llu of 10 moves seen",
+               atomic_load(&moved));
+    CHECK_TRUE(held_here(), "returned without the mutex after a burst");
+    pthread_mutex_unlock(&mutex);
+    pthread_join(t, NULL);
+
+    /* a burst that never pauses: the budget ends the gathering */
+    burst endless = {-1, 0};
+    pthread_create(&t, NULL, move_burst, &endless);
+    pthread_mutex_lock(&mutex);
+    before = hvdc__now_ns();
+    hvdc__spin_until_quiet(&mutex, &moved, 50 * ms, 20 * ms);
+    spent = hvdc__now_ns() - before;
+    CHECK_TRUE(spent >= 20 * ms, "gave up after %lld ns of a 20 ms budget", (long long)spent);
+    CHECK_TRUE(held_here(), "returned without the mutex at the budget");
+    pthread_mutex_unlock(&mutex);
+    atomic_store(&endless.stop, 1);
+    pthread_join(t, NULL);
+}
+
 int main(void) {
     test_handoff_spin();
+    test_burst_gather();
     hvdc_poll_policy policy = {.spin_ns = 20000};
     atomic_init(&policy.app_waiting, 0);
 

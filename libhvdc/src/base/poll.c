@@ -38,3 +38,24 @@ int hvdc__spin_unlocked(pthread_mutex_t *mutex, const atomic_ullong *seq, int64_
     pthread_mutex_lock(mutex);
     return atomic_load_explicit(seq, memory_order_relaxed) != seen; /* counted under mutex */
 }
+
+void hvdc__spin_until_quiet(pthread_mutex_t *mutex, const atomic_ullong *seq, int64_t quiet_ns,
+                            int64_t budget_ns) {
+    if (budget_ns <= 0) return;
+    unsigned long long seen = atomic_load_explicit(seq, memory_order_relaxed);
+    pthread_mutex_unlock(mutex);
+    int64_t now = hvdc__now_ns(), until = now + budget_ns, quiet_until = now + quiet_ns;
+    for (unsigned spins = 1;; spins++) {
+        unsigned long long at = atomic_load_explicit(seq, memory_order_relaxed);
+        if (at != seen || spins % 16 == 0) { /* a clock read per 16 polls, or per change */
+            now = hvdc__now_ns();
+            if (at != seen) {
+                seen = at;
+                quiet_until = now + quiet_ns;
+            }
+            if (now >= until || now >= quiet_until) break;
+        }
+        hvdc__cpu_relax();
+    }
+    pthread_mutex_lock(mutex);
+}

@@ -24,7 +24,7 @@
  * the thread it waits for.
  *
  * defines: hvdc_poll_policy, hvdc_poll, HVDC_SPIN_NS, hvdc__poll_begin, hvdc__poll_spins,
- *          hvdc__poll_pause, hvdc__spin_unlocked, hvdc__cpu_relax
+ *          hvdc__poll_pause, hvdc__spin_unlocked, hvdc__spin_until_quiet, hvdc__cpu_relax
  * policy: written by the thread that calls hvd_init, app_waiting by application threads;
  * hvdc_poll: the waiting thread's own.
  */
@@ -75,6 +75,12 @@ void hvdc__poll_pause(hvdc_poll *poll);
  * the call, read with mutex held: 0 means the change, and its signal, are still to come, so
  * the caller may sleep on the condition variable. budget_ns <= 0: returns 0 at once. */
 int hvdc__spin_unlocked(pthread_mutex_t *mutex, const atomic_ullong *seq, int64_t budget_ns);
+
+/* A burst's gathering, with mutex held: releases mutex, spins while *seq keeps moving (it
+ * counts under mutex what another thread adds), until it has stood still for quiet_ns or
+ * budget_ns has passed, and takes mutex again. */
+void hvdc__spin_until_quiet(pthread_mutex_t *mutex, const atomic_ullong *seq, int64_t quiet_ns,
+                            int64_t budget_ns);
 
 /* One busy-wait step: the CPU's pause hint where it has one. */
 static inline void hvdc__cpu_relax(void) {

@@ -2,7 +2,8 @@
  * background.c - the background thread: the only thread that talks to the network.
  *
  * It sleeps on queue_cond while this rank has nothing in flight. Once it has, it runs rounds:
- *   1. take the ops submitted since the last round;
+ *   1. take the ops submitted since the last round (where a CPU is spare, a burst of them
+ *      is first let finish: it pauses 1 us, at most BURST_MAX_NS);
  *   2. negotiate (negotiation/exchange.c): every rank sends rank 0 its new announcements, rank 0
  *      answers every rank with the same response list (point-to-point, so rank 0 sees who has
  *      not joined yet and can report stalls while it waits);
@@ -167,6 +168,10 @@ static hvd_status between_steps(void *ctx, const char *doing) {
     return hvdc__liveness_check(s->rt->executor.liveness);
 }
 
+/* A burst of submissions is gathered until it pauses this long, for at most BURST_MAX_NS. */
+#define BURST_QUIET_NS 1000
+#define BURST_MAX_NS 50000
+
 /* How often an idle rank 0 looks for rounds other ranks have started: rare enough to cost
  * nothing, often enough for stall checks counted in seconds. */
 #define IDLE_PROBE_NS 50000000LL
@@ -201,7 +206,15 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown, hvd
             }
             continue;
         }
-        if (rt->queue_head || rt->shutdown_requested) break;
+        if (rt->queue_head || rt->shutdown_requested) {
+            /* two or more queued: a burst (a backward pass's gradients) is being submitted;
+             * where a CPU is spare, let it go on until it pauses, so the round takes it in
+             * one piece instead of cutting it into many small rounds. A lone op never waits. */
+            if (rt->queue_head != rt->queue_tail && !rt->shutdown_requested)
+                hvdc__spin_until_quiet(&rt->queue_mutex, &rt->queue_seq, BURST_QUIET_NS,
+                                       rt->poll.handoff_spin_ns > 0 ? BURST_MAX_NS : 0);
+            break;
+        }
         /* ops queued on the device need no round; only those still being negotiated do */
         size_t negotiating = s->n_in_flight - s->n_on_device;
         if (negotiating == 0 && s->n_gpu_work == 0 && !spun && rt->poll.handoff_spin_ns > 0) {

@@ -336,6 +336,7 @@ static void run_pass(int impl, int with_mpi, size_t count, const options *o, con
     hvd_reduce_op mpi_op = o->op == HVD_AVERAGE ? HVD_SUM : o->op; /* what MPI_Allreduce runs */
     long long wrong[2] = {0, 0}; /* hvd (or mpi-thread), mpi */
     int do_hvd = impl != IMPL_MPI;
+    int phased = do_hvd && impl != IMPL_MPI_THREAD; /* an hvd call: its phases are counted */
     double phases[HVDC_N_PHASES] = {0};
     uint64_t phase_ops = 0;
     with_mpi = with_mpi && (type != MPI_DATATYPE_NULL || device >= 0);
@@ -344,7 +345,7 @@ static void run_pass(int impl, int with_mpi, size_t count, const options *o, con
         /* --device gpu: results are checked in the warm-up iterations only: copying a result
          * back to the host between timed calls slowed the next call 2-4x on the H100 */
         int check = o->check && (device < 0 || timed < 0);
-        if (do_hvd && impl != IMPL_MPI_THREAD && timed == 0) /* the phases count from here */
+        if (phased && timed == 0) /* the phases count from here */
             BENCH_CHECK_HVD(hvdc__phase_breakdown(device >= 0, phases, &phase_ops));
         if (do_hvd) {
             BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
@@ -381,7 +382,7 @@ static void run_pass(int impl, int with_mpi, size_t count, const options *o, con
                                         o->dtype, mpi_op, p, size, parity);
         }
     }
-    if (do_hvd && impl != IMPL_MPI_THREAD && n > 0)
+    if (phased && n > 0)
         BENCH_CHECK_HVD(hvdc__phase_breakdown(device >= 0, phases, &phase_ops));
     BENCH_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, wrong, 2, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
     if (do_hvd) bench_max_over_ranks(t_hvd, (size_t)n, MPI_COMM_WORLD);

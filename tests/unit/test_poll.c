@@ -95,12 +95,13 @@ static void test_burst_gather(void) {
                "want the quiet time (5 ms)", (long long)spent);
     CHECK_TRUE(held_here(), "returned without the mutex after a quiet time");
 
-    /* ten moves 1 ms apart, closer than the 50 ms quiet time: the gathering outlasts them all
-     * (each move needs the mutex, so the spin must have let it go) */
+    /* ten moves 1 ms apart, far closer than the 500 ms quiet time (room for a loaded machine's
+     * scheduling): the gathering outlasts them all (each move needs the mutex, so the spin
+     * must have let it go) */
     burst ten = {10, 0};
     pthread_t t;
     pthread_create(&t, NULL, move_burst, &ten);
-    hvdc__spin_until_quiet(&mutex, &moved, 50 * ms, 10000 * ms);
+    hvdc__spin_until_quiet(&mutex, &moved, 500 * ms, 10000 * ms);
     CHECK_TRUE(atomic_load(&moved) == 10, "returned mid-burst: %llu of 10 moves seen",
                atomic_load(&moved));
     CHECK_TRUE(held_here(), "returned without the mutex after a burst");

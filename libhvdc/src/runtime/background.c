@@ -210,9 +210,10 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown, hvd
             /* two or more queued: a burst (a backward pass's gradients) is being submitted;
              * where a CPU is spare, let it go on until it pauses, so the round takes it in
              * one piece instead of cutting it into many small rounds. A lone op never waits. */
-            if (rt->queue_head != rt->queue_tail && !rt->shutdown_requested)
+            if (rt->queue_head != rt->queue_tail && !rt->shutdown_requested &&
+                rt->poll.handoff_spin_ns > 0)
                 hvdc__spin_until_quiet(&rt->queue_mutex, &rt->queue_seq, BURST_QUIET_NS,
-                                       rt->poll.handoff_spin_ns > 0 ? BURST_MAX_NS : 0);
+                                       BURST_MAX_NS);
             break;
         }
         /* ops queued on the device need no round; only those still being negotiated do */

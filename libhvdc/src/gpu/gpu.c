@@ -8,7 +8,8 @@
  * The all-reduce's order and its NCCL op come from gpu_plan.c (hvdc__gpu_reduce_plan,
  * hvdc__gpu_allreduce_sequence), driven through the hvdc_gpu_ops table below. The fusion
  * buffer grows with cudaFreeAsync/cudaMallocAsync on the same stream, so work still queued on
- * the old buffer is never disturbed.
+ * the old buffer is never disturbed (without memory pools, after the stream has drained; that
+ * wait, like every other of the background thread's, watches the other ranks).
  *
  * Background thread. Plain C against the CUDA runtime and NCCL C APIs; the kernel is in
  * kernels.cu.
@@ -24,6 +25,27 @@
 #include "gpu/cuda_check.h"
 #include "gpu/gpu_internal.h"
 #include "gpu/kernels.h"
+
+/* Waits until the stream has run all it holds, before growing frees memory it may still use.
+ * Never blindly: a collective queued earlier may wait for a rank that died, which inside a node
+ * only this thread can notice (the liveness checks) and end (aborting the communicators). A
+ * rank's death: the communicators aborted, HVD_ERR_RANK_FAILED naming it, nothing freed. */
+static hvd_status wait_stream_idle(hvdc_gpu *gpu) {
+    hvd_status st = HVD_OK;
+    hvdc_poll poll = hvdc__poll_begin(hvdc__liveness_poll_policy(gpu->liveness));
+    cudaError_t err;
+    while ((err = cudaStreamQuery(gpu->stream)) == cudaErrorNotReady) {
+        if ((st = hvdc__liveness_check(gpu->liveness)) != HVD_OK) {
+            char why[HVDC_ERROR_MAX];
+            snprintf(why, sizeof why, "%s", hvd_last_error());
+            hvdc__gpu_abort(gpu, why);
+            return hvdc__fail(st, "%s", why);
+        }
+        hvdc__poll_pause(&poll);
+    }
+    if (err != cudaSuccess) return hvdc__fail_cuda(err, "cudaStreamQuery", __FILE__, __LINE__);
+    return HVD_OK;
+}
 
 /* ---- the device actions of hvdc_gpu_ops ------------------------------------------------- */
 
@@ -56,14 +78,13 @@ static hvd_status op_fusion_buffer(void *self, size_t nbytes, void **buf) {
         grown = (grown + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1); /* whole MiB */
         if (gpu->fusion) {
             void *old = gpu->fusion;
+            if (!gpu->pools) CHECK(wait_stream_idle(gpu)); /* rare: growth only */
             gpu->fusion = NULL;
             gpu->fusion_bytes = 0;
-            if (gpu->pools) {
+            if (gpu->pools)
                 CHECK_CUDA(cudaFreeAsync(old, gpu->stream)); /* after the work queued on it */
-            } else {
-                CHECK_CUDA(cudaStreamSynchronize(gpu->stream)); /* rare: growth only */
+            else
                 CHECK_CUDA(cudaFree(old));
-            }
         }
         if (gpu->pools)
             CHECK_CUDA(cudaMallocAsync(&gpu->fusion, grown, gpu->stream));
@@ -333,7 +354,7 @@ static hvd_status host_stage(hvdc_gpu *gpu, size_t nbytes) {
     hvd_status st = HVD_OK;
     if (nbytes <= gpu->host_stage_bytes) return HVD_OK;
     if (gpu->host_stage) {
-        CHECK_CUDA(cudaStreamSynchronize(gpu->stream));
+        CHECK(wait_stream_idle(gpu));
         CHECK_CUDA(cudaFreeHost(gpu->host_stage));
         gpu->host_stage = NULL;
         gpu->host_stage_bytes = 0;

@@ -60,7 +60,9 @@ typedef struct hvdc_gpu_pending hvdc_gpu_pending; /* one queued collective's com
 
 typedef struct hvdc_gpu_config {
     MPI_Comm comm;              /* the executor's communicator; used only inside create */
-    hvdc_liveness *liveness;    /* create's waits on other ranks check it (NULL: plain waits) */
+    hvdc_liveness *liveness;    /* create's waits on other ranks check it, and so do growing
+                                   buffers' waits for the stream (NULL: plain waits); it must
+                                   outlive the backend */
     int rank, size;             /* in comm */
     int local_rank, local_size; /* in the node */
     int device;                 /* CUDA ordinal, or -1: local_rank % device count */

@@ -42,6 +42,7 @@ struct hvdc_gpu {
     size_t n_spare, cap_spare;
     int broken;              /* the communicators were aborted (asynchronous error, fatal stop) */
     atomic_int *aborted;     /* the runtime's copy of broken, for waiters on other threads */
+    hvdc_liveness *liveness; /* the executor's: waits for the stream watch the other ranks */
     char broken_msg[256];
 };
 

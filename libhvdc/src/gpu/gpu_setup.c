@@ -151,6 +151,7 @@ hvd_status hvdc__gpu_create(const hvdc_gpu_config *cfg, hvdc_gpu **out) {
         gpu->rank = cfg->rank;
         gpu->size = cfg->size;
         gpu->aborted = cfg->aborted;
+        gpu->liveness = cfg->liveness;
         gpu->local_rank = cfg->local_rank;
         gpu->local_size = cfg->local_size;
         gpu->device = -1;

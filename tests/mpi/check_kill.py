@@ -9,6 +9,7 @@
   check_kill.py MPIRUN TEST_KILL recovery --fault SITE
                                             # rank 2 runs with HVDC_TEST_FAULTS=SITE (base/
                                             # fault.h), which kills it at that point instead
+  check_kill.py ... -- ARGS...              # ARGS go to TEST_KILL too
 """
 import re
 import subprocess
@@ -16,12 +17,15 @@ import sys
 import time
 
 BOUND_S = 5.0
-mpirun, test_kill, mode = sys.argv[1:4]
-fault = sys.argv[5] if sys.argv[4:5] == ["--fault"] else None
+argv, extra = sys.argv, []
+if "--" in argv:
+    argv, extra = argv[:argv.index("--")], argv[argv.index("--") + 1:]
+mpirun, test_kill, mode = argv[1:4]
+fault = argv[5] if argv[4:5] == ["--fault"] else None
 cmd = [mpirun, "--oversubscribe", "--bind-to", "none"]
 if mode == "recovery":
     cmd.append("--enable-recovery")
-args = [test_kill, "--after-s", "1.5", "--max-s", "30"]
+args = [test_kill, "--after-s", "1.5", "--max-s", "30"] + extra
 if fault:  # MPMD: the victim alone gets the switch
     cmd += ["-np", "2"] + args + [":", "-np", "1", "-x", "HVDC_TEST_FAULTS=" + fault] + args
 else:

@@ -293,9 +293,15 @@ static void runtime_free(hvdc_runtime *rt) {
     free(rt);
 }
 
-/* The watchdog's on_death: a rank died while the background thread was inside MPI_Allreduce. */
+/* The watchdog's on_death: a rank died while the background thread was inside MPI_Allreduce.
+ * Device work queued before may wait for that rank too, and its waiters sit in CUDA waits that
+ * only aborting the NCCL communicators ends: the background thread, which would abort them, may
+ * never leave the call. It cannot leave while this runs (watchdog.h), so the backend is this
+ * thread's meanwhile. */
 static void fail_all_ops(void *ctx, const char *why) {
-    hvdc__fail_everything(ctx, HVD_ERR_RANK_FAILED, why);
+    hvdc_runtime *rt = ctx;
+    hvdc__gpu_abort(rt->executor.gpu, why); /* NULL-safe; every later device call fails */
+    hvdc__fail_everything(rt, HVD_ERR_RANK_FAILED, why);
 }
 
 /* HVD_CPU_ALLREDUCE=mpi blocks in MPI_Allreduce: the watchdog checks liveness meanwhile. */

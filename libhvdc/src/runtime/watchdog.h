@@ -6,11 +6,12 @@
  * checks, is slower there. But a blocking call never returns once a peer dies (Open MPI 4.1 under
  * --enable-recovery waits forever). So while such a call runs, a watchdog thread makes the
  * liveness checks (liveness.h) the background thread cannot, every HVDC_LIVENESS_PERIOD_S of
- * the same call. On a death it runs on_death (which fails every op of the runtime with
- * HVD_ERR_RANK_FAILED, so no caller waits forever) before the background thread can leave the
- * call; hvdc__watchdog_leave then returns 1 and the background thread must touch no op again:
- * their waiters may have freed them. It may also never leave: hvd_shutdown then does not wait
- * for it (init.c).
+ * the same call. On a death it runs on_death (which aborts the GPU backend's communicators and
+ * fails every op of the runtime with HVD_ERR_RANK_FAILED, so no caller waits forever, on the
+ * host or in a device wait) before the background thread can leave the call;
+ * hvdc__watchdog_leave then returns 1 and the background thread must touch no op again: their
+ * waiters may have freed them. It may also never leave: hvd_shutdown then does not wait for it
+ * (init.c).
  *
  *   background: enter ── MPI_Allreduce ──────────────────────────── leave: fired? 
  *   watchdog:          ... every period: same call still in? liveness check ─ death: on_death

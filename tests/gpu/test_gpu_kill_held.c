@@ -1,23 +1,31 @@
 /*
- * test_gpu_kill_growing.c - a rank dies while its peers' background threads grow the device
- * fusion buffer behind a collective that waits for it. Without memory pools (cudaMallocAsync)
- * growing must first let the stream finish what it holds; a collective queued earlier in the
- * round holds it until every rank has taken part, which a dead rank never does. The survivors
- * must fail with HVD_ERR_RANK_FAILED naming it, not wait on their stream forever.
+ * test_gpu_kill_held.c - a rank dies while its peers hold a device all-reduce it never joins,
+ * and their background threads are where no device wait of theirs can see the death. The
+ * survivors must fail with HVD_ERR_RANK_FAILED naming it, not wait forever. Two places:
  *
- * Every rank: HVDC_SIM_POOLS=0 and HVD_FUSION_THRESHOLD=0 (set here: nothing fuses, and the
- * fusion buffer starts empty), a warm-up all-reduce of a group of two small tensors (the
- * buffer: 1 MiB), then the step: a lone all-reduce "a" and a group of two 1 MiB tensors (2 MiB
- * packed: the buffer grows). The victim (the last rank) holds its "a" off the device with a
- * ready event behind a stream it never lets run, waits --after-s seconds (its peers negotiate
- * both and are growing meanwhile) and kills itself with SIGKILL. The lines are
- * tests/mpi/kill_loop.h's, judged by tests/mpi/check_kill.py.
- * Usage: test_gpu_kill_growing [--after-s T]    (one CUDA device per rank; the simulated one)
+ *   (default) growing: without memory pools (cudaMallocAsync) the fusion buffer grows only
+ *     after the stream has run what it holds, which includes the held all-reduce. Every rank
+ *     sets HVDC_SIM_POOLS=0 and HVD_FUSION_THRESHOLD=0 (nothing fuses, the buffer starts
+ *     empty), all-reduces a warm-up group of two small tensors (the buffer: 1 MiB), then a lone
+ *     "a" and a group of two 1 MiB tensors (2 MiB packed: the buffer grows). The victim waits
+ *     --after-s seconds (its peers are growing meanwhile) and kills itself with SIGKILL.
+ *   --in-mpi-allreduce: the background thread is inside a blocking MPI_Allreduce of host
+ *     memory (HVD_CPU_ALLREDUCE=mpi), where only the watchdog notices the death (its callers
+ *     must still get their answer: the device all-reduce's waiter sits in a CUDA wait that only
+ *     aborting the communicators ends). Every rank all-reduces a warm-up device tensor, then a
+ *     lone device "a" and a host "c"; the victim runs with HVDC_TEST_FAULTS=die_in_mpi_allreduce
+ *     and dies as it enters MPI_Allreduce for "c".
+ *
+ * In both the victim (the last rank) holds its "a" off the device with a ready event behind a
+ * stream it never lets run. The lines are tests/mpi/kill_loop.h's, judged by
+ * tests/mpi/check_kill.py.
+ * Usage: test_gpu_kill_held [--in-mpi-allreduce] [--after-s T]   (one simulated device per rank)
  */
 #include <cuda_runtime_api.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "mpitest.h"
@@ -62,8 +70,14 @@ static void report(int rank, hvd_status s, double after_s) {
 }
 
 int main(int argc, char **argv) {
-    setenv("HVDC_SIM_POOLS", "0", 1); /* growing then frees after waiting for the stream */
-    setenv("HVD_FUSION_THRESHOLD", "0", 1);
+    int in_mpi = 0;
+    for (int i = 1; i < argc; i++) in_mpi |= strcmp(argv[i], "--in-mpi-allreduce") == 0;
+    if (in_mpi) {
+        setenv("HVD_CPU_ALLREDUCE", "mpi", 1);
+    } else {
+        setenv("HVDC_SIM_POOLS", "0", 1); /* growing then frees after waiting for the stream */
+        setenv("HVD_FUSION_THRESHOLD", "0", 1);
+    }
     hvd_status s = hvd_init();
     if (s != HVD_OK) {
         printf("hvd_init failed: %s: %s\nFAIL\n", hvd_status_string(s), hvd_last_error());
@@ -75,7 +89,7 @@ int main(int argc, char **argv) {
     hvd_local_rank(&local);
     int victim = size - 1;
     double after_s = mt_arg_double(argc, argv, "--after-s", 1.0);
-    float *dev = NULL;
+    float *dev = NULL, host[4] = {1, 2, 3, 4};
     hvd_options o = HVD_OPTIONS_DEFAULT;
     o.device = local;
     if (cudaSetDevice(local) != cudaSuccess ||
@@ -85,10 +99,11 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (rank == 0)
-        printf("# %s: %d ranks; rank %d dies while the others grow the fusion buffer\n", argv[0],
-               size, victim);
+        printf("# %s: %d ranks; rank %d dies while the others %s\n", argv[0], size, victim,
+               in_mpi ? "are inside MPI_Allreduce" : "grow the fusion buffer");
     hvd_handle warm;
-    s = group("warm", dev, SMALL, &o, &warm);
+    s = in_mpi ? hvd_allreduce_async("warm", dev, dev, SMALL, HVD_FLOAT32, HVD_SUM, &o, &warm)
+               : group("warm", dev, SMALL, &o, &warm);
     if (s == HVD_OK) s = hvd_wait(&warm);
     if (s != HVD_OK) {
         printf("[rank %d] the warm-up failed: %s: %s\nFAIL\n", rank, hvd_status_string(s),
@@ -103,22 +118,31 @@ int main(int argc, char **argv) {
         return 1;
     }
     double start = mt_now();
-    hvd_handle a, g;
+    hvd_handle a, b;
     hvd_status sa = hvd_allreduce_async("a", dev + 2 * LARGE, dev + 2 * LARGE, SMALL,
                                         HVD_FLOAT32, HVD_SUM, &lone, &a);
-    hvd_status sg = group("g", dev, LARGE, &o, &g);
+    hvd_status sb = in_mpi ? hvd_allreduce_async("c", host, host, 4, HVD_FLOAT32, HVD_SUM, NULL, &b)
+                           : group("g", dev, LARGE, &o, &b);
     if (rank == victim) {
-        usleep((useconds_t)(after_s * 1e6));
-        printf("KILLTEST rank=%d host=? victim step=1: SIGKILL while the others grow\n", rank);
+        if (in_mpi) { /* HVDC_TEST_FAULTS=die_in_mpi_allreduce kills it inside this wait */
+            if (sb == HVD_OK) sb = hvd_wait(&b);
+            printf("[rank %d] \"c\" ended (%s) without the fault's SIGKILL: run it with "
+                   "HVDC_TEST_FAULTS=die_in_mpi_allreduce\nFAIL\n", rank, hvd_status_string(sb));
+        } else {
+            usleep((useconds_t)(after_s * 1e6));
+        }
+        printf("KILLTEST rank=%d host=? victim step=1: SIGKILL while the others %s\n", rank,
+               in_mpi ? "are inside MPI_Allreduce" : "grow");
         fflush(stdout);
         kill(getpid(), SIGKILL);
     }
-    /* the first failure, as kill_loop.c reports it */
+    /* the first failure, as kill_loop.c reports it; "a" first: its wait is the one at stake */
+    double died_at = start + (in_mpi ? 0 : after_s);
     if (sa == HVD_OK) sa = hvd_wait(&a);
-    if (sa != HVD_OK) report(rank, sa, mt_now() - start - after_s);
-    if (sg == HVD_OK) sg = hvd_wait(&g);
-    if (sa == HVD_OK && sg != HVD_OK) report(rank, sg, mt_now() - start - after_s);
-    s = sa != HVD_OK ? sa : sg;
+    if (sa != HVD_OK) report(rank, sa, mt_now() - died_at);
+    if (sb == HVD_OK) sb = hvd_wait(&b);
+    if (sa == HVD_OK && sb != HVD_OK) report(rank, sb, mt_now() - died_at);
+    s = sa != HVD_OK ? sa : sb;
     if (s == HVD_OK)
         printf("[rank %d] both all-reduces succeeded although rank %d never took part\nFAIL\n",
                rank, victim);

@@ -1,5 +1,5 @@
 /*
- * gpu_test.c - the device tests' start, end and buffers (see gpu_test.h).
+ * gpu_test.c - the device tests' start, end, buffers and held streams (see gpu_test.h).
  * The test's main thread.
  */
 #include "gpu_test.h"
@@ -8,6 +8,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 int gt_start(int *argc, char ***argv, mt_ctx *t, int *local_rank, int min_size) {
     int provided = 0, rank = 0, size = 1, devices = 0, local_size = 1;
@@ -63,4 +64,13 @@ void *gt_alloc(size_t nbytes) {
         exit(1);
     }
     return p;
+}
+
+static void hold_forever(void *arg) {
+    (void)arg;
+    for (;;) pause();
+}
+
+int gt_hold_stream(void *stream) {
+    return cudaLaunchHostFunc((cudaStream_t)stream, hold_forever, NULL) == cudaSuccess ? 0 : -1;
 }

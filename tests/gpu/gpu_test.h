@@ -2,8 +2,8 @@
  * gpu_test.h - what the device tests share (test_gpu_collectives.c, test_gpu_ranks.c,
  * test_gpu_optimizer.c), built against CUDA for a GPU and against tests/gpu/sim for the
  * simulated device: a start at which every rank decides together to run or to skip, the
- * matching end, and device buffers.
- * defines: GT_SKIP, gt_start, gt_finish, gt_alloc
+ * matching end, device buffers, and a stream held for good (the rank-killed tests).
+ * defines: GT_SKIP, gt_start, gt_finish, gt_alloc, gt_hold_stream
  * The test's main thread.
  */
 #ifndef HVDC_GPU_TEST_H
@@ -26,5 +26,11 @@ int gt_finish(mt_ctx *t);
 
 /* cudaMalloc of nbytes (1 for 0), or the process exits with a message (tests may). */
 void *gt_alloc(size_t nbytes);
+
+/* Queues on stream (a cudaStream_t) a host function that never returns: the stream runs
+ * nothing after it until the process dies, so a ready event recorded there never fires and
+ * this rank's part of a collective waiting on it never reaches the device. @return 0, or -1
+ * when CUDA refused. */
+int gt_hold_stream(void *stream);
 
 #endif

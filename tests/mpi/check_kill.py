@@ -10,6 +10,8 @@
                                             # rank 2 runs with HVDC_TEST_FAULTS=SITE (base/
                                             # fault.h), which kills it at that point instead
   check_kill.py ... -- ARGS...              # ARGS go to TEST_KILL too
+In recovery mode a survivor's "wrong all-reduce result" or "FAIL" line fails the check too;
+in both a sanitizer's report (the job's exit status cannot tell: a rank was killed).
 """
 import re
 import subprocess
@@ -58,10 +60,16 @@ if mode == "recovery":
         if fault == "die_in_mpi_allreduce" and not re.search(
                 rf"warning rank {rank}\] the background thread is still inside MPI_Allreduce", run.stdout):
             failures.append(f"rank {rank}: no sign of its background thread inside MPI_Allreduce")
+    # a survivor's own verdict: a wrong result, or a check of the test's that failed
+    if re.search(r"wrong all-reduce result|^FAIL$", run.stdout, re.M):
+        failures.append("a survivor saw a wrong result or failed a check (its lines above)")
 else:
     if run.returncode == 0:
         failures.append("the job exited 0 although a rank was killed")
     print(f"job ended with status {run.returncode} after {elapsed:.1f} s")
+# under tests/sanitizers.sh: the job's status is the dead rank's, so read the reports
+if re.search(r"ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:", run.stdout):
+    failures.append("a sanitizer reported an error (its report above)")
 for f in failures:
     print("FAIL:", f)
 print("PASS" if not failures else "FAIL")

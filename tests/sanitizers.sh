@@ -41,7 +41,9 @@ TSAN_TESTS=('threads np=2' 'threads np=4' 'shutdown inflight np=2' 'shutdown ear
             'gpu sim ranks np=3' 'gpu sim optimizer np=3' 'gpu sim refused np=2'
             'gpu sim rank killed np=3 mpirun recovery'
             'gpu sim rank killed while growing np=3 mpirun recovery'
-            'gpu sim rank killed in MPI_Allreduce np=3 mpirun recovery')
+            'gpu sim rank killed in MPI_Allreduce np=3 mpirun recovery'
+            'gpu sim rank killed during a checkpoint np=3 mpirun recovery'
+            'gpu sim rank killed during an elastic commit np=3 mpirun recovery')
 # several threads inside MPI at once (the background thread in MPI_Allreduce and the watchdog
 # probing beside it; the runtimes of process sets, below): with tsan_process_sets.supp as well
 # (its header says why)

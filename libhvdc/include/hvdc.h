@@ -381,8 +381,10 @@ HVD_API hvd_status hvd_wait(hvd_handle *handle);
  * sees the results (as Horovod's async completion and PyTorch's work.wait() on NCCL do), and
  * the operation's name is free when it returns, as after hvd_wait. A
  * failure on the device after that point (an NCCL error, a rank lost mid-collective) cannot be
- * returned here: it fails every later device operation, with its reason. For host memory it
- * is hvd_wait.
+ * returned here: it fails every later device operation, with its reason. The results are then
+ * partial sums, and the stream's later work reads them (as with PyTorch's work.wait());
+ * hvd_checkpoint_save and hvd_elastic_commit refuse to write after such a failure (HVD_ERR_NCCL).
+ * For host memory it is hvd_wait.
  * @return HVD_OK once the stream waits (or the operation's status, if it failed before it was
  *         queued); HVD_ERR_CUDA when the stream cannot wait (not a valid stream: the handle
  *         stays live, for hvd_wait); HVD_ERR_INVALID_ARG for a handle that is not live. */
@@ -732,8 +734,10 @@ typedef struct hvd_checkpoint_info {
  * memory there and waits for that copy (so does hvd_elastic_commit; the step never waits).
  * @return HVD_OK on every rank; HVD_ERR_INVALID_ARG (NULL, mid-step, path unusable: the
  *         message names the file and the system error; the previous file is untouched);
- *         HVD_ERR_NO_MEMORY; HVD_ERR_CUDA (a device copy failed; nothing was written); a
- *         collective's status. Blocks. */
+ *         HVD_ERR_NO_MEMORY; HVD_ERR_CUDA (a device copy failed; nothing was written);
+ *         HVD_ERR_NCCL when device parameters were copied after the GPU communicators were
+ *         aborted (a rank died in the step's all-reduce, or NCCL failed): they may hold its
+ *         partial sums, so nothing was written; a collective's status. Blocks. */
 HVD_API hvd_status hvd_checkpoint_save(const char *path, const hvd_optimizer *opt,
                                        const hvd_sampler *sampler,
                                        const hvd_checkpoint_info *info);
@@ -863,6 +867,9 @@ HVD_API hvd_status hvd_elastic_get_blob(const hvd_elastic *st, const char *name,
  * @return HVD_OK on every rank; HVD_ERR_INVALID_ARG (NULL state, mid-step, a directory rank 0
  *         cannot write: the message names the file and the system error; the previous commit
  *         is untouched); HVD_ERR_MISMATCH when ranks registered different state;
+ *         HVD_ERR_NCCL when this process's GPU communicators were aborted (a rank died or
+ *         NCCL failed): device values may then hold an aborted all-reduce's partial sums, so
+ *         nothing is written, also of blobs, which may hold them (hvdc.torch's state_dict);
  *         HVD_ERR_NO_MEMORY; a collective's status. Blocks. */
 HVD_API hvd_status hvd_elastic_commit(hvd_elastic *st, int *stop);
 

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/device_abort.h"
 #include "gpu/cuda_check.h"
 #include "gpu/gpu_internal.h"
 
@@ -92,7 +93,9 @@ static void mark_broken(hvdc_gpu *gpu, const char *why) {
     if (gpu->broken) return;
     snprintf(gpu->broken_msg, sizeof gpu->broken_msg, "%s", why);
     gpu->broken = 1;
-    /* before the abort: a waiter whose event fires because its kernels were aborted sees it */
+    /* before the abort: a waiter whose event fires because its kernels were aborted sees it,
+     * and so does a save of what a stream computed from them (base/device_abort.h) */
+    hvdc__device_abort_note(why);
     if (gpu->aborted) atomic_store(gpu->aborted, 1);
     ncclComm_t comms[3] = {gpu->comm, gpu->local_comm, gpu->cross_comm};
     for (int i = 0; i < 3; i++)

@@ -17,6 +17,7 @@
 
 #include "base/affinity.h"
 #include "base/clock.h"
+#include "base/device_abort.h"
 #include "base/fault.h"
 #include "base/log.h"
 #include "base/nodes.h"
@@ -411,6 +412,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     if (hvdc__runtime) return hvdc__fail(HVD_ERR_ALREADY_INITIALIZED, "hvd_init was already called; call hvd_shutdown first");
     hvdc_runtime *rt = runtime_alloc();
     if (!rt) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory starting libhvdc");
+    hvdc__device_abort_reset(); /* a new start's device results owe nothing to an old abort */
 
     /* a malformed setting is reported once every rank can hear about it */
     char parse_message[HVDC_ERROR_MAX] = "";

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/device_abort.h"
 #include "base/dtype.h"
 #include "base/hash.h"
 #include "base/status.h"
@@ -197,6 +198,8 @@ hvd_status hvd_elastic_commit(hvd_elastic *st, int *stop) {
         size_t nbytes = 0;
         path_in(path, sizeof path, st, COMMIT_FILE);
         mine = encode(st, o.sequence, &buf, &nbytes);
+        /* the blobs too may hold device data (hvdc.torch's state_dict) */
+        if (mine == HVD_OK) mine = hvdc__device_results_trusted(fn);
         if (mine == HVD_OK) mine = hvdc__write_file_atomically(fn, path, buf, nbytes);
         free(buf);
         // A stop request is taken only by a caller that can act on it, and only once the

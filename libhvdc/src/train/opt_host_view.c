@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include "base/device_abort.h"
 #include "base/status.h"
 #include "train/optim_gpu.h"
 #include "train/optimizer.h"
@@ -33,6 +34,7 @@ static hvd_status copy_param(const hvd_optimizer *opt, const hvdc__opt_param *q,
 hvd_status hvdc__opt_view_open(const char *fn, const hvd_optimizer *opt, int fetch,
                                hvdc__opt_host_view *view) {
     hvd_status st = HVD_OK;
+    int fetched = 0;
     *view = (hvdc__opt_host_view){.n = opt->n};
     view->data = calloc((size_t)opt->n, sizeof *view->data);
     view->state = calloc((size_t)opt->n, sizeof *view->state);
@@ -64,7 +66,11 @@ hvd_status hvdc__opt_view_open(const char *fn, const hvd_optimizer *opt, int fet
                             q->name, hvd_last_error());
             goto fail;
         }
+        fetched = 1;
     }
+    /* the copies waited for the updates, which waited for the all-reduces: aborted ones
+     * (a rank died in them) end early, and the values copied are then not the step's */
+    if (fetched && (st = hvdc__device_results_trusted(fn)) != HVD_OK) goto fail;
     return HVD_OK;
 fail:
     hvdc__opt_view_close(opt, view);

@@ -27,8 +27,10 @@ typedef struct hvdc__opt_host_view {
 } hvdc__opt_host_view;
 
 /* Makes view for opt. fetch: device parameters' values and state are copied in now (else the
- * copies are left uninitialized, to be written and stored). On failure view holds nothing.
- * @return HVD_OK; HVD_ERR_NO_MEMORY or HVD_ERR_CUDA, naming fn. */
+ * copies are left uninitialized, to be written and stored), and refused if the GPU
+ * communicators were aborted (base/device_abort.h: the values may hold an aborted all-reduce's
+ * partial sums). On failure view holds nothing.
+ * @return HVD_OK; HVD_ERR_NO_MEMORY, HVD_ERR_CUDA or HVD_ERR_NCCL, naming fn. */
 hvd_status hvdc__opt_view_open(const char *fn, const hvd_optimizer *opt, int fetch,
                                hvdc__opt_host_view *view);
 

@@ -737,7 +737,8 @@ typedef struct hvd_checkpoint_info {
  *         HVD_ERR_NO_MEMORY; HVD_ERR_CUDA (a device copy failed; nothing was written);
  *         HVD_ERR_NCCL when device parameters were copied after the GPU communicators were
  *         aborted (a rank died in the step's all-reduce, or NCCL failed): they may hold its
- *         partial sums, so nothing was written; a collective's status. Blocks. */
+ *         partial sums, so nothing was written; a collective's status (rank 0's message
+ *         then also says why it wrote nothing, if it did not). Blocks. */
 HVD_API hvd_status hvd_checkpoint_save(const char *path, const hvd_optimizer *opt,
                                        const hvd_sampler *sampler,
                                        const hvd_checkpoint_info *info);

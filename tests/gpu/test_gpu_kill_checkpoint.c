@@ -170,6 +170,11 @@ int main(int argc, char **argv) {
     } else {
         printf("KILLTEST rank=%d host=? failed step=1 status=\"%s\" after_s=%.2f message=\"%s\"\n",
                m.rank, hvd_status_string(s), mt_now() - died_at, hvd_last_error());
+        /* the writer says it wrote nothing, not only that a rank died */
+        if (m.rank == 0 && !elastic && !strstr(hvd_last_error(), "nothing written")) {
+            printf("[rank 0] the failed save does not say that nothing was written\nFAIL\n");
+            failed = 1;
+        }
     }
     if (m.rank == 0) {
         size_t len = 0;

@@ -37,6 +37,9 @@ static hvd_status share_outcome(hvd_status mine, int rank) {
     outcome o = {.status = (int32_t)mine};
     if (mine != HVD_OK) snprintf(o.message, sizeof o.message, "%s", hvd_last_error());
     hvd_status st = hvd_broadcast("hvd.checkpoint.outcome", &o, sizeof o, HVD_UINT8, 0);
+    /* rank 0 also says why it wrote nothing (the file is as it was) */
+    if (st != HVD_OK && rank == 0 && mine != HVD_OK)
+        return hvdc__fail(st, "%s (%s)", hvd_last_error(), o.message);
     if (st != HVD_OK) return st;
     if (o.status == HVD_OK) return HVD_OK;
     if (rank == 0) return hvdc__fail((hvd_status)o.status, "%s", o.message);

@@ -26,6 +26,10 @@
  * it to stderr once) replays its delays. HVDC_SIM_DELAY_US=0 measures host code alone.
  * HVDC_SIM_DEVICES (default 8) devices are visible, HVDC_SIM_SMS (default 4) multiprocessors
  * each; HVDC_SIM_POOLS=0 says the device has no stream-ordered allocator (cudaMallocAsync).
+ * HVDC_SIM_NCCL_ERROR=RANK:N makes the Nth NCCL launch of world rank RANK (a launch: one
+ * collective, or one group's on a stream) fail as a broken connection does: it sends nothing,
+ * ncclCommGetAsyncError reports ncclRemoteError, and it never ends until the communicator is
+ * aborted; its peers wait for its part without end.
  *
  * Not simulated: kernels other than libhvdc's own (no cuBLAS, cuDNN, the examples' layers),
  * device memory the host cannot touch, timing, several processes on one device, sticky errors.
@@ -54,6 +58,8 @@ typedef struct sim_settings {
     int sms;               /* HVDC_SIM_SMS */
     int pools;             /* HVDC_SIM_POOLS */
     int rank;              /* the launcher's rank of this process (0 without one) */
+    long nccl_error_at;    /* HVDC_SIM_NCCL_ERROR=RANK:N on this rank: its Nth NCCL launch
+                              fails asynchronously (sim_nccl.c); 0: none */
 } sim_settings;
 
 /* The settings, read from the environment once (and the seed printed once). */

@@ -46,6 +46,17 @@ static void read_settings(void) {
     settings.pools = (int)env_long("HVDC_SIM_POOLS", 1, 0, 1);
     const char *rank = getenv("OMPI_COMM_WORLD_RANK");
     settings.rank = rank ? atoi(rank) : 0;
+    const char *nccl_error = getenv("HVDC_SIM_NCCL_ERROR");
+    if (nccl_error && *nccl_error) {
+        int at_rank = -1;
+        long nth = 0;
+        char end = 0;
+        if (sscanf(nccl_error, "%d:%ld%c", &at_rank, &nth, &end) != 2 || at_rank < 0 || nth < 1)
+            fprintf(stderr, "[sim] HVDC_SIM_NCCL_ERROR=%s is not RANK:N (N >= 1); no error "
+                    "injected\n", nccl_error);
+        else if (at_rank == settings.rank)
+            settings.nccl_error_at = nth;
+    }
     /* once per process, so a failing test's log holds what replays it */
     fprintf(stderr, "[sim rank %d pid %d] simulated device: HVDC_SIM_SEED=%llu "
             "HVDC_SIM_DELAY_US=%u HVDC_SIM_DEVICES=%d\n", settings.rank, (int)getpid(),

@@ -22,6 +22,8 @@
  * step rounded to the dtype; ncclAvg is that sum divided by the ranks. As NCCL does on one node, a collective whose peer never comes
  * waits without end (no timeout, no asynchronous error): only ncclCommAbort ends it. An
  * aborted collective leaves its outputs as they were and its buffers to MPI (kept reachable).
+ * HVDC_SIM_NCCL_ERROR (sim.h) fails one launch as a broken connection would: an asynchronous
+ * ncclRemoteError, and a launch that sends nothing and waits for the abort.
  * Any thread (the collectives run on the streams' threads).
  */
 #include <mpi.h>
@@ -86,6 +88,7 @@ static _Thread_local struct {
     size_t n, cap;
 } group;
 static atomic_uint serials;
+static atomic_long launches; /* run so far in this process: HVDC_SIM_NCCL_ERROR counts them */
 
 /* Buffers of aborted collectives, which MPI may still write: kept reachable, never freed. */
 static pthread_mutex_t abandoned_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -376,12 +379,28 @@ static void keep_abandoned(coll *ops) {
     pthread_mutex_unlock(&abandoned_mu);
 }
 
+/* HVDC_SIM_NCCL_ERROR's launch: reports the error on its communicators as NCCL's proxy
+ * would, sends nothing, and stays on the stream until a communicator is aborted. */
+static void break_connection(const launch *l) {
+    fprintf(stderr, "[sim rank %d] HVDC_SIM_NCCL_ERROR: NCCL launch %ld fails with an "
+            "asynchronous ncclRemoteError\n", sim_config()->rank, sim_config()->nccl_error_at);
+    for (size_t i = 0; i < l->n; i++)
+        atomic_store(&l->ops[i].comm->async_error, ncclRemoteError);
+    while (!any_aborted(l)) {
+        struct timespec t = {0, MAX_PAUSE_NS};
+        nanosleep(&t, NULL);
+    }
+}
+
 static void run_launch(void *args) {
     launch l;
     memcpy(&l, args, sizeof l);
     MPI_Request *requests = calloc(l.n, sizeof *requests);
     int mpi_error = MPI_SUCCESS, posted = 0, ok = 0;
-    if (requests && !any_aborted(&l)) {
+    long failing = sim_config()->nccl_error_at;
+    if (failing > 0 && atomic_fetch_add(&launches, 1) + 1 == failing) {
+        break_connection(&l);
+    } else if (requests && !any_aborted(&l)) {
         for (; posted < (int)l.n; posted++) {
             l.ops[posted].request = MPI_REQUEST_NULL;
             if ((mpi_error = post(&l.ops[posted])) != MPI_SUCCESS) break;

@@ -25,9 +25,10 @@ passed=0 failed=0
 # np <= 3; plus a 4 000-operation soak at np = 4 (the full one takes ~130 s under TSan). The
 # rest of the suite repeats the same threading with more data, which only makes TSan slower.
 # The GPU backend on the simulated device (tests/gpu/sim): its collectives at np 1-4 (the
-# --quick variants), rank logic, the optimizer's device path, a refusal and a dead rank. Their
-# stream threads call MPI beside the background thread, but out of TSan's sight
-# (tests/gpu/sim/sim_unseen.c says why), so they need no Open MPI race suppressed.
+# --quick variants), rank logic, the optimizer's device path, a refusal, a dead rank and an
+# asynchronous NCCL error. Their stream threads call MPI beside the background thread, but out
+# of TSan's sight (tests/gpu/sim/sim_unseen.c says why), so they need no Open MPI race
+# suppressed.
 TSAN_TESTS=('threads np=2' 'threads np=4' 'shutdown inflight np=2' 'shutdown early np=2'
             'shutdown early np=3' 'order np=2' 'order np=3' 'order np=3 app-initialized MPI'
             'collectives np=2' 'mismatch np=2' 'stall np=3 idle withholder'
@@ -43,7 +44,10 @@ TSAN_TESTS=('threads np=2' 'threads np=4' 'shutdown inflight np=2' 'shutdown ear
             'gpu sim rank killed while growing np=3 mpirun recovery'
             'gpu sim rank killed in MPI_Allreduce np=3 mpirun recovery'
             'gpu sim rank killed during a checkpoint np=3 mpirun recovery'
-            'gpu sim rank killed during an elastic commit np=3 mpirun recovery')
+            'gpu sim rank killed during an elastic commit np=3 mpirun recovery'
+            'gpu sim asynchronous NCCL error np=3 hvd_wait'
+            'gpu sim asynchronous NCCL error np=3 hvd_poll'
+            'gpu sim asynchronous NCCL error np=3 hvd_wait_on_stream')
 # several threads inside MPI at once (the background thread in MPI_Allreduce and the watchdog
 # probing beside it; the runtimes of process sets, below): with tsan_process_sets.supp as well
 # (its header says why)

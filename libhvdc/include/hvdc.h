@@ -381,7 +381,8 @@ HVD_API hvd_status hvd_wait(hvd_handle *handle);
  * sees the results (as Horovod's async completion and PyTorch's work.wait() on NCCL do), and
  * the operation's name is free when it returns, as after hvd_wait. A
  * failure on the device after that point (an NCCL error, a rank lost mid-collective) cannot be
- * returned here: it fails every later device operation, with its reason. The results are then
+ * returned here: it stops libhvdc on every rank, so every later operation fails, with its
+ * reason (HVD_ERR_NCCL where NCCL failed, HVD_ERR_RANK_FAILED on the others). The results are then
  * partial sums, and the stream's later work reads them (as with PyTorch's work.wait());
  * hvd_checkpoint_save and hvd_elastic_commit refuse to write after such a failure (HVD_ERR_NCCL).
  * For host memory it is hvd_wait.

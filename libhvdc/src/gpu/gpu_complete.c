@@ -114,9 +114,11 @@ void hvdc__gpu_abort(hvdc_gpu *gpu, const char *why) {
 /* After an asynchronous NCCL error. */
 static hvd_status async_error(hvdc_gpu *gpu, ncclComm_t comm, ncclResult_t err) {
     char message[256];
-    snprintf(message, sizeof message, "NCCL reported an asynchronous error on rank %d: %s (%s); "
+    const char *detail = ncclGetLastError(comm); /* often empty */
+    int has_detail = detail && *detail;
+    snprintf(message, sizeof message, "NCCL reported an asynchronous error on rank %d: %s%s%s%s; "
              "the GPU communicator was aborted", gpu->rank, ncclGetErrorString(err),
-             ncclGetLastError(comm));
+             has_detail ? " (" : "", has_detail ? detail : "", has_detail ? ")" : "");
     mark_broken(gpu, message);
     return hvdc__fail(HVD_ERR_NCCL, "%s", gpu->broken_msg);
 }

@@ -97,8 +97,16 @@ static hvd_status keep_gpu_work(round_state *s, hvdc_gpu_pending *pending, hvdc_
 /* Completes the device work that has finished (with an error, all of it once the backend is
  * aborted). stop: the status the runtime stops with (HVD_OK: it does not), for which the
  * backend was aborted: work that fails now fails with it and why rather than with the abort's
- * HVD_ERR_NCCL, so a rank's death reads as one everywhere. Never blocks. */
-static void finish_gpu_work(round_state *s, hvd_status stop, const char *why) {
+ * HVD_ERR_NCCL, so a rank's death reads as one everywhere. Never blocks.
+ * @return HVD_OK; or, when stop was HVD_OK, the error of the first work that failed (message
+ * recorded; later failed work fails with it too), which the runtime must stop with and tell
+ * the others: an asynchronous NCCL error aborted this rank's communicators, its peers may
+ * wait inside that collective for its part, and every later device response would fail on
+ * this rank alone (as after a host collective that failed midway). A failure that a death
+ * caused is reported as the death, when liveness sees it already. */
+static hvd_status finish_gpu_work(round_state *s, hvd_status stop, const char *why) {
+    char own[HVDC_ERROR_MAX];
+    hvd_status failed = HVD_OK;
     atomic_store(&s->rt->device_done, 0);
     s->device_polled = hvdc__now_seconds();
     for (size_t i = 0; i < s->n_gpu_work;) {
@@ -110,8 +118,16 @@ static void finish_gpu_work(round_state *s, hvd_status stop, const char *why) {
             i++;
             continue;
         }
-        if (st != HVD_OK && stop != HVD_OK) hvdc__complete_ops(s->rt, w->ops, w->n, stop, why);
-        else hvdc__complete_ops(s->rt, w->ops, w->n, st, hvd_last_error());
+        if (st != HVD_OK && stop == HVD_OK) {
+            failed = stop = st;
+            snprintf(own, sizeof own, "%s", hvd_last_error());
+            if (hvdc__liveness_check(s->rt->executor.liveness) != HVD_OK) {
+                failed = stop = HVD_ERR_RANK_FAILED;
+                snprintf(own, sizeof own, "%s", hvd_last_error());
+            }
+            why = own;
+        }
+        hvdc__complete_ops(s->rt, w->ops, w->n, st == HVD_OK ? HVD_OK : stop, why);
         hvdc__drop_device_hold(s->rt, w->ops, w->n); /* before the event goes back to the pool */
         s->n_in_flight -= w->n;
         s->n_on_device -= w->n;
@@ -119,6 +135,7 @@ static void finish_gpu_work(round_state *s, hvd_status stop, const char *why) {
         free(w->ops);
         *w = s->gpu_work[--s->n_gpu_work];
     }
+    return failed == HVD_OK ? HVD_OK : hvdc__fail(failed, "%s", own);
 }
 
 /* Whether device work is in flight and due a look: the backend woke us, or DEVICE_POLL_S
@@ -129,22 +146,24 @@ static int gpu_work_due(const round_state *s) {
 }
 
 /* finish_gpu_work when it is due. */
-static void finish_gpu_work_due(round_state *s) {
-    if (gpu_work_due(s)) finish_gpu_work(s, HVD_OK, NULL);
+static hvd_status finish_gpu_work_due(round_state *s) {
+    return gpu_work_due(s) ? finish_gpu_work(s, HVD_OK, NULL) : HVD_OK;
 }
 
 /* Before the thread exits: completes every device work item. stop != HVD_OK (a fatal stop):
  * aborts the NCCL communicators first, so nothing waits on the device (the items fail with stop
  * and why). Else the queued work finishes: the thread sleeps until the backend wakes it,
  * looking for asynchronous errors and dead ranks every DEVICE_POLL_S (a dead rank aborts too,
- * so this never hangs). */
-static void drain_gpu_work(round_state *s, hvd_status stop, const char *why) {
+ * so this never hangs). @return HVD_OK; or, with stop HVD_OK, finish_gpu_work's failure at
+ * once (the caller stops with it, which drains the rest). */
+static hvd_status drain_gpu_work(round_state *s, hvd_status stop, const char *why) {
     hvdc_runtime *rt = s->rt;
     char dead[HVDC_ERROR_MAX];
     if (stop != HVD_OK && s->n_gpu_work > 0) hvdc__gpu_abort(rt->executor.gpu, why);
     for (;;) {
-        finish_gpu_work(s, stop, why);
-        if (s->n_gpu_work == 0) return;
+        hvd_status failed = finish_gpu_work(s, stop, why);
+        if (failed != HVD_OK) return failed;
+        if (s->n_gpu_work == 0) return HVD_OK;
         if (hvdc__liveness_check(rt->executor.liveness) != HVD_OK) {
             snprintf(dead, sizeof dead, "%s", hvd_last_error());
             stop = HVD_ERR_RANK_FAILED;
@@ -164,8 +183,8 @@ static void drain_gpu_work(round_state *s, hvd_status stop, const char *why) {
 static hvd_status between_steps(void *ctx, const char *doing) {
     round_state *s = ctx;
     serve_dump(s, doing);
-    finish_gpu_work_due(s);
-    return hvdc__liveness_check(s->rt->executor.liveness);
+    hvd_status st = finish_gpu_work_due(s);
+    return st != HVD_OK ? st : hvdc__liveness_check(s->rt->executor.liveness);
 }
 
 /* A burst of submissions is gathered until it pauses this long, for at most BURST_MAX_NS. */
@@ -179,7 +198,8 @@ static hvd_status between_steps(void *ctx, const char *doing) {
 /* Waits until there is a reason to run a round; returns the ops submitted meanwhile. *dead:
  * HVD_ERR_RANK_FAILED (message recorded) when a rank died while this one had device work in
  * flight and nothing to negotiate (NCCL on one node never notices a dead peer: its collective
- * would wait forever); nothing is taken from the queue then. */
+ * would wait forever), or the error of device work that failed (finish_gpu_work); nothing is
+ * taken from the queue then. */
 static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown, hvd_status *dead) {
     hvdc_runtime *rt = s->rt;
     struct timespec deadline = hvdc__deadline_in(s->cycle_ms * 1e-3);
@@ -196,9 +216,11 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown, hvd
         }
         if (gpu_work_due(s)) {
             pthread_mutex_unlock(&rt->queue_mutex);
-            finish_gpu_work(s, HVD_OK, NULL); /* device work finished: complete it now, no round needed */
+            /* device work finished: complete it now, no round needed */
+            *dead = finish_gpu_work(s, HVD_OK, NULL);
             /* still in flight: a peer that died inside the collective keeps it there */
-            *dead = s->n_gpu_work > 0 ? hvdc__liveness_check(rt->executor.liveness) : HVD_OK;
+            if (*dead == HVD_OK && s->n_gpu_work > 0)
+                *dead = hvdc__liveness_check(rt->executor.liveness);
             pthread_mutex_lock(&rt->queue_mutex);
             if (*dead != HVD_OK) {
                 pthread_mutex_unlock(&rt->queue_mutex);
@@ -531,7 +553,8 @@ void *hvdc__background_main(void *arg) {
         if (st != HVD_OK) goto fail;
         if (stop_now) break;
     }
-    drain_gpu_work(&s, HVD_OK, NULL); /* device work already queued finishes; only the rest fails */
+    /* device work already queued finishes; only the rest fails */
+    if ((st = drain_gpu_work(&s, HVD_OK, NULL)) != HVD_OK) goto fail;
     hvdc__fail_everything(rt, HVD_ERR_SHUTDOWN,
                     "libhvdc was shut down (hvd_shutdown on this or another rank) before this "
                     "operation completed");

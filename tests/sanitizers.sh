@@ -45,11 +45,13 @@ TSAN_TESTS=('threads np=2' 'threads np=4' 'shutdown inflight np=2' 'shutdown ear
             'gpu sim rank killed np=3 mpirun recovery'
             'gpu sim rank killed while growing np=3 mpirun recovery'
             'gpu sim rank killed in MPI_Allreduce np=3 mpirun recovery'
+            'gpu sim rank killed during hvd_shutdown np=3 mpirun recovery'
             'gpu sim rank killed during a checkpoint np=3 mpirun recovery'
             'gpu sim rank killed during an elastic commit np=3 mpirun recovery'
             'gpu sim asynchronous NCCL error np=3 hvd_wait'
             'gpu sim asynchronous NCCL error np=3 hvd_poll'
-            'gpu sim asynchronous NCCL error np=3 hvd_wait_on_stream')
+            'gpu sim asynchronous NCCL error np=3 hvd_wait_on_stream'
+            'gpu sim asynchronous NCCL error np=3 hvd_shutdown')
 # several threads inside MPI at once (the background thread in MPI_Allreduce and the watchdog
 # probing beside it; the runtimes of process sets, below): with tsan_process_sets.supp as well
 # (its header says why)

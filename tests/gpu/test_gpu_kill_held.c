@@ -15,11 +15,16 @@
  *     aborting the communicators ends). Every rank all-reduces a warm-up device tensor, then a
  *     lone device "a" and a host "c"; the victim runs with HVDC_TEST_FAULTS=die_in_mpi_allreduce
  *     and dies as it enters MPI_Allreduce for "c".
+ *   --in-shutdown: the others call hvd_shutdown with "a" in flight, whose drain waits for the
+ *     device work queued; the victim waits --after-s seconds and kills itself with SIGKILL.
+ *     hvd_shutdown must return HVD_ERR_RANK_FAILED naming it (it returned HVD_OK, and went on
+ *     to finalize MPI, which waits for every rank).
  *
  * In both the victim (the last rank) holds its "a" off the device with a ready event behind a
  * stream it never lets run. The lines are tests/mpi/kill_loop.h's, judged by
  * tests/mpi/check_kill.py.
- * Usage: test_gpu_kill_held [--in-mpi-allreduce] [--after-s T]   (one simulated device per rank)
+ * Usage: test_gpu_kill_held [--in-mpi-allreduce | --in-shutdown] [--after-s T]
+ *        (one simulated device per rank)
  */
 #include <cuda_runtime_api.h>
 #include <signal.h>
@@ -64,11 +69,14 @@ static void report(int rank, hvd_status s, double after_s) {
 }
 
 int main(int argc, char **argv) {
-    int in_mpi = 0;
-    for (int i = 1; i < argc; i++) in_mpi |= strcmp(argv[i], "--in-mpi-allreduce") == 0;
+    int in_mpi = 0, in_shutdown = 0;
+    for (int i = 1; i < argc; i++) {
+        in_mpi |= strcmp(argv[i], "--in-mpi-allreduce") == 0;
+        in_shutdown |= strcmp(argv[i], "--in-shutdown") == 0;
+    }
     if (in_mpi) {
         setenv("HVD_CPU_ALLREDUCE", "mpi", 1);
-    } else {
+    } else if (!in_shutdown) {
         setenv("HVDC_SIM_POOLS", "0", 1); /* growing then frees after waiting for the stream */
         setenv("HVD_FUSION_THRESHOLD", "0", 1);
     }
@@ -94,7 +102,7 @@ int main(int argc, char **argv) {
     }
     if (rank == 0)
         printf("# %s: %d ranks; rank %d dies while the others %s\n", argv[0], size, victim,
-               in_mpi ? "are inside MPI_Allreduce" : "grow the fusion buffer");
+               in_mpi ? "are inside MPI_Allreduce" : in_shutdown ? "shut down" : "grow the fusion buffer");
     hvd_handle warm;
     s = in_mpi ? hvd_allreduce_async("warm", dev, dev, SMALL, HVD_FLOAT32, HVD_SUM, &o, &warm)
                : group("warm", dev, SMALL, &o, &warm);
@@ -115,8 +123,18 @@ int main(int argc, char **argv) {
     hvd_handle a, b;
     hvd_status sa = hvd_allreduce_async("a", dev + 2 * LARGE, dev + 2 * LARGE, SMALL,
                                         HVD_FLOAT32, HVD_SUM, &lone, &a);
+    if (in_shutdown && rank != victim) {
+        /* "a" left to hvd_shutdown's drain, which the death must end */
+        hvd_status down = sa == HVD_OK ? hvd_shutdown() : sa;
+        report(rank, down, mt_now() - (start + after_s));
+        if (down == HVD_OK)
+            printf("[rank %d] hvd_shutdown returned HVD_OK although rank %d died with \"a\" in "
+                   "flight\nFAIL\n", rank, victim);
+        fflush(stdout);
+        return down != HVD_OK ? 0 : 1;
+    }
     hvd_status sb = in_mpi ? hvd_allreduce_async("c", host, host, 4, HVD_FLOAT32, HVD_SUM, NULL, &b)
-                           : group("g", dev, LARGE, &o, &b);
+                    : in_shutdown ? HVD_OK : group("g", dev, LARGE, &o, &b);
     if (rank == victim) {
         if (in_mpi) { /* HVDC_TEST_FAULTS=die_in_mpi_allreduce kills it inside this wait */
             if (sb == HVD_OK) sb = hvd_wait(&b);
@@ -126,7 +144,7 @@ int main(int argc, char **argv) {
             usleep((useconds_t)(after_s * 1e6));
         }
         printf("KILLTEST rank=%d host=? victim step=1: SIGKILL while the others %s\n", rank,
-               in_mpi ? "are inside MPI_Allreduce" : "grow");
+               in_mpi ? "are inside MPI_Allreduce" : in_shutdown ? "shut down" : "grow");
         fflush(stdout);
         kill(getpid(), SIGKILL);
     }

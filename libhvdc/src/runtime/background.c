@@ -154,18 +154,21 @@ static hvd_status finish_gpu_work_due(round_state *s) {
  * aborts the NCCL communicators first, so nothing waits on the device (the items fail with stop
  * and why). Else the queued work finishes: the thread sleeps until the backend wakes it,
  * looking for asynchronous errors and dead ranks every DEVICE_POLL_S (a dead rank aborts too,
- * so this never hangs). @return HVD_OK; or, with stop HVD_OK, finish_gpu_work's failure at
- * once (the caller stops with it, which drains the rest). */
+ * so this never hangs). @return HVD_OK; or, with stop HVD_OK, what failed the work (message
+ * recorded): finish_gpu_work's failure, at once, or a death (the caller stops with it: after a
+ * death, hvd_shutdown must not finalize MPI, which would wait for the dead rank). */
 static hvd_status drain_gpu_work(round_state *s, hvd_status stop, const char *why) {
     hvdc_runtime *rt = s->rt;
     char dead[HVDC_ERROR_MAX];
+    hvd_status found = HVD_OK; /* a death seen here while stop was HVD_OK */
     if (stop != HVD_OK && s->n_gpu_work > 0) hvdc__gpu_abort(rt->executor.gpu, why);
     for (;;) {
         hvd_status failed = finish_gpu_work(s, stop, why);
         if (failed != HVD_OK) return failed;
-        if (s->n_gpu_work == 0) return HVD_OK;
+        if (s->n_gpu_work == 0) return found == HVD_OK ? HVD_OK : hvdc__fail(found, "%s", dead);
         if (hvdc__liveness_check(rt->executor.liveness) != HVD_OK) {
             snprintf(dead, sizeof dead, "%s", hvd_last_error());
+            if (stop == HVD_OK) found = HVD_ERR_RANK_FAILED;
             stop = HVD_ERR_RANK_FAILED;
             why = dead;
             hvdc__gpu_abort(rt->executor.gpu, why);

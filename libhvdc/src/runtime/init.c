@@ -586,8 +586,9 @@ hvd_status hvd_shutdown(void) {
     runtime_free(rt);
     if (we_initialized && !peer_died && !told) MPI_Finalize();
     if (peer_died)
-        return hvdc__fail(HVD_ERR_RANK_FAILED, "hvd_shutdown: a rank died, so MPI was not finalized; "
-                          "exit the process with a non-zero status");
+        return hvdc__fail(HVD_ERR_RANK_FAILED, "hvd_shutdown: a rank died or stopped (%s), so MPI "
+                          "was not finalized; exit the process with a non-zero status",
+                          stop_message);
     if (told)
         return hvdc__fail(stop_status, "hvd_shutdown: libhvdc stopped on this rank (%s) and the other "
                           "ranks stopped with it, so MPI was not finalized; exit the process with a "

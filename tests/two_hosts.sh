@@ -215,6 +215,9 @@ run_case "gpu sim collectives $on2 HVD_HIERARCHICAL_ALLREDUCE=1" 180 \
     "${hvdcrun_2h[@]}" "${np4[@]}" -x HVD_HIERARCHICAL_ALLREDUCE=1 "$g/test_gpu_collectives_sim" --quick
 run_case "gpu sim optimizer $on2 HVD_HIERARCHICAL_ALLREDUCE=1" 120 \
     "${hvdcrun_2h[@]}" "${np4[@]}" -x HVD_HIERARCHICAL_ALLREDUCE=1 "$g/test_gpu_optimizer_sim"
+# an asynchronous NCCL error on rank 2 (a broken connection): its notice reaches both hosts
+run_case "gpu sim asynchronous NCCL error on rank 2 $on2" 90 "${hvdcrun_2h[@]}" "${np4[@]}" \
+    -x HVDC_SIM_NCCL_ERROR=2:3 "$g/test_gpu_async_error_sim" --victim 2
 
 # ---- determinism: rank order across hosts; node order with the two-level all-reduce -------------
 run_case "determinism $on2" 240 "${hvdcrun_2h[@]}" "${np4[@]}" "$t/test_determinism"

@@ -20,7 +20,7 @@
  *     hvd_shutdown must return HVD_ERR_RANK_FAILED naming it (it returned HVD_OK, and went on
  *     to finalize MPI, which waits for every rank).
  *
- * In both the victim (the last rank) holds its "a" off the device with a ready event behind a
+ * In all three the victim (the last rank) holds its "a" off the device with a ready event behind a
  * stream it never lets run. The lines are tests/mpi/kill_loop.h's, judged by
  * tests/mpi/check_kill.py.
  * Usage: test_gpu_kill_held [--in-mpi-allreduce | --in-shutdown] [--after-s T]
@@ -100,9 +100,9 @@ int main(int argc, char **argv) {
         printf("[rank %d] no device memory for the test\nFAIL\n", rank);
         return 1;
     }
+    const char *others = in_mpi ? "are inside MPI_Allreduce" : in_shutdown ? "shut down" : "grow";
     if (rank == 0)
-        printf("# %s: %d ranks; rank %d dies while the others %s\n", argv[0], size, victim,
-               in_mpi ? "are inside MPI_Allreduce" : in_shutdown ? "shut down" : "grow the fusion buffer");
+        printf("# %s: %d ranks; rank %d dies while the others %s\n", argv[0], size, victim, others);
     hvd_handle warm;
     s = in_mpi ? hvd_allreduce_async("warm", dev, dev, SMALL, HVD_FLOAT32, HVD_SUM, &o, &warm)
                : group("warm", dev, SMALL, &o, &warm);
@@ -144,7 +144,7 @@ int main(int argc, char **argv) {
             usleep((useconds_t)(after_s * 1e6));
         }
         printf("KILLTEST rank=%d host=? victim step=1: SIGKILL while the others %s\n", rank,
-               in_mpi ? "are inside MPI_Allreduce" : in_shutdown ? "shut down" : "grow");
+               others);
         fflush(stdout);
         kill(getpid(), SIGKILL);
     }

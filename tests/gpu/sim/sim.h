@@ -29,7 +29,8 @@
  * HVDC_SIM_NCCL_ERROR=RANK:N makes the Nth NCCL launch of world rank RANK (a launch: one
  * collective, or one group's on a stream) fail as a broken connection does: it sends nothing,
  * ncclCommGetAsyncError reports ncclRemoteError, and it never ends until the communicator is
- * aborted; its peers wait for its part without end.
+ * aborted; its peers wait for its part without end. HVDC_SIM_ABORT_LAG_MS (default 0) makes
+ * an aborted collective linger that long before it stops, and ncclCommAbort wait for it.
  *
  * Not simulated: kernels other than libhvdc's own (no cuBLAS, cuDNN, the examples' layers),
  * device memory the host cannot touch, timing, several processes on one device, sticky errors.
@@ -60,6 +61,7 @@ typedef struct sim_settings {
     int rank;              /* the launcher's rank of this process (0 without one) */
     long nccl_error_at;    /* HVDC_SIM_NCCL_ERROR=RANK:N on this rank: its Nth NCCL launch
                               fails asynchronously (sim_nccl.c); 0: none */
+    long abort_lag_ms;     /* HVDC_SIM_ABORT_LAG_MS: how long an aborted collective lingers */
 } sim_settings;
 
 /* The settings, read from the environment once (and the seed printed once). */

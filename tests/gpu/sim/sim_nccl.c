@@ -20,8 +20,14 @@
  *
  * Reductions: every rank's input is gathered and folded in rank order (sim_reduce.c), each
  * step rounded to the dtype; ncclAvg is that sum divided by the ranks. As NCCL does on one node, a collective whose peer never comes
- * waits without end (no timeout, no asynchronous error): only ncclCommAbort ends it. An
- * aborted collective leaves its outputs as they were and its buffers to MPI (kept reachable).
+ * waits without end (no timeout, no asynchronous error): only ncclCommAbort ends it. As
+ * NCCL's, ncclCommAbort returns once the communicator's collectives have stopped: none of them
+ * calls MPI after it (the caller may then call MPI_Finalize). An aborted collective leaves its
+ * outputs as they were, and its buffers and MPI communicator to MPI (kept reachable, never
+ * freed: freeing a communicator with requests that never end let Open MPI destroy its matching
+ * lock while another thread's MPI call held it).
+ * HVDC_SIM_ABORT_LAG_MS makes each aborted collective linger that long before it stops, as a
+ * kernel that notices the abort late does: ncclCommAbort then waits that long.
  * HVDC_SIM_NCCL_ERROR (sim.h) fails one launch as a broken connection would: an asynchronous
  * ncclRemoteError, and a launch that sends nothing and waits for the abort.
  * Any thread (the collectives run on the streams' threads).
@@ -51,6 +57,8 @@ struct ncclComm {
     atomic_int aborted;
     atomic_int async_error; /* an ncclResult_t: an MPI failure on a stream */
     atomic_int refs;        /* the owner (until destroy/abort) and each queued operation */
+    atomic_int in_mpi;      /* launches between their first and last MPI call on it */
+    atomic_int abandoned;   /* a launch left requests on it: never MPI_Comm_free it */
 };
 
 typedef struct sim_id {
@@ -90,10 +98,13 @@ static _Thread_local struct {
 static atomic_uint serials;
 static atomic_long launches; /* run so far in this process: HVDC_SIM_NCCL_ERROR counts them */
 
-/* Buffers of aborted collectives, which MPI may still write: kept reachable, never freed. */
+/* Buffers and MPI communicators of aborted collectives, which MPI may still write and match
+ * messages on: kept reachable, never freed. */
 static pthread_mutex_t abandoned_mu = PTHREAD_MUTEX_INITIALIZER;
 static coll **abandoned;
 static size_t n_abandoned;
+static MPI_Comm *abandoned_comms;
+static size_t n_abandoned_comms;
 
 static ncclResult_t fail(ncclResult_t res, const char *fmt, ...) {
     va_list ap;
@@ -104,11 +115,25 @@ static ncclResult_t fail(ncclResult_t res, const char *fmt, ...) {
 }
 
 /* Often on a stream thread, so unseen (sim.h). */
+static void keep_abandoned_comm(MPI_Comm comm) {
+    pthread_mutex_lock(&abandoned_mu);
+    MPI_Comm *grown = realloc(abandoned_comms, (n_abandoned_comms + 1) * sizeof *grown);
+    if (grown) {
+        abandoned_comms = grown;
+        abandoned_comms[n_abandoned_comms++] = comm;
+    }
+    pthread_mutex_unlock(&abandoned_mu);
+}
+
 static void comm_release(ncclComm_t comm) {
     if (atomic_fetch_sub(&comm->refs, 1) != 1) return;
-    sim_unseen_begin();
-    MPI_Comm_free(&comm->comm);
-    sim_unseen_end();
+    if (atomic_load(&comm->abandoned)) {
+        keep_abandoned_comm(comm->comm);
+    } else {
+        sim_unseen_begin();
+        MPI_Comm_free(&comm->comm);
+        sim_unseen_end();
+    }
     free(comm);
 }
 
@@ -256,6 +281,10 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if (atomic_load(&comm->magic) != COMM_MAGIC)
         return fail(ncclInvalidArgument, "ncclCommAbort: not a live communicator");
     atomic_store(&comm->aborted, 1); /* collectives waiting on its streams give up */
+    while (atomic_load(&comm->in_mpi) > 0) { /* each sees it within MAX_PAUSE_NS (+ lag) */
+        struct timespec t = {0, 20000};
+        nanosleep(&t, NULL);
+    }
     atomic_store(&comm->magic, 0);
     comm_release(comm);
     return ncclSuccess;
@@ -392,6 +421,23 @@ static void break_connection(const launch *l) {
     }
 }
 
+/* The launch's MPI calls lie between these: an abort of any of its communicators waits
+ * until it left (entered first, then the abort checked: one of the two sees the other). */
+static void enter_mpi(const launch *l) {
+    for (size_t i = 0; i < l->n; i++) atomic_fetch_add(&l->ops[i].comm->in_mpi, 1);
+}
+
+static void leave_mpi(const launch *l) {
+    for (size_t i = 0; i < l->n; i++) atomic_fetch_sub(&l->ops[i].comm->in_mpi, 1);
+}
+
+/* HVDC_SIM_ABORT_LAG_MS: an aborted collective lingers (still inside MPI's window). */
+static void abort_lag(void) {
+    long ms = sim_config()->abort_lag_ms;
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    if (ms > 0) nanosleep(&t, NULL);
+}
+
 static void run_launch(void *args) {
     launch l;
     memcpy(&l, args, sizeof l);
@@ -400,25 +446,31 @@ static void run_launch(void *args) {
     long failing = sim_config()->nccl_error_at;
     if (failing > 0 && atomic_fetch_add(&launches, 1) + 1 == failing) {
         break_connection(&l);
-    } else if (requests && !any_aborted(&l)) {
-        for (; posted < (int)l.n; posted++) {
+    } else if (requests) {
+        enter_mpi(&l);
+        for (; posted < (int)l.n && !any_aborted(&l); posted++) {
             l.ops[posted].request = MPI_REQUEST_NULL;
             if ((mpi_error = post(&l.ops[posted])) != MPI_SUCCESS) break;
             requests[posted] = l.ops[posted].request;
         }
         for (int i = posted; i < (int)l.n; i++) requests[i] = MPI_REQUEST_NULL;
-        ok = mpi_error == MPI_SUCCESS && wait_all(&l, requests, &mpi_error);
+        ok = posted == (int)l.n && wait_all(&l, requests, &mpi_error);
+        if (!ok && mpi_error != MPI_SUCCESS) { /* a failure NCCL would report asynchronously */
+            for (size_t i = 0; i < l.n; i++)
+                atomic_store(&l.ops[i].comm->async_error, ncclSystemError);
+            char text[MPI_MAX_ERROR_STRING] = "";
+            int len = 0;
+            MPI_Error_string(mpi_error, text, &len);
+            fprintf(stderr, "[sim] an NCCL collective failed in MPI: %s\n", text);
+        }
+        if (!ok && posted > 0) { /* requests left behind: MPI may still write and match */
+            for (size_t i = 0; i < l.n; i++) atomic_store(&l.ops[i].comm->abandoned, 1);
+            abort_lag();
+        }
+        leave_mpi(&l);
     }
     if (ok)
         for (size_t i = 0; i < l.n; i++) finish(&l.ops[i]);
-    if (!ok && mpi_error != MPI_SUCCESS) { /* a failure NCCL would report asynchronously */
-        for (size_t i = 0; i < l.n; i++)
-            atomic_store(&l.ops[i].comm->async_error, ncclSystemError);
-        char text[MPI_MAX_ERROR_STRING] = "";
-        int len = 0;
-        MPI_Error_string(mpi_error, text, &len);
-        fprintf(stderr, "[sim] an NCCL collective failed in MPI: %s\n", text);
-    }
     if (!ok && posted > 0) { /* MPI may still write them: never freed */
         keep_abandoned(l.ops);
     } else {

@@ -24,8 +24,9 @@
  * NCCL's, ncclCommAbort returns once the communicator's collectives have stopped: none of them
  * calls MPI after it (the caller may then call MPI_Finalize). An aborted collective leaves its
  * outputs as they were, and its buffers and MPI communicator to MPI (kept reachable, never
- * freed: freeing a communicator with requests that never end let Open MPI destroy its matching
- * lock while another thread's MPI call held it).
+ * freed: freeing a communicator that has requests that never end, or that peers' aborted
+ * collectives still send to, let Open MPI destroy its matching lock while another thread's
+ * MPI call held it, or match a message on it after).
  * HVDC_SIM_ABORT_LAG_MS makes each aborted collective linger that long before it stops, as a
  * kernel that notices the abort late does: ncclCommAbort then waits that long.
  * HVDC_SIM_NCCL_ERROR (sim.h) fails one launch as a broken connection would: an asynchronous
@@ -58,7 +59,7 @@ struct ncclComm {
     atomic_int async_error; /* an ncclResult_t: an MPI failure on a stream */
     atomic_int refs;        /* the owner (until destroy/abort) and each queued operation */
     atomic_int in_mpi;      /* launches between their first and last MPI call on it */
-    atomic_int abandoned;   /* a launch left requests on it: never MPI_Comm_free it */
+    atomic_int abandoned;   /* aborted: never MPI_Comm_free it (requests left, messages due) */
 };
 
 typedef struct sim_id {
@@ -281,6 +282,7 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if (atomic_load(&comm->magic) != COMM_MAGIC)
         return fail(ncclInvalidArgument, "ncclCommAbort: not a live communicator");
     atomic_store(&comm->aborted, 1); /* collectives waiting on its streams give up */
+    atomic_store(&comm->abandoned, 1); /* peers' messages for it may still arrive */
     while (atomic_load(&comm->in_mpi) > 0) { /* each sees it within MAX_PAUSE_NS (+ lag) */
         struct timespec t = {0, 20000};
         nanosleep(&t, NULL);

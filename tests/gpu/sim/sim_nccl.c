@@ -99,13 +99,10 @@ static _Thread_local struct {
 static atomic_uint serials;
 static atomic_long launches; /* run so far in this process: HVDC_SIM_NCCL_ERROR counts them */
 
-/* Buffers and MPI communicators of aborted collectives, which MPI may still write and match
- * messages on: kept reachable, never freed. */
+/* Buffers of abandoned collectives, which MPI may still write: kept reachable, never freed. */
 static pthread_mutex_t abandoned_mu = PTHREAD_MUTEX_INITIALIZER;
 static coll **abandoned;
 static size_t n_abandoned;
-static MPI_Comm *abandoned_comms;
-static size_t n_abandoned_comms;
 
 static ncclResult_t fail(ncclResult_t res, const char *fmt, ...) {
     va_list ap;
@@ -115,22 +112,12 @@ static ncclResult_t fail(ncclResult_t res, const char *fmt, ...) {
     return res;
 }
 
-/* Often on a stream thread, so unseen (sim.h). */
-static void keep_abandoned_comm(MPI_Comm comm) {
-    pthread_mutex_lock(&abandoned_mu);
-    MPI_Comm *grown = realloc(abandoned_comms, (n_abandoned_comms + 1) * sizeof *grown);
-    if (grown) {
-        abandoned_comms = grown;
-        abandoned_comms[n_abandoned_comms++] = comm;
-    }
-    pthread_mutex_unlock(&abandoned_mu);
-}
-
+/* Often on a stream thread, so unseen (sim.h). An abandoned communicator's MPI communicator
+ * is never freed: peers' messages for it may still arrive, and Open MPI would free it under a
+ * thread matching them. Open MPI's own table of communicators keeps it reachable. */
 static void comm_release(ncclComm_t comm) {
     if (atomic_fetch_sub(&comm->refs, 1) != 1) return;
-    if (atomic_load(&comm->abandoned)) {
-        keep_abandoned_comm(comm->comm);
-    } else {
+    if (!atomic_load(&comm->abandoned)) {
         sim_unseen_begin();
         MPI_Comm_free(&comm->comm);
         sim_unseen_end();
@@ -433,8 +420,9 @@ static void leave_mpi(const launch *l) {
     for (size_t i = 0; i < l->n; i++) atomic_fetch_sub(&l->ops[i].comm->in_mpi, 1);
 }
 
-/* HVDC_SIM_ABORT_LAG_MS: an aborted collective lingers (still inside MPI's window). */
-static void abort_lag(void) {
+/* HVDC_SIM_ABORT_LAG_MS: an abandoned collective (aborted, or failed in MPI) lingers, still
+ * inside the window an abort waits out. */
+static void abandon_lag(void) {
     long ms = sim_config()->abort_lag_ms;
     struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
     if (ms > 0) nanosleep(&t, NULL);
@@ -466,8 +454,9 @@ static void run_launch(void *args) {
             fprintf(stderr, "[sim] an NCCL collective failed in MPI: %s\n", text);
         }
         if (!ok && posted > 0) { /* requests left behind: MPI may still write and match */
+            /* ncclCommAbort marks its own; a failure in MPI may come with no abort */
             for (size_t i = 0; i < l.n; i++) atomic_store(&l.ops[i].comm->abandoned, 1);
-            abort_lag();
+            abandon_lag();
         }
         leave_mpi(&l);
     }

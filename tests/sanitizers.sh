@@ -51,7 +51,9 @@ TSAN_TESTS=('threads np=2' 'threads np=4' 'shutdown inflight np=2' 'shutdown ear
             'gpu sim asynchronous NCCL error np=3 hvd_wait'
             'gpu sim asynchronous NCCL error np=3 hvd_poll'
             'gpu sim asynchronous NCCL error np=3 hvd_wait_on_stream'
-            'gpu sim asynchronous NCCL error np=3 hvd_shutdown')
+            'gpu sim asynchronous NCCL error np=3 hvd_shutdown'
+            'gpu sim asynchronous NCCL error np=3 in a round'
+            'gpu sim asynchronous NCCL error np=3 in a round on rank 0')
 # several threads inside MPI at once (the background thread in MPI_Allreduce and the watchdog
 # probing beside it; the runtimes of process sets, below): with tsan_process_sets.supp as well
 # (its header says why)

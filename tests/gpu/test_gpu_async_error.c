@@ -13,8 +13,13 @@
  * has the legacy stream wait with hvd_wait_on_stream and synchronizes it (as hvdc.torch does):
  * that wait cannot report the failure (hvdc.h), so the failing step's values go unchecked and
  * the next step must fail instead; with --shutdown, the failing step is submitted and not
- * waited for: hvd_shutdown drains it, and must return the failure instead of waiting.
- * Usage: test_gpu_async_error [--victim R] [--poll | --stream | --shutdown]
+ * waited for: hvd_shutdown drains it, and must return the failure instead of waiting; with
+ * --round, rank R's background thread notices the error inside a negotiation round: with the
+ * failing step in flight, rank R submits a host all-reduce at once and the others only
+ * PEERS_LATE_S later, so R waits in that round (for rank 0's answer, or as rank 0 for the
+ * others' announcements) when it looks at its device work; the host all-reduce must fail
+ * everywhere too.
+ * Usage: test_gpu_async_error [--victim R] [--poll | --stream | --shutdown | --round]
  *        (one simulated device per rank)
  */
 #include <cuda_runtime_api.h>
@@ -31,6 +36,7 @@
 #define MAX_STEPS 20
 #define BOUND_S 10.0 /* the failing step, from submission to its answer */
 #define HANG_S 60    /* then the process says so and exits */
+#define PEERS_LATE_S 0.5 /* --round: the victim's round waits this long for the others */
 
 static void hung(int sig) {
     (void)sig;
@@ -40,7 +46,7 @@ static void hung(int sig) {
     _exit(1);
 }
 
-enum { WAIT, POLL, STREAM, SHUTDOWN };
+enum { WAIT, POLL, STREAM, SHUTDOWN, ROUND };
 
 /* One blocking device all-reduce of dev (COUNT floats), waited for as the mode says. */
 static hvd_status step(const char *name, float *dev, const hvd_options *o, int mode) {
@@ -57,6 +63,23 @@ static hvd_status step(const char *name, float *dev, const hvd_options *o, int m
     return s == HVD_OK ? hvd_wait(&h) : s;
 }
 
+/* --round's failing step: the device all-reduce in flight, then a host all-reduce, at once on
+ * the victim and PEERS_LATE_S later elsewhere; both must fail. @return the device one's status
+ * (its message recorded last). */
+static hvd_status step_in_round(const char *name, float *dev, const hvd_options *o, int victim,
+                                mt_ctx *t) {
+    hvd_handle on_device, on_host;
+    int32_t one = 1, sum = 0;
+    hvd_status s = hvd_allreduce_async(name, dev, dev, COUNT, HVD_FLOAT32, HVD_SUM, o, &on_device);
+    if (s != HVD_OK) return s;
+    if (!victim) usleep((useconds_t)(PEERS_LATE_S * 1e6));
+    hvd_status host = hvd_allreduce_async("async.host", &one, &sum, 1, HVD_INT32, HVD_SUM, NULL,
+                                          &on_host);
+    if (host == HVD_OK) host = hvd_wait(&on_host);
+    MT_CHECK(t, host != HVD_OK, "the host all-reduce submitted with the failing step succeeded");
+    return hvd_wait(&on_device);
+}
+
 int main(int argc, char **argv) {
     mt_ctx t;
     int local = 0, victim = 1, mode = WAIT;
@@ -67,6 +90,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--poll") == 0) mode = POLL;
         else if (strcmp(argv[i], "--stream") == 0) mode = STREAM;
         else if (strcmp(argv[i], "--shutdown") == 0) mode = SHUTDOWN;
+        else if (strcmp(argv[i], "--round") == 0) mode = ROUND;
     }
     signal(SIGALRM, hung);
     alarm(HANG_S);
@@ -77,7 +101,7 @@ int main(int argc, char **argv) {
     if (!host) return 1;
 
     static const char *const waits[] = {"hvd_wait", "hvd_poll", "hvd_wait_on_stream",
-                                        "hvd_shutdown"};
+                                        "hvd_shutdown", "a negotiation round"};
     mt_begin(&t, "an asynchronous NCCL error on rank %d (%s)", victim, waits[mode]);
     int failing = mode == STREAM ? 3 : 2; /* the step that fails */
     hvd_status failed = HVD_OK;
@@ -95,8 +119,10 @@ int main(int argc, char **argv) {
             failed = hvd_allreduce_async(name, dev, dev, COUNT, HVD_FLOAT32, HVD_SUM, &o, &dropped);
             if (failed == HVD_OK) failed = hvd_shutdown();
             if (failed == HVD_OK) snprintf(message, sizeof message, "hvd_shutdown returned HVD_OK");
+        } else if (mode == ROUND && steps == failing) {
+            failed = step_in_round(name, dev, &o, t.rank == victim, &t);
         } else {
-            failed = step(name, dev, &o, mode);
+            failed = step(name, dev, &o, mode == ROUND ? WAIT : mode);
         }
         took = mt_now() - start;
         if (failed != HVD_OK) {

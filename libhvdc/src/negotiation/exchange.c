@@ -111,7 +111,10 @@ static hvd_status gather_announcements(hvdc_exchange *x) {
                 x->next_stall_check = now + inspect_period(x);
             }
         }
-        CHECK(x->between_steps(x->ctx, "waiting for other ranks to join the negotiation round"));
+        if ((st = x->between_steps(x->ctx, "waiting for other ranks to join the negotiation round")) != HVD_OK) {
+            x->owner_failed = 1;
+            goto fail;
+        }
         hvdc__poll_pause(&poll); /* yields an oversubscribed core to the compute threads */
     }
 fail:
@@ -183,12 +186,16 @@ fail:
     return st;
 }
 
-/* Rank 0's round: decide, answer. Any failure before the answer goes out is answered with an
- * abort instead, but a dead rank: every rank learns of that itself (liveness.h). */
+/* Rank 0's round: decide, answer. A failure of the round before the answer goes out is
+ * answered with an abort instead, but not a dead rank (every rank learns of that itself,
+ * liveness.h) nor a failure of the owner's own that its hook returned (device work that failed
+ * on this rank: the owner tells the others as any rank would, so they fail with
+ * HVD_ERR_RANK_FAILED naming it, wherever rank 0 noticed it). */
 static hvd_status coordinate(hvdc_exchange *x) {
+    x->owner_failed = 0;
     hvd_status st = decide(x);
     if (st == HVD_OK) return send_answer(x);
-    if (st != HVD_ERR_RANK_FAILED) answer_abort(x, st, hvd_last_error());
+    if (st != HVD_ERR_RANK_FAILED && !x->owner_failed) answer_abort(x, st, hvd_last_error());
     return st;
 }
 

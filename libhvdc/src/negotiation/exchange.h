@@ -45,7 +45,8 @@ typedef struct hvdc_exchange {
     size_t tune_shm_step;          /* rank 0: sent with tune_cycle_ms; 0: unchanged */
     hvdc_liveness *liveness;
     hvdc_cache *cache;             /* the response cache (cache.h), or NULL */
-    /* Called between two probes of every wait; a status other than HVD_OK ends the round. */
+    /* Called between two probes of every wait; a status other than HVD_OK ends the round, and
+     * rank 0 answers no abort for it: the owner's own failure, which it tells the others. */
     hvd_status (*between_steps)(void *ctx, const char *doing);
     void *ctx;
     /* this rank's announcements for the next round, encoded by the owner */
@@ -58,6 +59,7 @@ typedef struct hvdc_exchange {
     double next_stall_check;     /* rank 0 */
     int fault_respond;           /* rank 0, tests (base/fault.h): responding fails */
     int aborted;                 /* rank 0: a failed round was answered with an abort */
+    int owner_failed;            /* rank 0: this round's between_steps failed (not aborted) */
     /* what negotiation has cost this rank so far (benchmarks/negotiation_bench reads them) */
     uint64_t rounds, bytes_sent, bytes_received;
 } hvdc_exchange;

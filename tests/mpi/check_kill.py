@@ -9,6 +9,7 @@
   check_kill.py MPIRUN TEST_KILL recovery --fault SITE
                                             # rank 2 runs with HVDC_TEST_FAULTS=SITE (base/
                                             # fault.h), which kills it at that point instead
+  check_kill.py ... --np N                  # N ranks (default 3); the last is the victim
   check_kill.py ... -- ARGS...              # ARGS go to TEST_KILL too
 In recovery mode a survivor's "wrong all-reduce result" or "FAIL" line fails the check too;
 in both a sanitizer's report (the job's exit status cannot tell: a rank was killed).
@@ -24,6 +25,7 @@ if "--" in argv:
     argv, extra = argv[:argv.index("--")], argv[argv.index("--") + 1:]
 mpirun, test_kill, mode = argv[1:4]
 fault = argv[5] if argv[4:5] == ["--fault"] else None
+np = int(argv[5]) if argv[4:5] == ["--np"] else 3
 cmd = [mpirun, "--oversubscribe", "--bind-to", "none"]
 if mode == "recovery":
     cmd.append("--enable-recovery")
@@ -31,7 +33,7 @@ args = [test_kill, "--after-s", "1.5", "--max-s", "30"] + extra
 if fault:  # MPMD: the victim alone gets the switch
     cmd += ["-np", "2"] + args + [":", "-np", "1", "-x", "HVDC_TEST_FAULTS=" + fault] + args
 else:
-    cmd += ["-np", "3"] + args
+    cmd += ["-np", str(np)] + args
 start = time.time()
 try:
     run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
@@ -43,15 +45,15 @@ elapsed = time.time() - start
 print(run.stdout)
 failures = []
 if mode == "recovery":
-    for rank in (0, 1):
+    for rank in range(np - 1):
         m = re.search(rf'KILLTEST rank={rank} .*failed step=\d+ status="([^"]*)" after_s=([\d.]+) message="([^"]*)"', run.stdout)
         if not m:
             failures.append(f"rank {rank} reported no libhvdc error")
             continue
         if "a rank died" not in m.group(1):
             failures.append(f"rank {rank}: status '{m.group(1)}' is not HVD_ERR_RANK_FAILED")
-        if "rank 2" not in m.group(3):
-            failures.append(f"rank {rank}: message does not name rank 2: {m.group(3)}")
+        if f"rank {np - 1}" not in m.group(3):
+            failures.append(f"rank {rank}: message does not name rank {np - 1}: {m.group(3)}")
         if float(m.group(2)) > BOUND_S:
             failures.append(f"rank {rank} took {m.group(2)} s to notice (bound {BOUND_S} s)")
         print(f"rank {rank} noticed in {m.group(2)} s: {m.group(3)}")

@@ -28,7 +28,8 @@ typedef struct kill_test {
 } kill_test;
 
 /* Runs the loop on an initialized libhvdc, shuts it down. argv: --victim R --after-s T
- * --max-s M. @return the exit status: 0 when this rank reported an error and saw no wrong
+ * --max-s M --linger-s L (a survivor waits L s before hvd_shutdown and exit: a survivor's exit
+ * looks like a death to a neighbour that has not yet heard of the first one). @return the exit status: 0 when this rank reported an error and saw no wrong
  * result, else 1. */
 int kill_loop(int argc, char **argv, const kill_test *k);
 

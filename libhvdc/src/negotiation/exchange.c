@@ -111,7 +111,8 @@ static hvd_status gather_announcements(hvdc_exchange *x) {
                 x->next_stall_check = now + inspect_period(x);
             }
         }
-        if ((st = x->between_steps(x->ctx, "waiting for other ranks to join the negotiation round")) != HVD_OK) {
+        st = x->between_steps(x->ctx, "waiting for other ranks to join the negotiation round");
+        if (st != HVD_OK) {
             x->owner_failed = 1;
             goto fail;
         }

@@ -94,6 +94,24 @@ static hvd_status keep_gpu_work(round_state *s, hvdc_gpu_pending *pending, hvdc_
     return HVD_OK;
 }
 
+/* NCCL across nodes reports a peer's death as an asynchronous error of this rank's own
+ * (ncclRemoteError: the connection closed), before the death notice comes from the dead rank's
+ * node (liveness.h). So before an NCCL error is taken for this rank's own, a death has
+ * DEATH_GRACE_S to show: every survivor then names the dead rank, not itself. */
+#define DEATH_GRACE_S 0.5
+
+/* Whether a death lies behind the device failure st (HVD_ERR_NCCL: waits up to DEATH_GRACE_S
+ * for it). @return 1 with the death's message recorded. */
+static int death_behind(round_state *s, hvd_status st) {
+    double until = hvdc__now_seconds() + (st == HVD_ERR_NCCL ? DEATH_GRACE_S : 0);
+    for (;;) {
+        if (hvdc__liveness_check(s->rt->executor.liveness) != HVD_OK) return 1;
+        if (hvdc__now_seconds() >= until) return 0;
+        struct timespec pause = {0, (long)(HVDC_LIVENESS_PERIOD_S * 1e9 / 5)};
+        nanosleep(&pause, NULL);
+    }
+}
+
 /* Completes the device work that has finished (with an error, all of it once the backend is
  * aborted). stop: the status the runtime stops with (HVD_OK: it does not), for which the
  * backend was aborted: work that fails now fails with it and why rather than with the abort's
@@ -103,7 +121,7 @@ static hvd_status keep_gpu_work(round_state *s, hvdc_gpu_pending *pending, hvdc_
  * the others: an asynchronous NCCL error aborted this rank's communicators, its peers may
  * wait inside that collective for its part, and every later device response would fail on
  * this rank alone (as after a host collective that failed midway). A failure that a death
- * caused is reported as the death, when liveness sees it already. */
+ * caused is reported as the death, when liveness sees it (death_behind). */
 static hvd_status finish_gpu_work(round_state *s, hvd_status stop, const char *why) {
     char own[HVDC_ERROR_MAX];
     hvd_status failed = HVD_OK;
@@ -121,7 +139,7 @@ static hvd_status finish_gpu_work(round_state *s, hvd_status stop, const char *w
         if (st != HVD_OK && stop == HVD_OK) {
             failed = stop = st;
             snprintf(own, sizeof own, "%s", hvd_last_error());
-            if (hvdc__liveness_check(s->rt->executor.liveness) != HVD_OK) {
+            if (death_behind(s, st)) {
                 failed = stop = HVD_ERR_RANK_FAILED;
                 snprintf(own, sizeof own, "%s", hvd_last_error());
             }

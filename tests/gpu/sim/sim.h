@@ -31,6 +31,9 @@
  * ncclCommGetAsyncError reports ncclRemoteError, and it never ends until the communicator is
  * aborted; its peers wait for its part without end. HVDC_SIM_ABORT_LAG_MS (default 0) makes
  * an aborted collective linger that long before it stops, and ncclCommAbort wait for it.
+ * HVDC_SIM_REMOTE_ERRORS=1 (default 0) is NCCL across nodes, whose proxy sees a dead peer's
+ * connection close: a collective waiting for a peer whose process is gone (reaped) reports
+ * ncclRemoteError on its communicators, and still waits until they are aborted.
  *
  * Not simulated: kernels other than libhvdc's own (no cuBLAS, cuDNN, the examples' layers),
  * device memory the host cannot touch, timing, several processes on one device, sticky errors.
@@ -62,6 +65,7 @@ typedef struct sim_settings {
     long nccl_error_at;    /* HVDC_SIM_NCCL_ERROR=RANK:N on this rank: its Nth NCCL launch
                               fails asynchronously (sim_nccl.c); 0: none */
     long abort_lag_ms;     /* HVDC_SIM_ABORT_LAG_MS: how long an aborted collective lingers */
+    int remote_errors;     /* HVDC_SIM_REMOTE_ERRORS: a dead peer is an ncclRemoteError */
 } sim_settings;
 
 /* The settings, read from the environment once (and the seed printed once). */

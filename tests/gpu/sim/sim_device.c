@@ -45,6 +45,7 @@ static void read_settings(void) {
     settings.sms = (int)env_long("HVDC_SIM_SMS", 4, 1, 1024);
     settings.pools = (int)env_long("HVDC_SIM_POOLS", 1, 0, 1);
     settings.abort_lag_ms = env_long("HVDC_SIM_ABORT_LAG_MS", 0, 0, 60000);
+    settings.remote_errors = (int)env_long("HVDC_SIM_REMOTE_ERRORS", 0, 0, 1);
     const char *rank = getenv("OMPI_COMM_WORLD_RANK");
     settings.rank = rank ? atoi(rank) : 0;
     const char *nccl_error = getenv("HVDC_SIM_NCCL_ERROR");

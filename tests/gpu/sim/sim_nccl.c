@@ -19,10 +19,12 @@
  *                        (sim_unseen.c says why)
  *
  * Reductions: every rank's input is gathered and folded in rank order (sim_reduce.c), each
- * step rounded to the dtype; ncclAvg is that sum divided by the ranks. As NCCL does on one node, a collective whose peer never comes
- * waits without end (no timeout, no asynchronous error): only ncclCommAbort ends it. As
- * NCCL's, ncclCommAbort returns once the communicator's collectives have stopped: none of them
- * calls MPI after it (the caller may then call MPI_Finalize). An aborted collective leaves its
+ * step rounded to the dtype; ncclAvg is that sum divided by the ranks. As NCCL does on one
+ * node, a collective whose peer never comes waits without end (no timeout, no asynchronous
+ * error): only ncclCommAbort ends it. As NCCL across nodes, with HVDC_SIM_REMOTE_ERRORS=1 a
+ * collective whose peer's process is gone reports ncclRemoteError (and still waits until
+ * aborted). As NCCL's, ncclCommAbort returns once the communicator's collectives have
+ * stopped: none of them calls MPI after it (the caller may then call MPI_Finalize). An aborted collective leaves its
  * outputs as they were, and its buffers and MPI communicator to MPI (kept reachable, never
  * freed: freeing a communicator that has requests that never end, or that peers' aborted
  * collectives still send to, let Open MPI destroy its matching lock while another thread's
@@ -33,8 +35,10 @@
  * ncclRemoteError, and a launch that sends nothing and waits for the abort.
  * Any thread (the collectives run on the streams' threads).
  */
+#include <errno.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -42,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "nccl.h"
 #include "sim.h"
@@ -60,6 +65,7 @@ struct ncclComm {
     atomic_int refs;        /* the owner (until destroy/abort) and each queued operation */
     atomic_int in_mpi;      /* launches between their first and last MPI call on it */
     atomic_int abandoned;   /* aborted: never MPI_Comm_free it (requests left, messages due) */
+    pid_t *pids;            /* (size) the members' processes, for HVDC_SIM_REMOTE_ERRORS */
 };
 
 typedef struct sim_id {
@@ -122,6 +128,7 @@ static void comm_release(ncclComm_t comm) {
         MPI_Comm_free(&comm->comm);
         sim_unseen_end();
     }
+    free(comm->pids);
     free(comm);
 }
 
@@ -168,21 +175,22 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *unique_id) {
     return ncclSuccess;
 }
 
-/* The world ranks of the members, in their NCCL rank order, agreed through the creator. The
- * messages travel in buffers of the simulator's (sim.h). */
+/* The world ranks and process ids of the members, in their NCCL rank order (world_of: 2 *
+ * nranks, the pids after the ranks), agreed through the creator. The messages travel in
+ * buffers of the simulator's (sim.h). */
 static ncclResult_t exchange_members(const sim_id *id, int nranks, int rank, int *world_of) {
-    int me = 0, tag = INIT_TAG_BASE + (int)(id->serial % 4096), pair[2];
-    size_t table_bytes = (size_t)nranks * sizeof *world_of;
-    int *wire_pair = sim_mpi_buffer(sizeof pair), *wire_table = sim_mpi_buffer(table_bytes);
+    int me = 0, tag = INIT_TAG_BASE + (int)(id->serial % 4096), member[3];
+    size_t table_bytes = 2 * (size_t)nranks * sizeof *world_of;
+    int *wire_member = sim_mpi_buffer(sizeof member), *wire_table = sim_mpi_buffer(table_bytes);
     ncclResult_t res = ncclSuccess;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    if (!wire_pair || !wire_table) {
+    if (!wire_member || !wire_table) {
         res = fail(ncclSystemError, "ncclCommInitRank: out of memory");
     } else if (me != id->creator) {
-        pair[0] = rank, pair[1] = me;
-        sim_mpi_fill(wire_pair, pair, sizeof pair);
-        if (MPI_Send(wire_pair, 2, MPI_INT, id->creator, tag, MPI_COMM_WORLD) != MPI_SUCCESS ||
-            MPI_Recv(wire_table, nranks, MPI_INT, id->creator, tag, MPI_COMM_WORLD,
+        member[0] = rank, member[1] = me, member[2] = (int)getpid();
+        sim_mpi_fill(wire_member, member, sizeof member);
+        if (MPI_Send(wire_member, 3, MPI_INT, id->creator, tag, MPI_COMM_WORLD) != MPI_SUCCESS ||
+            MPI_Recv(wire_table, 2 * nranks, MPI_INT, id->creator, tag, MPI_COMM_WORLD,
                      MPI_STATUS_IGNORE) != MPI_SUCCESS)
             res = fail(ncclSystemError, "ncclCommInitRank: no answer from the id's creator");
         else
@@ -190,25 +198,26 @@ static ncclResult_t exchange_members(const sim_id *id, int nranks, int rank, int
     } else {
         for (int i = 0; i < nranks; i++) world_of[i] = -1;
         world_of[rank] = me;
+        world_of[nranks + rank] = (int)getpid();
         for (int i = 1; i < nranks && res == ncclSuccess; i++) {
-            if (MPI_Recv(wire_pair, 2, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD,
+            if (MPI_Recv(wire_member, 3, MPI_INT, MPI_ANY_SOURCE, tag, MPI_COMM_WORLD,
                          MPI_STATUS_IGNORE) != MPI_SUCCESS) {
                 res = fail(ncclSystemError, "ncclCommInitRank: a member's message failed");
                 break;
             }
-            sim_mpi_drain(pair, wire_pair, sizeof pair);
-            if (pair[0] < 0 || pair[0] >= nranks || world_of[pair[0]] != -1)
-                res = fail(ncclInvalidUsage, "ncclCommInitRank: rank %d claimed twice", pair[0]);
+            sim_mpi_drain(member, wire_member, sizeof member);
+            if (member[0] < 0 || member[0] >= nranks || world_of[member[0]] != -1)
+                res = fail(ncclInvalidUsage, "ncclCommInitRank: rank %d claimed twice", member[0]);
             else
-                world_of[pair[0]] = pair[1];
+                world_of[member[0]] = member[1], world_of[nranks + member[0]] = member[2];
         }
         if (res == ncclSuccess) sim_mpi_fill(wire_table, world_of, table_bytes);
         for (int r = 0; r < nranks && res == ncclSuccess; r++)
             if (world_of[r] != me &&
-                MPI_Send(wire_table, nranks, MPI_INT, world_of[r], tag, MPI_COMM_WORLD) != MPI_SUCCESS)
+                MPI_Send(wire_table, 2 * nranks, MPI_INT, world_of[r], tag, MPI_COMM_WORLD) != MPI_SUCCESS)
                 res = fail(ncclSystemError, "ncclCommInitRank: cannot answer rank %d", r);
     }
-    sim_mpi_buffer_free(wire_pair);
+    sim_mpi_buffer_free(wire_member);
     sim_mpi_buffer_free(wire_table);
     return res;
 }
@@ -222,11 +231,11 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId unique_i
         return fail(ncclInvalidArgument, "ncclCommInitRank: not a unique id of ncclGetUniqueId");
     if (nranks < 1 || rank < 0 || rank >= nranks)
         return fail(ncclInvalidArgument, "ncclCommInitRank: rank %d of %d", rank, nranks);
-    int *world_of = malloc((size_t)nranks * sizeof *world_of);
+    int *world_of = malloc(2 * (size_t)nranks * sizeof *world_of);
     ncclComm_t comm = calloc(1, sizeof *comm);
     MPI_Group world_group = MPI_GROUP_NULL, members = MPI_GROUP_NULL;
     ncclResult_t res = ncclSystemError;
-    if (!world_of || !comm) {
+    if (!world_of || !comm || !(comm->pids = malloc((size_t)nranks * sizeof *comm->pids))) {
         res = fail(ncclSystemError, "ncclCommInitRank: out of memory");
         goto done;
     }
@@ -240,6 +249,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId unique_i
         goto done;
     }
     MPI_Comm_set_errhandler(comm->comm, MPI_ERRORS_RETURN);
+    for (int r = 0; r < nranks; r++) comm->pids[r] = (pid_t)world_of[nranks + r];
     comm->rank = rank;
     comm->size = nranks;
     comm->device = sim_current_device();
@@ -252,6 +262,7 @@ done:
     if (members != MPI_GROUP_NULL) MPI_Group_free(&members);
     if (world_group != MPI_GROUP_NULL) MPI_Group_free(&world_group);
     free(world_of);
+    if (comm) free(comm->pids);
     free(comm);
     return res;
 }
@@ -370,6 +381,22 @@ static int any_aborted(const launch *l) {
     return 0;
 }
 
+/* HVDC_SIM_REMOTE_ERRORS: once a member of one of the launch's communicators is gone (its
+ * process reaped), NCCL's proxy would see the connection close: ncclRemoteError on them. */
+static void notice_dead_peer(const launch *l) {
+    for (size_t i = 0; i < l->n; i++) {
+        ncclComm_t comm = l->ops[i].comm;
+        for (int r = 0; r < comm->size; r++) {
+            if (r == comm->rank || atomic_load(&comm->async_error) != ncclSuccess) continue;
+            if (kill(comm->pids[r], 0) != 0 && errno == ESRCH) {
+                fprintf(stderr, "[sim rank %d] HVDC_SIM_REMOTE_ERRORS: NCCL rank %d's process "
+                        "is gone: ncclRemoteError\n", sim_config()->rank, r);
+                atomic_store(&comm->async_error, ncclRemoteError);
+            }
+        }
+    }
+}
+
 /* Until every request is done (1), or a communicator was aborted (0). */
 static int wait_all(const launch *l, MPI_Request *requests, int *mpi_error) {
     long pause = 1000;
@@ -381,6 +408,7 @@ static int wait_all(const launch *l, MPI_Request *requests, int *mpi_error) {
         if (*mpi_error != MPI_SUCCESS) return 0;
         if (flag) return 1;
         if (any_aborted(l)) return 0;
+        if (sim_config()->remote_errors) notice_dead_peer(l);
         struct timespec t = {0, pause};
         nanosleep(&t, NULL);
         pause = pause * 2 > MAX_PAUSE_NS ? MAX_PAUSE_NS : pause * 2;

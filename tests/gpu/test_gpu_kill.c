@@ -27,11 +27,16 @@ typedef struct device_step {
     hvd_options options;
 } device_step;
 
+/* This rank's input into its device buffer (which holds the last step's result). */
+static void put_input(device_step *d) {
+    for (size_t i = 0; i < COUNT; i++) d->buf[i] = (float)((d->rank + 1) * (int)(i % 7));
+    cudaMemcpy(d->dev, d->buf, COUNT * sizeof(float), cudaMemcpyHostToDevice);
+}
+
 static hvd_status step(void *ctx, const char *name, int *wrong) {
     device_step *d = ctx;
     hvd_handle h;
-    for (size_t i = 0; i < COUNT; i++) d->buf[i] = (float)((d->rank + 1) * (int)(i % 7));
-    cudaMemcpy(d->dev, d->buf, COUNT * sizeof(float), cudaMemcpyHostToDevice);
+    put_input(d);
     hvd_status s = hvd_allreduce_async(name, d->dev, d->dev, COUNT, HVD_FLOAT32, HVD_SUM,
                                        &d->options, &h);
     if (s == HVD_OK) s = hvd_wait(&h);
@@ -42,10 +47,13 @@ static hvd_status step(void *ctx, const char *name, int *wrong) {
     return HVD_OK;
 }
 
-/* The victim's last step: its all-reduce negotiated and queued on every rank's device. */
+/* The victim's last step: its all-reduce negotiated and queued on every rank's device. Its
+ * input is a real one: its stream may send it before the SIGKILL lands, and the others' step
+ * then succeeds, with the right sum (the last result instead made it wrong, 1 run in ~100). */
 static void enter_collective(void *ctx, const char *name) {
     device_step *d = ctx;
     hvd_handle h;
+    put_input(d);
     if (hvd_allreduce_async(name, d->dev, d->dev, COUNT, HVD_FLOAT32, HVD_SUM, &d->options,
                             &h) == HVD_OK)
         hvd_wait_on_stream(&h, NULL);

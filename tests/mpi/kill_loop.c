@@ -18,7 +18,6 @@ int kill_loop(int argc, char **argv, const kill_test *k) {
     int victim = (int)mt_arg_double(argc, argv, "--victim", size - 1);
     double after_s = mt_arg_double(argc, argv, "--after-s", 2.0);
     double max_s = mt_arg_double(argc, argv, "--max-s", 120.0);
-    double linger_s = mt_arg_double(argc, argv, "--linger-s", 0.0);
     char host[64] = "?";
     const char *ns = getenv("HVDC_NETNS");
     if (ns) snprintf(host, sizeof host, "%s", ns);
@@ -60,7 +59,6 @@ int kill_loop(int argc, char **argv, const kill_test *k) {
         last_good = mt_now();
     }
     fflush(stdout);
-    if (linger_s > 0) usleep((useconds_t)(linger_s * 1e6));
     hvd_status s = hvd_shutdown();
     printf("KILLTEST rank=%d host=%s exit status=\"%s\" after_s=%.2f\n", rank, host,
            hvd_status_string(s), mt_now() - last_good);

@@ -28,9 +28,10 @@ typedef struct kill_test {
 } kill_test;
 
 /* Runs the loop on an initialized libhvdc, shuts it down. argv: --victim R --after-s T
- * --max-s M --linger-s L (a survivor waits L s before hvd_shutdown and exit: a survivor's exit
- * looks like a death to a neighbour that has not yet heard of the first one). @return the exit status: 0 when this rank reported an error and saw no wrong
- * result, else 1. */
+ * --max-s M. Survivors shut down and exit as soon as they fail, as a job's ranks do: a
+ * neighbour that has not yet taken the death notice must still name the dead rank, not the
+ * survivor that exited. @return the exit status: 0 when this rank reported an error and saw
+ * no wrong result, else 1. */
 int kill_loop(int argc, char **argv, const kill_test *k);
 
 #endif

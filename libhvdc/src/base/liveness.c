@@ -19,6 +19,9 @@
 #include "base/tell.h"
 
 enum { NOTICE_MAX = 512 };
+/* how long a rank whose neighbour's process is gone looks for a notice first (see
+ * notice_behind_exit) */
+#define NOTICE_BEHIND_EXIT_S (HVDC_LIVENESS_PERIOD_S / 5)
 _Static_assert(NOTICE_MAX <= HVDC_TELL_MAX, "a notice must fit what hvdc__tell_others sends");
 
 struct hvdc_liveness {
@@ -87,6 +90,38 @@ void hvdc__liveness_set_poll(hvdc_liveness *l, const hvdc_poll_policy *policy) {
 
 const hvdc_poll_policy *hvdc__liveness_poll_policy(const hvdc_liveness *l) { return l ? l->poll : NULL; }
 
+/* Takes a notice another rank sent, if one has come: it names the rank that died or stopped.
+ * @return 1 (l failed, its message set) or 0. */
+static int take_notice(hvdc_liveness *l) {
+    int flag = 0;
+    MPI_Status status;
+    int err = MPI_Iprobe(MPI_ANY_SOURCE, HVDC_TAG_FAILURE, l->comm, &flag, &status);
+    if (err != MPI_SUCCESS || !flag) return 0;
+    char text[NOTICE_MAX] = "";
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    if (count > 0 && count <= NOTICE_MAX)
+        MPI_Recv(text, count, MPI_BYTE, status.MPI_SOURCE, HVDC_TAG_FAILURE, l->comm,
+                 MPI_STATUS_IGNORE);
+    text[NOTICE_MAX - 1] = '\0';
+    snprintf(l->message, sizeof l->message, "%s (reported by rank %d)", text, status.MPI_SOURCE);
+    l->failed = HVD_ERR_RANK_FAILED;
+    return 1;
+}
+
+/* A neighbour whose process is gone may have exited on its own after a notice that this rank
+ * has not taken yet (a survivor that fails and exits at once): the notice, sent before that
+ * exit, names who really died. One probe may miss a message that has just come (a probe
+ * progresses MPI once), so probe for a while before taking the neighbour for dead; it costs
+ * that long only when a neighbour is gone. */
+static int notice_behind_exit(hvdc_liveness *l) {
+    double until = hvdc__now_seconds() + NOTICE_BEHIND_EXIT_S;
+    do {
+        if (take_notice(l)) return 1;
+    } while (hvdc__now_seconds() < until);
+    return 0;
+}
+
 hvd_status hvdc__liveness_check(hvdc_liveness *l) {
     if (!l) return HVD_OK;
     if (l->failed != HVD_OK) return hvdc__fail(l->failed, "%s", l->message);
@@ -95,22 +130,11 @@ hvd_status hvdc__liveness_check(hvdc_liveness *l) {
     l->next_check = now + HVDC_LIVENESS_PERIOD_S;
     /* a notice first: it names the rank that died, while the rank that sent it may since
      * have exited on its own */
-    int flag = 0;
-    MPI_Status status;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, HVDC_TAG_FAILURE, l->comm, &flag, &status) == MPI_SUCCESS && flag) {
-        char text[NOTICE_MAX] = "";
-        int count = 0;
-        MPI_Get_count(&status, MPI_BYTE, &count);
-        if (count > 0 && count <= NOTICE_MAX)
-            MPI_Recv(text, count, MPI_BYTE, status.MPI_SOURCE, HVDC_TAG_FAILURE, l->comm, MPI_STATUS_IGNORE);
-        text[NOTICE_MAX - 1] = '\0';
-        snprintf(l->message, sizeof l->message, "%s (reported by rank %d)", text, status.MPI_SOURCE);
-        l->failed = HVD_ERR_RANK_FAILED;
-        return hvdc__fail(l->failed, "%s", l->message);
-    }
+    if (take_notice(l)) return hvdc__fail(l->failed, "%s", l->message);
     for (int i = 0; i < l->n_local; i++) {
         if (l->local_ranks[i] == l->rank) continue;
         if (kill((pid_t)l->local_pids[i], 0) == 0 || errno != ESRCH) continue;
+        if (notice_behind_exit(l)) return hvdc__fail(l->failed, "%s", l->message);
         snprintf(l->message, sizeof l->message,
                  "rank %d (pid %d) died: its process on the same node as rank %d is gone "
                  "(killed, crashed or out of memory)", l->local_ranks[i], l->local_pids[i], l->rank);

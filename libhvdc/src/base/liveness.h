@@ -8,7 +8,9 @@
  * ring, the collectives) calls hvdc__liveness_check, which looks at most every
  * HVDC_LIVENESS_PERIOD_S seconds, so survivors fail with HVD_ERR_RANK_FAILED about that long
  * after the dead process was reaped. A rank whose runtime stops on an error of its own (out of
- * memory, say) is alive but will not answer either: it sends the same notice.
+ * memory, say) is alive but will not answer either: it sends the same notice. A neighbour gone
+ * after such a notice (a survivor that failed and exited) is not named dead: a notice that has
+ * come is taken first, also once the gone process is seen.
  * Limits: a node running a single rank has no neighbour to watch it. Under mpirun's default
  * policy the launcher itself tears the whole job down first (see docs/troubleshooting.md).
  *

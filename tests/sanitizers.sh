@@ -45,6 +45,7 @@ TSAN_TESTS=('threads np=2' 'threads np=4' 'shutdown inflight np=2' 'shutdown ear
             'gpu sim rank killed np=3 mpirun recovery'
             'gpu sim rank killed np=4 nodes of 2 NCCL sees it first'
             'gpu sim rank killed while growing np=3 mpirun recovery'
+            'gpu sim rank killed while growing Adasum staging np=4 nodes of 2'
             'gpu sim rank killed in MPI_Allreduce np=3 mpirun recovery'
             'gpu sim rank killed during hvd_shutdown np=3 mpirun recovery'
             'gpu sim rank killed during a checkpoint np=3 mpirun recovery'

@@ -19,11 +19,16 @@
  *     device work queued; the victim waits --after-s seconds and kills itself with SIGKILL.
  *     hvd_shutdown must return HVD_ERR_RANK_FAILED naming it (it returned HVD_OK, and went on
  *     to finalize MPI, which waits for every rank).
+ *   --adasum-growing: the device Adasum across nodes (two nodes of two ranks: run at np 4 with
+ *     HVDC_TEST_NODE_SIZE=2) stages each rank's shard in pinned host memory, which grows only
+ *     after the stream has run what it holds. Every rank runs a warm-up Adasum of a small group
+ *     (the staging buffer: its shard), then a lone "a" and an Adasum of a 1 MiB group (its
+ *     shard outgrows the buffer); the victim waits --after-s seconds and kills itself.
  *
- * In all three the victim (the last rank) holds its "a" off the device with a ready event behind a
+ * In all four the victim (the last rank) holds its "a" off the device with a ready event behind a
  * stream it never lets run. The lines are tests/mpi/kill_loop.h's, judged by
  * tests/mpi/check_kill.py.
- * Usage: test_gpu_kill_held [--in-mpi-allreduce | --in-shutdown] [--after-s T]
+ * Usage: test_gpu_kill_held [--in-mpi-allreduce | --in-shutdown | --adasum-growing] [--after-s T]
  *        (one simulated device per rank)
  */
 #include <cuda_runtime_api.h>
@@ -51,8 +56,8 @@ static cudaEvent_t never_ready(void) {
 }
 
 /* A group of two tensors of count floats each, in place on dev (2 * count floats): its status. */
-static hvd_status group(const char *prefix, float *dev, size_t count, const hvd_options *o,
-                        hvd_handle *h) {
+static hvd_status group(const char *prefix, float *dev, size_t count, hvd_reduce_op op,
+                        const hvd_options *o, hvd_handle *h) {
     char n1[64], n2[64];
     snprintf(n1, sizeof n1, "%s.1", prefix);
     snprintf(n2, sizeof n2, "%s.2", prefix);
@@ -60,7 +65,7 @@ static hvd_status group(const char *prefix, float *dev, size_t count, const hvd_
     const void *send[2] = {dev, dev + count};
     void *recv[2] = {dev, dev + count};
     size_t counts[2] = {count, count};
-    return hvd_grouped_allreduce_async(2, names, send, recv, counts, HVD_FLOAT32, HVD_SUM, o, h);
+    return hvd_grouped_allreduce_async(2, names, send, recv, counts, HVD_FLOAT32, op, o, h);
 }
 
 static void report(int rank, hvd_status s, double after_s) {
@@ -69,14 +74,15 @@ static void report(int rank, hvd_status s, double after_s) {
 }
 
 int main(int argc, char **argv) {
-    int in_mpi = 0, in_shutdown = 0;
+    int in_mpi = 0, in_shutdown = 0, adasum = 0;
     for (int i = 1; i < argc; i++) {
         in_mpi |= strcmp(argv[i], "--in-mpi-allreduce") == 0;
         in_shutdown |= strcmp(argv[i], "--in-shutdown") == 0;
+        adasum |= strcmp(argv[i], "--adasum-growing") == 0;
     }
     if (in_mpi) {
         setenv("HVD_CPU_ALLREDUCE", "mpi", 1);
-    } else if (!in_shutdown) {
+    } else if (!in_shutdown && !adasum) {
         setenv("HVDC_SIM_POOLS", "0", 1); /* growing then frees after waiting for the stream */
         setenv("HVD_FUSION_THRESHOLD", "0", 1);
     }
@@ -100,12 +106,16 @@ int main(int argc, char **argv) {
         printf("[rank %d] no device memory for the test\nFAIL\n", rank);
         return 1;
     }
-    const char *others = in_mpi ? "are inside MPI_Allreduce" : in_shutdown ? "shut down" : "grow";
+    const char *others = in_mpi        ? "are inside MPI_Allreduce"
+                         : in_shutdown ? "shut down"
+                         : adasum      ? "grow the device Adasum's staging buffer"
+                                       : "grow";
     if (rank == 0)
         printf("# %s: %d ranks; rank %d dies while the others %s\n", argv[0], size, victim, others);
+    hvd_reduce_op grouped_op = adasum ? HVD_ADASUM : HVD_SUM;
     hvd_handle warm;
     s = in_mpi ? hvd_allreduce_async("warm", dev, dev, SMALL, HVD_FLOAT32, HVD_SUM, &o, &warm)
-               : group("warm", dev, SMALL, &o, &warm);
+               : group("warm", dev, SMALL, grouped_op, &o, &warm);
     if (s == HVD_OK) s = hvd_wait(&warm);
     if (s != HVD_OK) {
         printf("[rank %d] the warm-up failed: %s: %s\nFAIL\n", rank, hvd_status_string(s),
@@ -134,7 +144,7 @@ int main(int argc, char **argv) {
         return down != HVD_OK ? 0 : 1;
     }
     hvd_status sb = in_mpi ? hvd_allreduce_async("c", host, host, 4, HVD_FLOAT32, HVD_SUM, NULL, &b)
-                    : in_shutdown ? HVD_OK : group("g", dev, LARGE, &o, &b);
+                    : in_shutdown ? HVD_OK : group("g", dev, LARGE, grouped_op, &o, &b);
     if (rank == victim) {
         if (in_mpi) { /* HVDC_TEST_FAULTS=die_in_mpi_allreduce kills it inside this wait */
             if (sb == HVD_OK) sb = hvd_wait(&b);

@@ -19,8 +19,8 @@
 #include "base/tell.h"
 
 enum { NOTICE_MAX = 512 };
-/* how long a rank whose neighbour's process is gone looks for a notice first (see
- * notice_behind_exit) */
+/* how long a rank whose neighbour's process is gone looks for a notice first (costs that long
+ * only once a neighbour is gone) */
 #define NOTICE_BEHIND_EXIT_S (HVDC_LIVENESS_PERIOD_S / 5)
 _Static_assert(NOTICE_MAX <= HVDC_TELL_MAX, "a notice must fit what hvdc__tell_others sends");
 
@@ -90,13 +90,20 @@ void hvdc__liveness_set_poll(hvdc_liveness *l, const hvdc_poll_policy *policy) {
 
 const hvdc_poll_policy *hvdc__liveness_poll_policy(const hvdc_liveness *l) { return l ? l->poll : NULL; }
 
-/* Takes a notice another rank sent, if one has come: it names the rank that died or stopped.
+/* Takes a notice another rank sent, if one comes within seconds (0: probe once): it names the
+ * rank that died or stopped. Probes pause as the waits' poll policy says (poll.h).
  * @return 1 (l failed, its message set) or 0. */
-static int take_notice(hvdc_liveness *l) {
+static int take_notice(hvdc_liveness *l, double seconds) {
     int flag = 0;
     MPI_Status status;
-    int err = MPI_Iprobe(MPI_ANY_SOURCE, HVDC_TAG_FAILURE, l->comm, &flag, &status);
-    if (err != MPI_SUCCESS || !flag) return 0;
+    double until = hvdc__now_seconds() + seconds;
+    hvdc_poll poll = hvdc__poll_begin(l->poll);
+    for (;;) {
+        int err = MPI_Iprobe(MPI_ANY_SOURCE, HVDC_TAG_FAILURE, l->comm, &flag, &status);
+        if (err == MPI_SUCCESS && flag) break;
+        if (hvdc__now_seconds() >= until) return 0;
+        hvdc__poll_pause(&poll);
+    }
     char text[NOTICE_MAX] = "";
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
@@ -109,19 +116,6 @@ static int take_notice(hvdc_liveness *l) {
     return 1;
 }
 
-/* A neighbour whose process is gone may have exited on its own after a notice that this rank
- * has not taken yet (a survivor that fails and exits at once): the notice, sent before that
- * exit, names who really died. One probe may miss a message that has just come (a probe
- * progresses MPI once), so probe for a while before taking the neighbour for dead; it costs
- * that long only when a neighbour is gone. */
-static int notice_behind_exit(hvdc_liveness *l) {
-    double until = hvdc__now_seconds() + NOTICE_BEHIND_EXIT_S;
-    do {
-        if (take_notice(l)) return 1;
-    } while (hvdc__now_seconds() < until);
-    return 0;
-}
-
 hvd_status hvdc__liveness_check(hvdc_liveness *l) {
     if (!l) return HVD_OK;
     if (l->failed != HVD_OK) return hvdc__fail(l->failed, "%s", l->message);
@@ -130,11 +124,15 @@ hvd_status hvdc__liveness_check(hvdc_liveness *l) {
     l->next_check = now + HVDC_LIVENESS_PERIOD_S;
     /* a notice first: it names the rank that died, while the rank that sent it may since
      * have exited on its own */
-    if (take_notice(l)) return hvdc__fail(l->failed, "%s", l->message);
+    if (take_notice(l, 0)) return hvdc__fail(l->failed, "%s", l->message);
     for (int i = 0; i < l->n_local; i++) {
         if (l->local_ranks[i] == l->rank) continue;
         if (kill((pid_t)l->local_pids[i], 0) == 0 || errno != ESRCH) continue;
-        if (notice_behind_exit(l)) return hvdc__fail(l->failed, "%s", l->message);
+        /* a neighbour gone may have exited on its own after a notice this rank has not taken
+         * yet (a survivor that fails and exits at once): that notice, sent before the exit,
+         * names who really died; and one probe may miss a message that has just come (it
+         * progresses MPI once), so look for a while before taking the neighbour for dead */
+        if (take_notice(l, NOTICE_BEHIND_EXIT_S)) return hvdc__fail(l->failed, "%s", l->message);
         snprintf(l->message, sizeof l->message,
                  "rank %d (pid %d) died: its process on the same node as rank %d is gone "
                  "(killed, crashed or out of memory)", l->local_ranks[i], l->local_pids[i], l->rank);

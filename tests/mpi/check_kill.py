@@ -10,10 +10,14 @@
                                             # rank 2 runs with HVDC_TEST_FAULTS=SITE (base/
                                             # fault.h), which kills it at that point instead
   check_kill.py ... --np N                  # N ranks (default 3); the last is the victim
+  check_kill.py ... --unreaped S            # the victim runs under unreaped.py, which leaves
+                                            # it a zombie for S s after it dies (as a busy
+                                            # launcher does): the survivors' bound still holds
   check_kill.py ... -- ARGS...              # ARGS go to TEST_KILL too
 In recovery mode a survivor's "wrong all-reduce result" or "FAIL" line fails the check too;
 in both a sanitizer's report (the job's exit status cannot tell: a rank was killed).
 """
+import os
 import re
 import subprocess
 import sys
@@ -24,14 +28,19 @@ argv, extra = sys.argv, []
 if "--" in argv:
     argv, extra = argv[:argv.index("--")], argv[argv.index("--") + 1:]
 mpirun, test_kill, mode = argv[1:4]
-fault = argv[5] if argv[4:5] == ["--fault"] else None
-np = int(argv[5]) if argv[4:5] == ["--np"] else 3
+options = dict(zip(argv[4::2], argv[5::2]))
+fault = options.get("--fault")
+np = int(options.get("--np", 3))
+unreaped = options.get("--unreaped")
 cmd = [mpirun, "--oversubscribe", "--bind-to", "none"]
 if mode == "recovery":
     cmd.append("--enable-recovery")
 args = [test_kill, "--after-s", "1.5", "--max-s", "30"] + extra
 if fault:  # MPMD: the victim alone gets the switch
-    cmd += ["-np", "2"] + args + [":", "-np", "1", "-x", "HVDC_TEST_FAULTS=" + fault] + args
+    cmd += ["-np", str(np - 1)] + args + [":", "-np", "1", "-x", "HVDC_TEST_FAULTS=" + fault] + args
+elif unreaped:  # MPMD: the victim alone runs under the wrapper
+    wrapper = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "unreaped.py"), unreaped]
+    cmd += ["-np", str(np - 1)] + args + [":", "-np", "1"] + wrapper + args
 else:
     cmd += ["-np", str(np)] + args
 start = time.time()

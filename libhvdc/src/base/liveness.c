@@ -5,6 +5,7 @@
 #include "base/liveness.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +91,26 @@ void hvdc__liveness_set_poll(hvdc_liveness *l, const hvdc_poll_policy *policy) {
 
 const hvdc_poll_policy *hvdc__liveness_poll_policy(const hvdc_liveness *l) { return l ? l->poll : NULL; }
 
+/* Whether process pid has ended: gone (ESRCH), or a zombie its launcher has not reaped yet.
+ * mpirun can leave a killed rank a zombie for seconds (6 s seen under load), and the kill(2)
+ * probe alone sees no death until the reap; Linux's /proc tells the zombie (state Z, or X
+ * while it is being reaped). Elsewhere, or if /proc cannot be read: the kill(2) probe alone. */
+static int process_ended(int pid) {
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 1;
+    char path[32], stat[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, stat, sizeof stat - 1); /* ~2 us, as often as kill(2): every 50 ms */
+    close(fd);
+    if (n <= 0) return 0;
+    stat[n] = '\0';
+    /* "pid (comm) S ...": comm may hold spaces and parentheses, so the state follows the
+     * last ')' */
+    const char *paren = strrchr(stat, ')');
+    return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
 /* Takes a notice another rank sent, if one comes within seconds (0: probe once): it names the
  * rank that died or stopped. Probes pause as the waits' poll policy says (poll.h).
  * @return 1 (l failed, its message set) or 0. */
@@ -127,7 +148,7 @@ hvd_status hvdc__liveness_check(hvdc_liveness *l) {
     if (take_notice(l, 0)) return hvdc__fail(l->failed, "%s", l->message);
     for (int i = 0; i < l->n_local; i++) {
         if (l->local_ranks[i] == l->rank) continue;
-        if (kill((pid_t)l->local_pids[i], 0) == 0 || errno != ESRCH) continue;
+        if (!process_ended(l->local_pids[i])) continue;
         /* a neighbour gone may have exited on its own after a notice this rank has not taken
          * yet (a survivor that fails and exits at once): that notice, sent before the exit,
          * names who really died; and one probe may miss a message that has just come (it

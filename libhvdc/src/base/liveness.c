@@ -4,6 +4,7 @@
  */
 #include "base/liveness.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -91,24 +92,47 @@ void hvdc__liveness_set_poll(hvdc_liveness *l, const hvdc_poll_policy *policy) {
 
 const hvdc_poll_policy *hvdc__liveness_poll_policy(const hvdc_liveness *l) { return l ? l->poll : NULL; }
 
-/* Whether process pid has ended: gone (ESRCH), or a zombie its launcher has not reaped yet.
- * mpirun can leave a killed rank a zombie for seconds (6 s seen under load), and the kill(2)
- * probe alone sees no death until the reap; Linux's /proc tells the zombie (state Z, or X
- * while it is being reaped). Elsewhere, or if /proc cannot be read: the kill(2) probe alone. */
-static int process_ended(int pid) {
-    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 1;
-    char path[32], stat[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+/* Whether the task whose /proc stat file is path is exiting: the kernel's PF_EXITING flag
+ * (include/linux/sched.h; proc(5)'s stat field 9), set as a task starts to exit and kept while
+ * it is a zombie. @return 1, 0 (running), or -1 (no such file: the task is gone). */
+static int task_exiting(const char *path) {
+    char stat[512];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
+    if (fd < 0) return -1;
     ssize_t n = read(fd, stat, sizeof stat - 1); /* ~2 us, as often as kill(2): every 50 ms */
     close(fd);
-    if (n <= 0) return 0;
+    if (n <= 0) return -1;
     stat[n] = '\0';
-    /* "pid (comm) S ...": comm may hold spaces and parentheses, so the state follows the
-     * last ')' */
+    /* "pid (comm) state ppid pgrp session tty_nr tpgid flags ...": comm may hold spaces and
+     * parentheses, so the fields are counted from the last ')' */
     const char *paren = strrchr(stat, ')');
-    return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+    unsigned flags = 0;
+    if (!paren || sscanf(paren + 1, " %*c %*d %*d %*d %*d %*d %u", &flags) != 1) return 0;
+    return (flags & 0x4u) != 0; /* PF_EXITING */
+}
+
+/* Whether process pid has ended: gone (ESRCH), or every one of its threads exiting. A killed
+ * rank stays visible to kill(2) until its launcher reaps it, which can be only once all its
+ * threads have exited and its memory is torn down: a killed TSan rank stayed a zombie for 6 s
+ * under load here, the survivors waiting meanwhile. Its threads show exiting from the start.
+ * Not the main thread alone: one that called pthread_exit is a zombie while the process lives
+ * on. Without /proc, or if it cannot be read: kill(2) alone. */
+static int process_ended(int pid) {
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 1;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    if (task_exiting(path) != 1) return 0; /* the main thread runs: the usual answer, one read */
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *tasks = opendir(path);
+    if (!tasks) return 0;
+    int ended = 1;
+    for (struct dirent *t; ended && (t = readdir(tasks));) {
+        if (t->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "/proc/%d/task/%.16s/stat", pid, t->d_name);
+        ended = task_exiting(path) != 0;
+    }
+    closedir(tasks);
+    return ended;
 }
 
 /* Takes a notice another rank sent, if one comes within seconds (0: probe once): it names the

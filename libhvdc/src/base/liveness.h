@@ -3,14 +3,14 @@
  *
  * A process killed by SIGKILL sends nothing; over shared memory its peers would wait forever. So
  * every rank watches the processes of its own node (by pid: ended once kill(pid, 0) fails with
- * ESRCH, or, before the launcher reaps it, once /proc shows a zombie), and the rank that sees a
- * death tells every rank with a small eager message on the control communicator. Every wait in
- * libhvdc (negotiation, the ring, the collectives) calls hvdc__liveness_check, which looks at most
- * every HVDC_LIVENESS_PERIOD_S seconds, so survivors fail with HVD_ERR_RANK_FAILED about that long
- * after the process died. A rank whose runtime stops on an error of its own (out of memory, say) is
- * alive but will not answer either: it sends the same notice. A neighbour gone after such a notice
- * (a survivor that failed and exited) is not named dead: a notice that has come is taken first,
- * also once the gone process is seen.
+ * ESRCH, or, before the launcher reaps it, once /proc shows every thread exiting), and the rank
+ * that sees a death tells every rank with a small eager message on the control communicator. Every
+ * wait in libhvdc (negotiation, the ring, the collectives) calls hvdc__liveness_check, which looks
+ * at most every HVDC_LIVENESS_PERIOD_S seconds, so survivors fail with HVD_ERR_RANK_FAILED about
+ * that long after the process died. A rank whose runtime stops on an error of its own (out of
+ * memory, say) is alive but will not answer either: it sends the same notice. A neighbour gone
+ * after such a notice (a survivor that failed and exited) is not named dead: a notice that has come
+ * is taken first, also once the gone process is seen.
  * Limits: a node running a single rank has no neighbour to watch it. Under mpirun's default
  * policy the launcher itself tears the whole job down first (see docs/troubleshooting.md).
  *

@@ -37,10 +37,12 @@ if mode == "recovery":
     cmd.append("--enable-recovery")
 args = [test_kill, "--after-s", "1.5", "--max-s", "30"] + extra
 if fault:  # MPMD: the victim alone gets the switch
-    cmd += ["-np", str(np - 1)] + args + [":", "-np", "1", "-x", "HVDC_TEST_FAULTS=" + fault] + args
+    victim = ["-x", "HVDC_TEST_FAULTS=" + fault] + args
+    cmd += ["-np", str(np - 1)] + args + [":", "-np", "1"] + victim
 elif unreaped:  # MPMD: the victim alone runs under the wrapper
-    wrapper = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "unreaped.py"), unreaped]
-    cmd += ["-np", str(np - 1)] + args + [":", "-np", "1"] + wrapper + args
+    here = os.path.dirname(os.path.abspath(__file__))
+    victim = [sys.executable, os.path.join(here, "unreaped.py"), unreaped] + args
+    cmd += ["-np", str(np - 1)] + args + [":", "-np", "1"] + victim
 else:
     cmd += ["-np", str(np)] + args
 start = time.time()

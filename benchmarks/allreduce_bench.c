@@ -8,8 +8,10 @@
  * benchmark sets it and re-initializes libhvdc whenever it switches between the two; MPI itself
  * stays up (we initialize it, with MPI_THREAD_MULTIPLE). "mpi" is MPI_Allreduce on
  * MPI_COMM_WORLD from the main thread, the baseline. At each size, each hvd pass alternates
- * one hvd call and one MPI call per iteration, so both see the same machine (each writing an
- * output buffer of its own, so neither inherits the other's cache state there); the ratio vs_mpi
+ * one hvd call and one MPI call per iteration, so both see the same machine; each reads input
+ * buffers and writes an output buffer of its own, so neither inherits the other's cache state
+ * (with one shared input, the second call read what the first had just brought into cache:
+ * on the H100 a 16 MiB input and output fit its 50 MB L2); the ratio vs_mpi
  * of an hvd row is busbw(hvd) / busbw(MPI) over the MPI calls of that same pass. "memcpy" is
  * rank 0 alone copying the same bytes with memcpy (the others wait): what one core can move, the
  * physical ceiling an all-reduce on this machine is measured against; its busbw column is
@@ -26,8 +28,8 @@
  * Correctness (-c 1, the default): inputs are small integers that depend on rank and index,
  * chosen so every sum/min/max/prod is exact and in range for the dtype in any reduction order:
  *     x_r[i] = 1 + (j + 3r) mod p     (prod: 1 + (j + r) mod 2),   j = (i + parity) mod p
- * Two send buffers hold parity 0 and 1 and iterations alternate between them, so a result left
- * over from the previous call counts as wrong. Every result of every call (warm-up included) is
+ * Two send buffers per side hold parity 0 and 1 and iterations alternate between them, so a
+ * result left over from the previous call counts as wrong. Every result of every call (warm-up included) is
  * compared element by element with the exact reference; #wrong counts mismatched elements over
  * all iterations and ranks. The exit status is 1 if any were wrong, 2 on an error.
  *
@@ -290,8 +292,9 @@ typedef struct row {
 enum { OUT_HVD, OUT_BASELINE };
 
 typedef struct buffers {
-    void *send[2], *recv[2]; /* where the collectives run: host, or device with --device gpu;
-                                recv[OUT_HVD] and recv[OUT_BASELINE] */
+    /* where the collectives run: host, or device with --device gpu; each side's own, indexed
+     * OUT_HVD or OUT_BASELINE: send[side][parity], recv[side] */
+    void *send[2][2], *recv[2];
     void *check;             /* --device gpu: a host copy of a recv to check; else unused */
 } buffers;
 
@@ -351,10 +354,11 @@ static void run_pass(int impl, int with_mpi, size_t count, const options *o, con
             BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
             double t0 = bench_now_us();
             if (impl == IMPL_MPI_THREAD)
-                BENCH_CHECK_MPI(bench_handoff_allreduce(handoff, b->send[parity], b->recv[OUT_HVD],
+                BENCH_CHECK_MPI(bench_handoff_allreduce(handoff, b->send[OUT_HVD][parity],
+                                                        b->recv[OUT_HVD],
                                                         (int)count, type, bench_mpi_op(o->op)));
             else
-                hvd_call(name, b->send[parity], b->recv[OUT_HVD], count, o);
+                hvd_call(name, b->send[OUT_HVD][parity], b->recv[OUT_HVD], count, o);
             double t1 = bench_now_us();
             if (timed >= 0) t_hvd[timed] = t1 - t0;
             if (check)
@@ -366,14 +370,15 @@ static void run_pass(int impl, int with_mpi, size_t count, const options *o, con
             BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
             double t0 = bench_now_us();
             if (device >= 0) {
-                if (bench_nccl_allreduce(b->send[parity], b->recv[OUT_BASELINE], count, o->dtype,
-                                         o->op) != 0) {
+                if (bench_nccl_allreduce(b->send[OUT_BASELINE][parity], b->recv[OUT_BASELINE],
+                                         count, o->dtype, o->op) != 0) {
                     fprintf(stderr, "allreduce_bench: ncclAllReduce failed\n");
                     MPI_Abort(MPI_COMM_WORLD, 2);
                 }
             } else {
-                BENCH_CHECK_MPI(MPI_Allreduce(b->send[parity], b->recv[OUT_BASELINE], (int)count, type,
-                                              bench_mpi_op(o->op), MPI_COMM_WORLD));
+                BENCH_CHECK_MPI(MPI_Allreduce(b->send[OUT_BASELINE][parity], b->recv[OUT_BASELINE],
+                                              (int)count, type, bench_mpi_op(o->op),
+                                              MPI_COMM_WORLD));
             }
             double t1 = bench_now_us();
             if (timed >= 0) t_mpi[timed] = t1 - t0;
@@ -408,7 +413,8 @@ static double time_memcpy(const options *o, buffers *b, size_t count, int rank) 
         BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
         if (rank != 0) continue;
         double t0 = bench_now_us();
-        memcpy(b->recv[OUT_BASELINE], b->send[it & 1], count * hvd_dtype_size(o->dtype));
+        memcpy(b->recv[OUT_BASELINE], b->send[OUT_BASELINE][it & 1],
+               count * hvd_dtype_size(o->dtype));
         double t1 = bench_now_us();
         if (it >= o->warmup) t[it - o->warmup] = t1 - t0;
     }
@@ -479,31 +485,34 @@ int main(int argc, char **argv) {
         return 2;
     }
     size_t elem = hvd_dtype_size(o.dtype);
-    buffers b = {{malloc(o.max_bytes), malloc(o.max_bytes)}, {malloc(o.max_bytes), malloc(o.max_bytes)}, NULL};
-    if (!b.send[0] || !b.send[1] || !b.recv[0] || !b.recv[1]) {
-        fprintf(stderr, "allreduce_bench: out of memory for 4 x %zu bytes\n", o.max_bytes);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
+    buffers b = {{{NULL, NULL}, {NULL, NULL}}, {NULL, NULL}, NULL};
+    void **all[6] = {&b.send[0][0], &b.send[0][1], &b.send[1][0], &b.send[1][1], &b.recv[0],
+                     &b.recv[1]}; /* the four inputs first */
+    for (int i = 0; i < 6; i++)
+        if (!(*all[i] = malloc(o.max_bytes))) {
+            fprintf(stderr, "allreduce_bench: out of memory for 6 x %zu bytes\n", o.max_bytes);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
     size_t max_count = o.max_bytes / elem;
-    fill_input(b.send[0], max_count, &o, &p, rank, 0);
-    fill_input(b.send[1], max_count, &o, &p, rank, 1);
-    if (o.gpu) { /* the same inputs, on the device */
+    for (int side = 0; side < 2; side++)
+        for (int parity = 0; parity < 2; parity++)
+            fill_input(b.send[side][parity], max_count, &o, &p, rank, parity);
+    if (o.gpu) { /* the same inputs, on the device; one host buffer stays, to check results */
         if ((device = bench_device_open(MPI_COMM_WORLD, "allreduce_bench")) < 0) {
             MPI_Finalize();
             return 2;
         }
-        void *dev[4] = {bench_device_alloc(o.max_bytes), bench_device_alloc(o.max_bytes),
-                        bench_device_alloc(o.max_bytes), bench_device_alloc(o.max_bytes)};
-        if (!dev[0] || !dev[1] || !dev[2] || !dev[3] ||
-            bench_device_upload(dev[0], b.send[0], o.max_bytes) ||
-            bench_device_upload(dev[1], b.send[1], o.max_bytes)) {
-            fprintf(stderr, "allreduce_bench: out of device memory for 4 x %zu bytes\n", o.max_bytes);
-            MPI_Abort(MPI_COMM_WORLD, 2);
+        for (int i = 0; i < 6; i++) {
+            void *dev = bench_device_alloc(o.max_bytes);
+            if (!dev || (i < 4 && bench_device_upload(dev, *all[i], o.max_bytes))) {
+                fprintf(stderr, "allreduce_bench: out of device memory for 6 x %zu bytes\n",
+                        o.max_bytes);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+            if (i == 4) b.check = *all[i];
+            else free(*all[i]);
+            *all[i] = dev;
         }
-        free(b.send[0]), free(b.send[1]), free(b.recv[1]);
-        b.check = b.recv[0]; /* a host buffer: device results are copied there */
-        b.send[0] = dev[0], b.send[1] = dev[1];
-        b.recv[0] = dev[2], b.recv[1] = dev[3];
     }
 
     FILE *csv = NULL;
@@ -618,13 +627,13 @@ int main(int argc, char **argv) {
     free(mpi_all);
     free(phase_rows);
     free(p.expected);
+    for (int i = 0; i < 6; i++) {
+        if (device >= 0) bench_device_free(*all[i]);
+        else free(*all[i]);
+    }
     if (device >= 0) {
-        bench_device_free(b.send[0]), bench_device_free(b.send[1]);
-        bench_device_free(b.recv[0]), bench_device_free(b.recv[1]);
         free(b.check);
         bench_device_close();
-    } else {
-        free(b.send[0]), free(b.send[1]), free(b.recv[0]), free(b.recv[1]);
     }
     MPI_Finalize();
     return total_wrong ? 1 : 0;

@@ -11,8 +11,8 @@
  * one hvd call and one MPI call per iteration, so both see the same machine; each reads input
  * buffers and writes an output buffer of its own, so neither inherits the other's cache state
  * (with one shared input, the second call read what the first had just brought into cache:
- * on the H100 a 16 MiB input and output fit its 50 MB L2); the ratio vs_mpi
- * of an hvd row is busbw(hvd) / busbw(MPI) over the MPI calls of that same pass. "memcpy" is
+ * an H100's 50 MB L2 holds a 16 MiB input and its output); the ratio vs_mpi of an hvd row is
+ * busbw(hvd) / busbw(MPI) over the MPI calls of that same pass. "memcpy" is
  * rank 0 alone copying the same bytes with memcpy (the others wait): what one core can move, the
  * physical ceiling an all-reduce on this machine is measured against; its busbw column is
  * that copy rate (bytes / time), not scaled by 2(n-1)/n. "mpi-thread" (host only, not by
@@ -29,9 +29,9 @@
  * chosen so every sum/min/max/prod is exact and in range for the dtype in any reduction order:
  *     x_r[i] = 1 + (j + 3r) mod p     (prod: 1 + (j + r) mod 2),   j = (i + parity) mod p
  * Two send buffers per side hold parity 0 and 1 and iterations alternate between them, so a
- * result left over from the previous call counts as wrong. Every result of every call (warm-up included) is
- * compared element by element with the exact reference; #wrong counts mismatched elements over
- * all iterations and ranks. The exit status is 1 if any were wrong, 2 on an error.
+ * result left over from the previous call counts as wrong. Every result of every call (warm-up
+ * included) is compared element by element with the exact reference; #wrong counts mismatched
+ * elements over all iterations and ranks. The exit status is 1 if any were wrong, 2 on an error.
  *
  * --device gpu: the buffers are on this rank's CUDA device (its local rank), the hvd rows
  * ("hvd-gpu") run libhvdc's device path (options.device; the call returns once the device

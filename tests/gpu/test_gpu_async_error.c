@@ -53,7 +53,8 @@ enum { WAIT, POLL, STREAM, SHUTDOWN, ROUND };
  * alone. With --stream a peer's next step is either, as the stop reaches it before or after
  * that submission. */
 static const char *cause_of(const char *message) {
-    static const char refused[] = "has stopped and runs nothing more (call hvd_shutdown), because: ";
+    static const char refused[] =
+        "has stopped and runs nothing more (call hvd_shutdown), because: ";
     const char *at = strstr(message, refused);
     return at ? at + sizeof refused - 1 : message;
 }

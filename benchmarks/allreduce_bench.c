@@ -486,8 +486,9 @@ int main(int argc, char **argv) {
     }
     size_t elem = hvd_dtype_size(o.dtype);
     buffers b = {{{NULL, NULL}, {NULL, NULL}}, {NULL, NULL}, NULL};
+    enum { N_INPUTS = 4, CHECK_COPY = 4 }; /* all[]'s inputs; the host recv kept to check */
     void **all[6] = {&b.send[0][0], &b.send[0][1], &b.send[1][0], &b.send[1][1], &b.recv[0],
-                     &b.recv[1]}; /* the four inputs first */
+                     &b.recv[1]};
     for (int i = 0; i < 6; i++)
         if (!(*all[i] = malloc(o.max_bytes))) {
             fprintf(stderr, "allreduce_bench: out of memory for 6 x %zu bytes\n", o.max_bytes);
@@ -504,12 +505,12 @@ int main(int argc, char **argv) {
         }
         for (int i = 0; i < 6; i++) {
             void *dev = bench_device_alloc(o.max_bytes);
-            if (!dev || (i < 4 && bench_device_upload(dev, *all[i], o.max_bytes))) {
+            if (!dev || (i < N_INPUTS && bench_device_upload(dev, *all[i], o.max_bytes))) {
                 fprintf(stderr, "allreduce_bench: out of device memory for 6 x %zu bytes\n",
                         o.max_bytes);
                 MPI_Abort(MPI_COMM_WORLD, 2);
             }
-            if (i == 4) b.check = *all[i];
+            if (i == CHECK_COPY) b.check = *all[i];
             else free(*all[i]);
             *all[i] = dev;
         }

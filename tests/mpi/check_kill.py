@@ -7,13 +7,15 @@
   check_kill.py MPIRUN TEST_KILL default    # mpirun's default: it tears the job down; the
                                             # job must end with a non-zero status, in time
   check_kill.py MPIRUN TEST_KILL recovery --fault SITE
-                                            # rank 2 runs with HVDC_TEST_FAULTS=SITE (base/
+                                            # the victim runs with HVDC_TEST_FAULTS=SITE (base/
                                             # fault.h), which kills it at that point instead
   check_kill.py ... --np N                  # N ranks (default 3); the last is the victim
   check_kill.py ... --unreaped S            # the victim runs under unreaped.py, which leaves
                                             # it a zombie for S s after it dies (as a busy
                                             # launcher does): the survivors' bound still holds
   check_kill.py ... -- ARGS...              # ARGS go to TEST_KILL too
+An unknown option, one without its value, or --fault with --unreaped is refused (exit 2): a
+misspelt one would otherwise run, and pass, as another test.
 In recovery mode a survivor's "wrong all-reduce result" or "FAIL" line fails the check too;
 in both a sanitizer's report (the job's exit status cannot tell: a rank was killed).
 """
@@ -29,6 +31,11 @@ if "--" in argv:
     argv, extra = argv[:argv.index("--")], argv[argv.index("--") + 1:]
 mpirun, test_kill, mode = argv[1:4]
 options = dict(zip(argv[4::2], argv[5::2]))
+unknown = set(options) - {"--fault", "--np", "--unreaped"}
+if len(argv[4:]) % 2 or unknown or {"--fault", "--unreaped"} <= set(options):
+    print(f"check_kill.py: options {argv[4:]}: expected pairs of --fault SITE, --np N, "
+          "--unreaped S (not --fault with --unreaped)")
+    sys.exit(2)
 fault = options.get("--fault")
 np = int(options.get("--np", 3))
 unreaped = options.get("--unreaped")

@@ -24,8 +24,9 @@ Python 3 standard library only, run by Debian's /usr/bin/python3 (the interprete
 scripts/setup.sh installs), not whatever python3 is first on PATH, so that it behaves the same
 in every directory and under ssh. meson writes build/hvdcrun (which uses the build tree's
 libhvdc and the modules in launcher/) and installs bin/hvdcrun (the installed libhvdc, and the
-modules in share/hvdc/launcher). Runs in one process: the main thread (elastic mode adds
-threads that echo mpirun's output).
+modules in share/hvdc/launcher); pip install . installs it in the environment's bin/, run by the
+environment's Python, which finds the modules and libhvdc inside the hvdc package. Runs in one
+process: the main thread (elastic mode adds threads that echo mpirun's output).
 """
 import argparse
 import os
@@ -44,11 +45,23 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def module_dir():
-    """The hvdcrun_*.py modules: where meson put them, else beside this file (the source)."""
-    for d in (LAUNCHER_DIR, LAUNCHER_DIR_REL and os.path.join(HERE, LAUNCHER_DIR_REL)):
+    """The hvdcrun_*.py modules: where meson put them, in the hvdc package of this Python (pip
+    install .), else beside this file (the source)."""
+    for d in (LAUNCHER_DIR, LAUNCHER_DIR_REL and os.path.join(HERE, LAUNCHER_DIR_REL),
+              *package_dirs("_launcher")):
         if d and "@" not in d and os.path.isfile(os.path.join(d, "hvdcrun_hosts.py")):
             return d
     return HERE
+
+
+def package_dirs(sub):
+    """sub inside the hvdc package this Python would import, found without importing it."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("hvdc")
+    except (ImportError, ValueError):
+        return []
+    return [os.path.join(d, sub) for d in (spec.submodule_search_locations or [])] if spec else []
 
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree or a read-only install

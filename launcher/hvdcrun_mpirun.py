@@ -17,6 +17,7 @@ hosts by itself, and hvd_init fails every rank when a must-agree setting differs
 Runs in the hvdcrun process (its main thread). Python 3 standard library only.
 """
 import ctypes.util
+import glob
 import os
 import shlex
 import shutil
@@ -53,13 +54,15 @@ def check_mpirun(mpirun):
 
 def library_candidates(configured, here):
     """Where libhvdc may be: the one meson configured this launcher for, the same relative to
-    this file (an installed tree moved elsewhere, e.g. by DESTDIR), the build tree, the
-    system's."""
+    this file (an installed tree moved elsewhere, e.g. by DESTDIR), beside these modules in the
+    hvdc package (pip install .: hvdc/_launcher/ and hvdc/lib/), the build tree, the system's."""
     path, rel = configured
     if path and "@" not in path:
         yield path
     if rel and "@" not in rel:
         yield os.path.normpath(os.path.join(here, rel))
+    yield from sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                             "lib", "libhvdc.so.*")))
     yield os.path.join(here, "libhvdc", "libhvdc.so")                 # next to build/hvdcrun
     yield os.path.join(here, "..", "build", "libhvdc", "libhvdc.so")  # launcher/ in the source
     found = ctypes.util.find_library("hvdc")

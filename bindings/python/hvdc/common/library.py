@@ -7,7 +7,7 @@ The bindings pass tensors as (data pointer, element count, dtype); libhvdc does 
 
 Where the library is looked for, first hit wins:
   1. $HVDC_LIBRARY (a path to libhvdc.so; the test suite sets it to the build's library);
-  2. the path `meson install` recorded in hvdc/_install_config.py;
+  2. the path `meson install` recorded in hvdc/_install_config.py (pip install .: hvdc/lib/);
   3. the source tree's build directory: <repository>/build/libhvdc/libhvdc.so, so that
      PYTHONPATH=bindings/python works straight after scripts/setup.sh;
   4. the dynamic linker's search path (libhvdc.so.0).
@@ -65,12 +65,13 @@ def _candidates():
     if env:
         return [env], True
     paths = []
+    here = os.path.dirname(os.path.abspath(__file__))
     try:
         from hvdc import _install_config  # written by meson install
-        paths.append(_install_config.LIBRARY)
+        # relative: inside the package (pip install .)
+        paths.append(os.path.join(os.path.dirname(here), _install_config.LIBRARY))
     except ImportError:
         pass
-    here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.normpath(os.path.join(here, "..", "..", "..", ".."))
     paths.append(os.path.join(repo, "build", "libhvdc", "libhvdc.so"))
     paths.append("libhvdc.so.0")
@@ -95,7 +96,8 @@ def _load():
     raise ImportError(
         "hvdc: cannot load libhvdc (looked in " + where + "): " + "; ".join(errors) +
         ". Build it with scripts/setup.sh (then PYTHONPATH=bindings/python finds build/), "
-        "install it with `meson install -C build`, or set HVDC_LIBRARY=/path/to/libhvdc.so.")
+        "install it with `pip install .` or `meson install -C build`, or set "
+        "HVDC_LIBRARY=/path/to/libhvdc.so.")
 
 
 lib, fast, path = _load()

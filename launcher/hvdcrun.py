@@ -10,7 +10,7 @@
 What it adds to mpirun (hvdcrun_mpirun.py): the settings a root user and an oversubscribed
 node need, ranks left unbound (--bind-to none: each rank's background thread needs a core of
 its own, which Open MPI's default binding to one core takes away), libhvdc's settings from
-Horovod's flags, -x for every HVD_*/HOROVOD_* variable, and checks of the hosts
+Horovod's flags, -x for every HVD_*/HOROVOD_*/NCCL_* variable, and checks of the hosts
 (hvdcrun_hosts.py), slots and program before anything starts (a bad one: a message saying what
 was wrong and what was expected, exit status 2). A plain run then becomes mpirun (exec), so
 signals and the exit status are mpirun's own.
@@ -68,6 +68,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree or a read-on
 sys.path.insert(0, module_dir())
 import hvdcrun_hosts as hosts    # noqa: E402  (after the path is set)
 import hvdcrun_mpirun as mpirun  # noqa: E402
+import hvdcrun_network as network  # noqa: E402
 from hvdcrun_hosts import UsageError, say  # noqa: E402
 
 
@@ -122,7 +123,8 @@ def options():
     g.add_argument("-i", "--ssh-identity-file", help="ssh key for the other hosts")
     g.add_argument("--network-interfaces", "--network-interface", dest="network_interfaces",
                    help="interfaces or CIDR networks the hosts reach each other on (Open MPI's "
-                        "btl_tcp_if_include and oob_tcp_if_include), e.g. eth0 or 10.0.0.0/24")
+                        "btl_tcp_if_include and oob_tcp_if_include; names also NCCL_SOCKET_IFNAME),"
+                        " e.g. eth0 or 10.0.0.0/24")
     g.add_argument("--mpi-args", help="more mpirun arguments, as one quoted string")
     g.add_argument("-x", action="append", default=[], metavar="VAR[=VALUE]",
                    help="also pass this environment variable to every rank")
@@ -290,6 +292,7 @@ def main(argv):
     try:
         mpirun.check_program(args.command)
         check_settings(args, os.environ)
+        network.split_interfaces(args.network_interfaces)  # a malformed value: exit status 2
         if (args.min_np or args.max_np or args.host_discovery_script) is not None:
             import hvdcrun_elastic
             return hvdcrun_elastic.ElasticDriver(args).run()

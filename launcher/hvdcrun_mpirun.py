@@ -5,7 +5,7 @@ what this build of libhvdc has (hvd_build_info).
     mpirun -np 4 -H node1:2,node2:2 --bind-to none --map-by slot [--oversubscribe]
            [--mca mpi_yield_when_idle 1] [--mca plm_rsh_args "-p PORT"]
            [--mca btl_tcp_if_include NET --mca oob_tcp_if_include NET]
-           -x HVD_... -x HOROVOD_... -x PATH ... [--mpi-args ...] PROGRAM ARGS
+           -x HVD_... -x HOROVOD_... -x NCCL_... -x PATH ... [--mpi-args ...] PROGRAM ARGS
 
 Why each: root and oversubscription are refused by Open MPI unless asked for; --bind-to none
 because Open MPI binds each rank to one core at np <= 2, and libhvdc's background thread then
@@ -24,8 +24,12 @@ import shutil
 import subprocess
 import sys
 
+import hvdcrun_network as network
 from hvdcrun_hosts import UsageError, hosts_text, is_this_machine, take_slots
 
+# Every variable with these prefixes set where hvdcrun runs reaches every rank: libhvdc's
+# settings under both names, and NCCL's (NCCL_SOCKET_IFNAME, NCCL_DEBUG, NCCL_IB_HCA, ...).
+PASSED_PREFIXES = ("HVD_", "HOROVOD_", "NCCL_")
 PASSED_THROUGH = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "OMP_NUM_THREADS",
                   "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
 
@@ -146,6 +150,8 @@ def mpirun_command(args, hosts, np, env, extra_env=(), cpus=None):
     if os.geteuid() == 0:
         shown.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     shown.update(settings_env(args))
+    if args.network_interfaces:
+        shown.update(network.nccl_env(args.network_interfaces, env))
     shown.update(extra_env)
     for x in args.x:  # -x VAR=value: this value, on every rank (mpirun's -x would do the same)
         name, eq, value = x.partition("=")
@@ -186,7 +192,7 @@ def mpirun_command(args, hosts, np, env, extra_env=(), cpus=None):
     if args.network_interfaces:
         for name in ("btl_tcp_if_include", "oob_tcp_if_include"):
             argv += ["--mca", name, args.network_interfaces]
-    names = sorted(k for k in run_env if k.startswith(("HVD_", "HOROVOD_")))
+    names = sorted(k for k in run_env if k.startswith(PASSED_PREFIXES))
     names += [k for k in PASSED_THROUGH if k in run_env and k not in names]
     names += [n for n in (x.partition("=")[0] for x in args.x) if n not in names]
     for name in names:

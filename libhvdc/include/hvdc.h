@@ -200,6 +200,7 @@ typedef uint64_t hvd_handle;
  *   HVD_AUTOTUNE (HOROVOD_AUTOTUNE)                                default 0
  *   HVD_AUTOTUNE_LOG (HOROVOD_AUTOTUNE_LOG)                        default unset
  *   HVD_SHM_STEP                                                   default 1M
+ *   HVD_CHECK_CONSISTENCY                                          default 0
  *   HVD_SIGUSR1_DUMP                                               default 1
  *   (end settings)
  * @return HVD_OK; HVD_ERR_CONFIG for a malformed environment value (the message names the
@@ -481,7 +482,8 @@ HVD_API const char *hvd_build_info(void);
  *          hvd_broadcast_optimizer_state, hvd_sampler_create, hvd_sampler_destroy,
  *          hvd_sampler_set_epoch, hvd_sampler_num_samples, hvd_sampler_indices,
  *          hvd_sampler_record, hvd_sampler_position, hvd_sampler_set_position,
- *          hvd_metrics_reduce, hvd_checkpoint_save, hvd_checkpoint_load
+ *          hvd_metrics_reduce, hvd_checkpoint_save, hvd_checkpoint_load,
+ *          hvd_check_consistency, hvd_check_consistency_every
  *
  * Built only on the collectives above. docs/training.md has a whole loop and
  * examples/train/train.c a whole program.
@@ -619,11 +621,17 @@ HVD_API hvd_status hvd_optimizer_grad_ready(hvd_optimizer *opt, int index);
  * grad_ready, waits for all of them (each grad then holds the average over ranks), and applies
  * the update rule; *applied (if not NULL) is set to 1. On an accumulating pass it only
  * accumulates and sets *applied to 0. Collective (every rank calls it once per pass).
+ * With HVD_CHECK_CONSISTENCY=N (hvd_check_consistency_every), every N-th update is followed by
+ * hvd_check_consistency over each parameter and its state arrays ("<name>.momentum_buffer",
+ * "<name>.exp_avg", "<name>.exp_avg_sq", as torch names them; device parameters are copied
+ * to the host for it): rank 0 logs what differs, and the step still returns HVD_OK.
  * @return HVD_OK; the first failed all-reduce's status (parameters are then not updated);
- *         step_fn's status. Blocks until the all-reduces complete; for device parameters
- *         under SGD/Adam/AdamW only until they are queued: cfg.stream waits for them on the
- *         device and the update is queued there after them (hvd_wait_on_stream; a device
- *         failure after that fails later device operations instead). */
+ *         step_fn's status; the replica check's failure (a collective's status). Blocks
+ *         until the all-reduces complete; for device parameters under SGD/Adam/AdamW only
+ *         until they are queued: cfg.stream waits for them on the device and the update is
+ *         queued there after them (hvd_wait_on_stream; a device failure after that fails
+ *         later device operations instead). A step that checks the replicas waits for the
+ *         device: the values are copied to the host behind the update. */
 HVD_API hvd_status hvd_optimizer_step(hvd_optimizer *opt, int *applied);
 
 /* Sets the learning rate used by later steps (same value on every rank). Never blocks.
@@ -758,6 +766,52 @@ HVD_API hvd_status hvd_checkpoint_save(const char *path, const hvd_optimizer *op
  *         HVD_ERR_CUDA; a collective's status. Blocks. */
 HVD_API hvd_status hvd_checkpoint_load(const char *path, hvd_optimizer *opt,
                                        hvd_sampler *sampler, hvd_checkpoint_info *info);
+
+/* ---- Replicas that differ: named -----------------------------------------------------------
+ * Data parallelism keeps one replica of the model per rank and assumes they stay equal. A
+ * weight written on one rank only, a buffer the optimizer never averages (BatchNorm's running
+ * statistics) or state loaded on rank 0 alone makes them drift apart, silently.
+ * hvd_check_consistency compares them. Host results are bitwise identical on every rank (every
+ * all-reduce combines in rank order: docs/reproducibility.md), so replicas kept in step hold
+ * equal bytes, and equality of a hash is the right test: any difference, however small, is
+ * real. */
+
+/* One named host buffer whose replicas hvd_check_consistency compares. */
+typedef struct hvd_named_buffer {
+    const char *name; /* non-empty, unique in the list, the same on every rank */
+    const void *data; /* (nbytes) host memory; NULL only when nbytes is 0 */
+    size_t nbytes;
+} hvd_named_buffer;
+
+/* Compares n named host buffers across ranks: each rank hashes each buffer (XXH64 of its bytes),
+ * the ranks first agree that they hold the same list of names (a hash of the list), then
+ * all-gather the hashes, so every rank finds the same differences. *n_differ is the number of
+ * buffers whose bytes are not the same on every rank (a size that differs counts). With log, rank
+ * 0 logs (level warning) one line per differing buffer, up to 20, naming each value's hash and
+ * the ranks that hold it ("'fc.weight' (400 bytes) differs across ranks: ranks 0-1 5d1c...;
+ * rank 2 0b7e..."), then a count. hashes (NULL, or n * size entries) receives every rank's hash
+ * of every buffer: hashes[r * n + i] is rank r's of buffers[i], for a caller that reports the
+ * differences itself (hvdc.torch's check_consistency does). Costs one pass over the bytes
+ * on each rank and three small collectives (figures: docs/performance.md).
+ * Threads: any thread, one call at a time per process (its collectives are named
+ * "hvd.consistency.*"). Collective over every rank (the global process set), in the same
+ * order as the rank's other collectives; no rank may have joined (hvd_join).
+ * @return HVD_OK (whether or not buffers differ); HVD_ERR_INVALID_ARG for a bad argument on
+ *         this rank (n < 0, NULL, a buffer without a name, two with one name, data NULL with
+ *         bytes, device memory: copy it to the host first), and then on every other rank too,
+ *         saying another rank refused; HVD_ERR_MISMATCH on every rank when the ranks hold
+ *         different lists of names (the message names the ranks and the first name that
+ *         differs; nothing is compared); HVD_ERR_NOT_INITIALIZED; HVD_ERR_NO_MEMORY; a
+ *         collective's status. Blocks until every rank has called it. */
+HVD_API hvd_status hvd_check_consistency(const hvd_named_buffer *buffers, int n, int log,
+                                         uint64_t *hashes, int *n_differ);
+
+/* HVD_CHECK_CONSISTENCY as hvd_init read it: the DistributedOptimizer (hvd_optimizer_step, and
+ * hvdc.torch's) compares the replicas' parameters and optimizer state every *steps updates and
+ * rank 0 logs those that differ; 0: never (the default). The same on every rank (hvd_init
+ * checks it). @return HVD_OK; HVD_ERR_NOT_INITIALIZED; HVD_ERR_INVALID_ARG for NULL. Never
+ * blocks. */
+HVD_API hvd_status hvd_check_consistency_every(int *steps);
 
 /* ---- Elastic training: state that survives a restart on other hosts -----------------------
  *

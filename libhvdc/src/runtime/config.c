@@ -96,6 +96,11 @@ const hvdc_setting hvdc__settings[] = {
      "of 4K from 4K to 1M (with more than 15 ranks on a node, at most 16M / (ranks + 1)); "
      "`HVD_AUTOTUNE=1` tries smaller ones from here, and its log's `shm_step` column can be set "
      "here to keep its choice", 1, HVDC_SHM_STEP_ALIGN},
+    {"HVD_CHECK_CONSISTENCY", NULL, HVDC_SETTING_COUNT, FIELD(check_consistency_steps), 0,
+     1 << 30, NULL, NULL, "0",
+     "every this many updates the DistributedOptimizer (C and Python) compares a hash of every "
+     "parameter and its optimizer state across ranks, and rank 0 logs those that differ (see "
+     "[Troubleshooting](troubleshooting.md)); `0` turns it off", 1, 0},
     {"HVD_SIGUSR1_DUMP", NULL, HVDC_SETTING_CHOICE, FIELD(sigusr1_dump), 0, 0, flag_choices,
      NULL, "`1`",
      "`0`: do not install the SIGUSR1 state dump (it is never installed over an "

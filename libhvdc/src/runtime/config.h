@@ -48,6 +48,8 @@ typedef struct hvdc_config {
     char autotune_log[HVDC_PATH_MAX]; /* HVD_AUTOTUNE_LOG: CSV of every trial (rank 0) */
     size_t shm_step_bytes;      /* HVD_SHM_STEP: the shared-memory all-reduce's bytes per rank
                                    and step (at most the slot: collectives/shm.h) */
+    size_t check_consistency_steps; /* HVD_CHECK_CONSISTENCY: the optimizers compare the
+                                   replicas every this many updates; 0 = off */
 } hvdc_config;
 
 typedef enum hvdc_setting_type {

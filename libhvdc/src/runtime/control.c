@@ -1,7 +1,8 @@
 /*
  * control.c - public calls that change how the running runtime behaves, rather than submit
  * work: hvd_start_timeline / hvd_stop_timeline (the timeline at run time, as HVD_TIMELINE does
- * at hvd_init), and what the build contains (hvd_gpu_built, hvd_nccl_built).
+ * at hvd_init), the settings the training layer reads (hvd_check_consistency_every), and what
+ * the build contains (hvd_gpu_built, hvd_nccl_built).
  * Any user thread, between hvd_init and hvd_shutdown (each call enters the runtime's gate).
  */
 #include <stddef.h>
@@ -31,6 +32,15 @@ hvd_status hvd_stop_timeline(void) {
     hvdc__timeline_stop(hvdc__runtime->executor.timeline);
     hvdc__leave();
     return HVD_OK;
+}
+
+hvd_status hvd_check_consistency_every(int *steps) {
+    hvd_status st = hvdc__enter("hvd_check_consistency_every");
+    if (st != HVD_OK) return st;
+    if (steps) *steps = (int)hvdc__runtime->config.check_consistency_steps;
+    else st = hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_check_consistency_every: steps is NULL");
+    hvdc__leave();
+    return st;
 }
 
 int hvd_nccl_built(void) {

@@ -314,6 +314,7 @@ static hvd_status build(const hvd_param *params, int n, const hvd_optimizer_conf
                                                                       : DEFAULT_PREFIX);
     opt->cfg.name_prefix = opt->prefix;
     opt->slots = hvdc__opt_state_slots(cfg->kind, cfg->momentum);
+    hvd_check_consistency_every(&opt->check_every); /* initialized: 0 on failure */
     opt->params = calloc((size_t)n, sizeof *opt->params);
     if (opt->params == NULL) {
         free(opt);
@@ -513,6 +514,8 @@ hvd_status hvd_optimizer_step(hvd_optimizer *opt, int *applied) {
     }
     st = apply(opt);
     if (st == HVD_OK && applied != NULL) *applied = 1;
+    if (st == HVD_OK && opt->check_every > 0 && opt->steps % (uint64_t)opt->check_every == 0)
+        st = hvdc__opt_check_replicas(opt);
     return st;
 }
 

@@ -1,10 +1,10 @@
 /*
  * optimizer.h - the distributed optimizer's insides, shared by optimizer.c (registration, the
- * gradient hook, the step), update.c (the inner update rules) and checkpoint.c (which saves and
- * restores parameters and state).
+ * gradient hook, the step), update.c (the inner update rules), checkpoint.c (which saves and
+ * restores parameters and state) and opt_check.c (the replica check).
  *
  * defines: hvdc__opt_param, struct hvd_optimizer, hvdc__opt_state_slots, hvdc__opt_on_device,
- *          hvdc__opt_broadcast_params,
+ *          hvdc__opt_broadcast_params, hvdc__opt_check_replicas,
  *          hvdc__sgd_update, hvdc__adam_update
  * Whatever thread the caller uses for this optimizer (one at a time).
  */
@@ -41,11 +41,18 @@ struct hvd_optimizer {
     int slots;                // state arrays per parameter: 0, 1 (SGD momentum) or 2 (Adam)
     int pass;                 // backward passes done in the current step, 0 .. bpps-1
     uint64_t steps;           // updates applied
+    int check_every;          // HVD_CHECK_CONSISTENCY: compare the replicas after every this
+                              // many updates (opt_check.c); 0: never
 };
 
 /* Broadcasts root's values of every parameter, all in flight at once, and waits for them (a
  * device parameter's by cfg.stream, on the device). Collective. @return a collective's status. */
 hvd_status hvdc__opt_broadcast_params(hvd_optimizer *opt, int root);
+
+/* Compares every parameter and state array across ranks (hvd_check_consistency); rank 0 logs
+ * what differs. Collective. @return HVD_OK whether or not they differ; a collective's status,
+ * HVD_ERR_NO_MEMORY, or a device copy's error. */
+hvd_status hvdc__opt_check_replicas(hvd_optimizer *opt);
 
 /* 1 if any parameter of opt lives on a CUDA device (its state is then device memory). */
 int hvdc__opt_on_device(const hvd_optimizer *opt);

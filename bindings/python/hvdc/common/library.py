@@ -116,6 +116,12 @@ class ElasticInfo(ctypes.Structure):
                 ("committed_size", ctypes.c_int),
                 ("age_s", ctypes.c_double)]
 
+class NamedBuffer(ctypes.Structure):
+    """hvd_named_buffer: keep in step with hvdc.h."""
+    _fields_ = [("name", ctypes.c_char_p),
+                ("data", ctypes.c_void_p),
+                ("nbytes", ctypes.c_size_t)]
+
 _opt_p = ctypes.POINTER(Options)
 
 
@@ -174,6 +180,10 @@ for _h in (lib, fast):
     _declare(_h, "hvd_gpu_built", ctypes.c_int, [])
     _declare(_h, "hvd_nccl_built", ctypes.c_int, [])
     _declare(_h, "hvd_version", ctypes.c_char_p, [])
+    _declare(_h, "hvd_check_consistency", ctypes.c_int,
+             [ctypes.POINTER(NamedBuffer), ctypes.c_int, ctypes.c_int,
+              ctypes.POINTER(ctypes.c_uint64), _int_p])
+    _declare(_h, "hvd_check_consistency_every", ctypes.c_int, [_int_p])
     _declare(_h, "hvd_elastic_create", ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_vp)])
     _declare(_h, "hvd_elastic_destroy", ctypes.c_int, [_vp])
     _declare(_h, "hvd_elastic_set_blob", ctypes.c_int, [_vp, ctypes.c_char_p, _vp, _size_t])

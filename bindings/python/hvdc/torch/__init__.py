@@ -8,6 +8,8 @@ for bad arguments). Adasum runs on host memory (op=hvd.Adasum, at a power-of-2 n
 ranks, as Horovod); GPU tensors get Horovod's GPU Adasum: on one node the average, across a
 power-of-2 number of nodes Adasum between the nodes' averages (docs/pytorch.md). Elastic mode
 (hvd.elastic.run, TorchState) is restart-based: see hvdc.torch.elastic.
+Beyond Horovod: hvd.check_consistency(model, optimizer) names the tensors whose replicas
+differ across ranks (hvdc.torch.consistency).
 """
 from hvdc.common.basics import (init, shutdown, is_initialized, rank, size, local_rank,
                                 local_size, cross_rank, cross_size, is_homogeneous,
@@ -19,6 +21,7 @@ from hvdc.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 from hvdc.common.process_sets import (ProcessSet, global_process_set, add_process_set,
                                       remove_process_set)
 from hvdc.torch.compression import Compression
+from hvdc.torch.consistency import check_consistency
 from hvdc.torch.mpi_ops import (allreduce_async, allreduce_async_, allreduce_,
                                 grouped_allreduce_async, grouped_allreduce_async_,
                                 grouped_allreduce_, sparse_allreduce_async,

@@ -15,6 +15,9 @@ backward_passes_per_step = k: the hooks let torch accumulate k backward passes i
 and submit on the k-th (the gradients are summed over the passes, as in Horovod).
 groups: lists of parameters (or a number of groups) reduced as one grouped all-reduce each,
 submitted when the group's last gradient is ready.
+With HVD_CHECK_CONSISTENCY=N (an hvdc extension), every N-th step() ends with
+hvd.check_consistency over the parameters and the optimizer's state (consistency.py); unset,
+step() pays one test of an attribute.
 Main (training) thread; hooks run on autograd's thread.
 """
 import warnings
@@ -24,6 +27,7 @@ import torch
 
 from hvdc.common import basics as B
 from hvdc.common.process_sets import global_process_set
+from hvdc.torch import consistency
 from hvdc.torch import mpi_ops as M
 from hvdc.torch.compression import Compression
 
@@ -65,6 +69,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._groups = groups
         self._p_to_group = {}
         self._group_counts = {}
+        # HVD_CHECK_CONSISTENCY: a collective over every rank, so not with a process set
+        self._check_every = consistency.every() if process_set is global_process_set else 0
         if process_set.included() and (B.size() > 1):
             self._register_hooks()
 
@@ -253,7 +259,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "optimizer.synchronize() in your code.")
             self.synchronize()
         self._synchronized = False
-        return super(self.__class__, self).step(closure)
+        loss = super(self.__class__, self).step(closure)
+        if self._check_every:
+            consistency.after_step(self, with_state=True)
+        return loss
 
     def zero_grad(self, *args, **kwargs):
         if self._handles:

@@ -10,7 +10,8 @@ on its own gradient, and the ranks then Adasum-combine what that step changed:
 The hook computes delta in place in p's own storage (start holds the old value), as Horovod
 does, so no extra copy of the model is made per step. The inner optimizer's state (momentum,
 Adam moments) stays per rank, as in Horovod. skip_synchronize() is refused, synchronize()
-does nothing (the combination needs the step first), as in Horovod.
+does nothing (the combination needs the step first), as in Horovod. HVD_CHECK_CONSISTENCY
+compares the parameters only (consistency.py), since the inner state differs by design.
 Main (training) thread; hooks run on autograd's thread.
 """
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from contextlib import contextmanager
 import torch
 
 from hvdc.common import basics as B
+from hvdc.torch import consistency
 from hvdc.torch import mpi_ops as M
 from hvdc.torch.optimizer import _count_backward_pass, _named_parameters
 
@@ -36,6 +38,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         self._requires_update = set()
         self._starting_models = {p: torch.zeros_like(p, requires_grad=False)
                                  for _, p in named_parameters}
+        self._check_every = consistency.every()
         self._register_hooks()
 
     def set_backward_passes_per_step(self, passes):
@@ -105,6 +108,8 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
             p.data.copy_(start)
             self._allreduce_delay[p] = self.backward_passes_per_step
         self._handles.clear()
+        if self._check_every:  # the parameters only: the inner state stays per rank
+            consistency.after_step(self, with_state=False)
         return loss
 
     def zero_grad(self, *args, **kwargs):

@@ -407,14 +407,17 @@ static hvd_status run_response(round_state *s, hvdc_wire_response *r) {
     int64_t now = hvdc__now_ns();
     for (size_t i = 0; i < n; i++) ops[i]->phase_at[HVDC_PHASE_EXECUTE] = now;
     hvd_status st = HVD_OK;
+    int in_step = 1; /* a mismatch (an ERROR response) fails its ops on every rank alike */
     if (n == 0 && joined && (r->type == HVDC_RESPONSE_ERROR || r->n_joined > 0)) {
         /* others' operations while this rank has joined */
         memset(ops, 0, r->n_names * sizeof *ops); /* stand-ins not made are NULL when freed */
         if (r->type == HVDC_RESPONSE_EXECUTE) {
             st = stand_in_ops(r, ops, &s->identity, &s->discard);
             hvdc_gpu_pending *none = NULL;
-            if (st == HVD_OK) st = hvdc__execute(&rt->executor, r, ops, r->n_names, &none);
-            if (st != HVD_OK && rt->executor.failed_before_data) st = HVD_OK; /* in step */
+            if (st == HVD_OK) {
+                hvdc_outcome out = hvdc__execute(&rt->executor, r, ops, r->n_names, &none);
+                st = out.in_step ? HVD_OK : out.status;
+            }
         }
         for (uint32_t i = 0; i < r->n_names; i++) hvdc__op_free(ops[i]);
         return st;
@@ -438,7 +441,9 @@ static hvd_status run_response(round_state *s, hvdc_wire_response *r) {
     } else {
         hvdc__clear_error();
         hvdc_gpu_pending *pending = NULL;
-        st = hvdc__execute(&rt->executor, r, ops, n, &pending);
+        hvdc_outcome out = hvdc__execute(&rt->executor, r, ops, n, &pending);
+        st = out.status;
+        in_step = out.in_step;
         /* a watchdog that fired failed the ops (maybe freed now) and made execute fail */
         if (st != HVD_OK && hvdc__watchdog_fired(rt->executor.watchdog)) return st;
         if (st == HVD_OK) remember(s, r, ops, n);
@@ -447,6 +452,7 @@ static hvd_status run_response(round_state *s, hvdc_wire_response *r) {
             /* device work: completed by finish_gpu_work when its event fires */
             st = keep_gpu_work(s, pending, ops, n);
             if (st == HVD_OK) return HVD_OK;
+            in_step = 0; /* this rank cannot follow work that runs on every rank: it stops */
             hvdc__gpu_pending_free(pending);
         }
         if (tl && r->kind != HVDC_KIND_ALLREDUCE)
@@ -456,7 +462,7 @@ static hvd_status run_response(round_state *s, hvdc_wire_response *r) {
     s->n_in_flight -= n;
     /* a collective that failed midway leaves the ranks out of step; one that every rank
      * refused before moving data (mismatches, memory it could not get) does not */
-    return st != HVD_OK && rt->executor.failed_before_data ? HVD_OK : st;
+    return in_step ? HVD_OK : st;
 }
 
 /* Holds the thread until hvd_init has agreed with every rank. @return 1 to run. */

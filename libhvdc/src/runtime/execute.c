@@ -191,24 +191,15 @@ static void allreduce_memory(const hvdc_executor *ex, const hvdc_pack_plan *plan
     }
 }
 
-/* HVD_AVERAGE divides by the number of ranks in the set (ex->size), joined ones included: they
- * contribute neutral values (zeros to the sum) and still count, as in Horovod, where a joined
- * rank's zeros are averaged in; so the average of x at np 2 with one rank joined is x/2. Pieces
- * are laid out in the accumulation type (the element type, or a wider one for HVD_AVERAGE of
- * narrow types). */
-static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_ops) {
-    hvd_status st = HVD_OK;
-    const hvdc_wire_request *d = &ops[0]->desc;
-    hvd_dtype dtype = (hvd_dtype)d->dtype;
-    hvd_reduce_op op = (hvd_reduce_op)d->op;
-    hvd_dtype acc = hvdc__accumulation_dtype(dtype, op);
-    int widened = acc != dtype;
-    size_t elem = hvd_dtype_size(dtype), acc_elem = hvd_dtype_size(acc), n = 0;
+/* The response's tensors in ex->tensor_list (kept from one response to the next), followed by
+ * their counts (both 8-byte items), and their packing plan in ex->plan. */
+static hvd_status plan_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_ops, hvd_dtype acc,
+                                 int staged, const hvdc_tensor ***tensors_out) {
+    size_t n = 0;
     for (size_t i = 0; i < n_ops; i++) n += ops[i]->n_tensors;
-    hvdc_pack_plan *plan = &ex->plan;
     if (hvdc__buffer_reserve(&ex->tensor_list, (n ? n : 1) * (sizeof(hvdc_tensor *) + sizeof(size_t))) != HVD_OK)
         return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory planning an all-reduce of %zu tensors", n);
-    const hvdc_tensor **tensors = ex->tensor_list.data; /* then the counts: both 8-byte items */
+    const hvdc_tensor **tensors = ex->tensor_list.data;
     size_t *counts = (size_t *)(tensors + (n ? n : 1));
     n = 0;
     for (size_t i = 0; i < n_ops; i++)
@@ -216,67 +207,122 @@ static hvd_status execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_o
             tensors[n] = &ops[i]->tensors[k];
             counts[n++] = ops[i]->tensors[k].count;
         }
-    int staged = stages_in_shm(ex, acc, op);
     size_t piece_bytes = ex->pack_piece_bytes;
     if (staged && piece_bytes > hvdc__shm_step(ex->shm)) piece_bytes = hvdc__shm_step(ex->shm);
-    if (hvdc__pack_plan_make(counts, n, acc_elem, piece_bytes, ex->large_tensor_bytes, plan))
+    if (hvdc__pack_plan_make(counts, n, hvd_dtype_size(acc), piece_bytes, ex->large_tensor_bytes,
+                             &ex->plan))
         return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory planning an all-reduce of %zu tensors", n);
-    size_t fusion_bytes, scratch_bytes;
-    allreduce_memory(ex, plan, tensors, acc, op, widened, staged, &fusion_bytes, &scratch_bytes);
-    CHECK(hvdc__reserve_agreed(ex, "allreduce", tensors[0]->name, fusion_bytes, scratch_bytes));
-    for (size_t p = 0; p < plan->n_pieces; p++) {
-        const hvdc_pack_piece *piece = &plan->pieces[p];
-        int64_t t0 = hvdc__timeline_now_us(ex->timeline);
-        if (piece->in_place) {
-            const hvdc_tensor *t = tensors[piece->first];
-            CHECK(widened ? allreduce_widened(ex, t, d, acc) : allreduce_in_place(ex, t, d));
-            hvdc__timeline_span(ex->timeline, t->name, "ALLREDUCE", t0,
-                                hvdc__timeline_now_us(ex->timeline), ex->group);
-            continue;
-        }
-        char *buf = staged ? hvdc__shm_staging(ex->shm) : ex->fusion.data;
-        size_t end = 0;
-        for (size_t i = piece->first; i < piece->first + piece->n; i++) {
-            size_t at = plan->offsets[i];
-            if (at > end) memset(buf + end * acc_elem, 0, (at - end) * acc_elem); /* padding */
-            if (widened) {
-                hvdc__widen(buf + at * acc_elem, acc, tensors[i]->send, dtype, tensors[i]->count,
-                            d->prescale, ex->size);
-            } else {
-                memcpy(buf + at * elem, tensors[i]->send, tensors[i]->count * elem);
-                hvdc__scale(buf + at * elem, tensors[i]->count, dtype, d->prescale);
-            }
-            end = at + tensors[i]->count;
-        }
-        int64_t t1 = hvdc__timeline_now_us(ex->timeline);
-        const void *reduced = buf;
-        if (staged) {
-            CHECK(hvdc__shm_allreduce_staged(ex->shm, piece->count, acc, op, ex->liveness, &reduced));
+    *tensors_out = tensors;
+    return HVD_OK;
+}
+
+/* Copies piece's tensors into buf at their planned offsets, in the accumulation type and times
+ * the prescale, with zeros in the padding between them. */
+static void pack_piece(char *buf, const hvdc_pack_plan *plan, const hvdc_pack_piece *piece,
+                       const hvdc_tensor **tensors, const hvdc_wire_request *d, hvd_dtype acc,
+                       int size) {
+    hvd_dtype dtype = (hvd_dtype)d->dtype;
+    size_t acc_elem = hvd_dtype_size(acc), end = 0;
+    for (size_t i = piece->first; i < piece->first + piece->n; i++) {
+        size_t at = plan->offsets[i];
+        if (at > end) memset(buf + end * acc_elem, 0, (at - end) * acc_elem); /* padding */
+        if (acc != dtype) {
+            hvdc__widen(buf + at * acc_elem, acc, tensors[i]->send, dtype, tensors[i]->count,
+                        d->prescale, size);
         } else {
-            CHECK(allreduce_buffer(ex, buf, buf, piece->count, acc, op));
+            memcpy(buf + at * acc_elem, tensors[i]->send, tensors[i]->count * acc_elem);
+            hvdc__scale(buf + at * acc_elem, tensors[i]->count, dtype, d->prescale);
         }
-        int64_t t2 = hvdc__timeline_now_us(ex->timeline);
+        end = at + tensors[i]->count;
+    }
+}
+
+/* Copies each tensor of the reduced piece to its recv, finishing the reduction there (the
+ * reduced piece may be shared: staged in the segment). */
+static void unpack_piece(const char *reduced, const hvdc_pack_plan *plan,
+                         const hvdc_pack_piece *piece, const hvdc_tensor **tensors,
+                         const hvdc_wire_request *d, hvd_dtype acc, int size) {
+    hvd_dtype dtype = (hvd_dtype)d->dtype;
+    size_t acc_elem = hvd_dtype_size(acc);
+    for (size_t i = piece->first; i < piece->first + piece->n; i++) {
+        const char *from = reduced + plan->offsets[i] * acc_elem;
+        if (acc != dtype) {
+            hvdc__narrow_average(tensors[i]->recv, dtype, from, acc, tensors[i]->count, size,
+                                 d->postscale);
+        } else {
+            memcpy(tensors[i]->recv, from, tensors[i]->count * acc_elem);
+            finish_reduction(tensors[i]->recv, tensors[i]->count, dtype, (hvd_reduce_op)d->op,
+                             d->postscale, size);
+        }
+    }
+}
+
+/* One packed piece: packed into the fusion buffer (or this rank's slot of the segment when
+ * staged), reduced, unpacked; the timeline gets each tensor's three phases. */
+static hvd_status reduce_piece(hvdc_executor *ex, const hvdc_pack_piece *piece,
+                               const hvdc_tensor **tensors, const hvdc_wire_request *d,
+                               hvd_dtype acc, int staged) {
+    hvd_status st = HVD_OK;
+    hvd_reduce_op op = (hvd_reduce_op)d->op;
+    int64_t t0 = hvdc__timeline_now_us(ex->timeline);
+    char *buf = staged ? hvdc__shm_staging(ex->shm) : ex->fusion.data;
+    pack_piece(buf, &ex->plan, piece, tensors, d, acc, ex->size);
+    int64_t t1 = hvdc__timeline_now_us(ex->timeline);
+    const void *reduced = buf;
+    if (staged)
+        CHECK(hvdc__shm_allreduce_staged(ex->shm, piece->count, acc, op, ex->liveness, &reduced));
+    else
+        CHECK(allreduce_buffer(ex, buf, buf, piece->count, acc, op));
+    int64_t t2 = hvdc__timeline_now_us(ex->timeline);
+    unpack_piece(reduced, &ex->plan, piece, tensors, d, acc, ex->size);
+    if (hvdc__timeline_recording(ex->timeline)) { /* else three calls a tensor for nothing */
+        int64_t t3 = hvdc__timeline_now_us(ex->timeline);
         for (size_t i = piece->first; i < piece->first + piece->n; i++) {
-            const char *from = (const char *)reduced + plan->offsets[i] * acc_elem;
-            if (widened) {
-                hvdc__narrow_average(tensors[i]->recv, dtype, from, acc, tensors[i]->count,
-                                     ex->size, d->postscale);
-            } else { /* the reduced piece may be shared (staged): finish in the caller's copy */
-                memcpy(tensors[i]->recv, from, tensors[i]->count * elem);
-                finish_reduction(tensors[i]->recv, tensors[i]->count, dtype, op, d->postscale, ex->size);
-            }
-        }
-        if (hvdc__timeline_recording(ex->timeline)) { /* else three calls a tensor for nothing */
-            int64_t t3 = hvdc__timeline_now_us(ex->timeline);
-            for (size_t i = piece->first; i < piece->first + piece->n; i++) {
-                hvdc__timeline_span(ex->timeline, tensors[i]->name, "PACK", t0, t1, ex->group);
-                hvdc__timeline_span(ex->timeline, tensors[i]->name, "ALLREDUCE", t1, t2, ex->group);
-                hvdc__timeline_span(ex->timeline, tensors[i]->name, "UNPACK", t2, t3, ex->group);
-            }
+            hvdc__timeline_span(ex->timeline, tensors[i]->name, "PACK", t0, t1, ex->group);
+            hvdc__timeline_span(ex->timeline, tensors[i]->name, "ALLREDUCE", t1, t2, ex->group);
+            hvdc__timeline_span(ex->timeline, tensors[i]->name, "UNPACK", t2, t3, ex->group);
         }
     }
 fail:
     return st;
+}
+
+/* A tensor reduced where it lies (or, widened, in chunks through the fusion buffer). */
+static hvd_status reduce_alone(hvdc_executor *ex, const hvdc_tensor *t, const hvdc_wire_request *d,
+                               hvd_dtype acc) {
+    int64_t t0 = hvdc__timeline_now_us(ex->timeline);
+    hvd_status st = acc != d->dtype ? allreduce_widened(ex, t, d, acc) : allreduce_in_place(ex, t, d);
+    if (st == HVD_OK)
+        hvdc__timeline_span(ex->timeline, t->name, "ALLREDUCE", t0,
+                            hvdc__timeline_now_us(ex->timeline), ex->group);
+    return st;
+}
+
+/* HVD_AVERAGE divides by the number of ranks in the set (ex->size), joined ones included: they
+ * contribute neutral values (zeros to the sum) and still count, as in Horovod, where a joined
+ * rank's zeros are averaged in; so the average of x at np 2 with one rank joined is x/2. Pieces
+ * are laid out in the accumulation type (the element type, or a wider one for HVD_AVERAGE of
+ * narrow types). */
+static hvdc_outcome execute_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_ops) {
+    const hvdc_wire_request *d = &ops[0]->desc;
+    hvd_reduce_op op = (hvd_reduce_op)d->op;
+    hvd_dtype acc = hvdc__accumulation_dtype((hvd_dtype)d->dtype, op);
+    int staged = stages_in_shm(ex, acc, op);
+    const hvdc_tensor **tensors = NULL;
+    hvd_status st = plan_allreduce(ex, ops, n_ops, acc, staged, &tensors);
+    if (st != HVD_OK) return hvdc__ran(st);
+    size_t fusion_bytes, scratch_bytes;
+    allreduce_memory(ex, &ex->plan, tensors, acc, op, acc != d->dtype, staged, &fusion_bytes,
+                     &scratch_bytes);
+    hvdc_outcome reserved = hvdc__reserve_agreed(ex, "allreduce", tensors[0]->name, fusion_bytes,
+                                                 scratch_bytes);
+    if (reserved.status != HVD_OK) return reserved;
+    for (size_t p = 0; p < ex->plan.n_pieces && st == HVD_OK; p++) {
+        const hvdc_pack_piece *piece = &ex->plan.pieces[p];
+        st = piece->in_place ? reduce_alone(ex, tensors[piece->first], d, acc)
+                             : reduce_piece(ex, piece, tensors, d, acc, staged);
+    }
+    return hvdc__ran(st);
 }
 
 static hvd_status execute_broadcast(hvdc_executor *ex, hvdc_op *op) {
@@ -310,7 +356,7 @@ static hvd_status allocate_output(hvdc_op *op, size_t count) {
  * result too big for one rank's memory fails on every rank alone instead of leaving the others
  * in the collective (reserve_agreed's rule). The agreement runs whether this rank allocates or
  * not, so ranks that mix the call with and without _alloc still run the same MPI calls. */
-static hvd_status allocate_agreed(hvdc_executor *ex, hvdc_op *op, size_t count) {
+static hvdc_outcome allocate_agreed(hvdc_executor *ex, hvdc_op *op, size_t count) {
     hvd_status st = HVD_OK;
     char why[HVDC_ERROR_MAX] = "";
     hvd_status mine = op->alloc_out ? allocate_output(op, count) : HVD_OK;
@@ -319,14 +365,13 @@ static hvd_status allocate_agreed(hvdc_executor *ex, hvdc_op *op, size_t count) 
     MPI_Request request;
     CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, ex->comm, &request));
     CHECK(hvdc__wait_requests(1, &request, ex->liveness));
-    if (first_failed == INT_MAX) return HVD_OK;
-    ex->failed_before_data = 1;
-    return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': rank %d could not allocate its result%s%s; no "
-                      "rank ran it, later operations are not affected",
-                      hvdc__kind_name(op->desc.kind), op->desc.name, first_failed,
-                      why[0] ? ": " : "", why);
+    if (first_failed == INT_MAX) return hvdc__ran(HVD_OK);
+    return hvdc__refused(hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': rank %d could not allocate its "
+                                    "result%s%s; no rank ran it, later operations are not "
+                                    "affected", hvdc__kind_name(op->desc.kind), op->desc.name,
+                                    first_failed, why[0] ? ": " : "", why));
 fail:
-    return st;
+    return hvdc__ran(st);
 }
 
 /* Hands an allocated output to the caller on success, frees it on failure. */
@@ -349,8 +394,12 @@ fail:
     return st;
 }
 
-static hvd_status execute_allgather(hvdc_executor *ex, hvdc_op *op, const hvdc_wire_response *r) {
+/* Functions below that agree before their data moves keep the outcome in out: an agreement's
+ * refusal jumps to done: as it is, any other error to fail:, where it becomes hvdc__ran's. */
+
+static hvdc_outcome execute_allgather(hvdc_executor *ex, hvdc_op *op, const hvdc_wire_response *r) {
     hvd_status st = HVD_OK;
+    hvdc_outcome out;
     MPI_Datatype type = MPI_DATATYPE_NULL;
     int *counts = malloc((size_t)ex->size * sizeof *counts);
     int *displs = malloc((size_t)ex->size * sizeof *displs);
@@ -366,7 +415,8 @@ static hvd_status execute_allgather(hvdc_executor *ex, hvdc_op *op, const hvdc_w
         total += r->rank_counts[i];
     }
     CHECK(element_type((hvd_dtype)op->desc.dtype, &type));
-    CHECK(allocate_agreed(ex, op, total));
+    out = allocate_agreed(ex, op, total);
+    if (out.status != HVD_OK) goto done;
     const hvdc_tensor *t = &op->tensors[0];
     MPI_Request request;
     CHECK_MPI(MPI_Iallgatherv(t->send, (int)t->count, type, t->recv, counts, displs, type, ex->comm, &request));
@@ -375,24 +425,22 @@ static hvd_status execute_allgather(hvdc_executor *ex, hvdc_op *op, const hvdc_w
     if (op->rank_counts_out)
         for (int i = 0; i < ex->size; i++) op->rank_counts_out[i] = r->rank_counts[i];
 fail:
-    settle_output(op, st);
+    out = hvdc__ran(st);
+done:
+    settle_output(op, out.status);
     if (type != MPI_DATATYPE_NULL) MPI_Type_free(&type);
     free(counts);
     free(displs);
-    return st;
+    return out;
 }
 
-/* The reduction runs in the accumulation type (widen.h) in the fusion buffer: widened (or
- * prescaled) first when needed, so the caller's send buffer is never written. */
-static hvd_status execute_reducescatter(hvdc_executor *ex, hvdc_op *op) {
+/* The reduction of execute_reducescatter, once its working memory is agreed. */
+static hvd_status reducescatter_data(hvdc_executor *ex, hvdc_op *op, hvd_dtype acc) {
     hvd_status st = HVD_OK;
     const hvdc_tensor *t = &op->tensors[0];
     hvd_dtype dtype = (hvd_dtype)op->desc.dtype;
     hvd_reduce_op rop = (hvd_reduce_op)op->desc.op;
-    hvd_dtype acc = hvdc__accumulation_dtype(dtype, rop);
     size_t elem = hvd_dtype_size(dtype), acc_elem = hvd_dtype_size(acc), start, len;
-    CHECK(hvdc__reserve_agreed(ex, "reducescatter", op->desc.name, t->count * acc_elem,
-                         hvdc__direct_scratch_bytes(t->count, acc, ex->size)));
     const void *src = t->send;
     if (acc != dtype && t->count > 0) {
         hvdc__widen(ex->fusion.data, acc, t->send, dtype, t->count, op->desc.prescale, ex->size);
@@ -417,8 +465,21 @@ fail:
     return st;
 }
 
-static hvd_status execute_alltoall(hvdc_executor *ex, hvdc_op *op) {
+/* The reduction runs in the accumulation type (widen.h) in the fusion buffer: widened (or
+ * prescaled) first when needed, so the caller's send buffer is never written. */
+static hvdc_outcome execute_reducescatter(hvdc_executor *ex, hvdc_op *op) {
+    hvd_dtype acc = hvdc__accumulation_dtype((hvd_dtype)op->desc.dtype, (hvd_reduce_op)op->desc.op);
+    size_t count = op->tensors[0].count;
+    hvdc_outcome reserved = hvdc__reserve_agreed(ex, "reducescatter", op->desc.name,
+                                                 count * hvd_dtype_size(acc),
+                                                 hvdc__direct_scratch_bytes(count, acc, ex->size));
+    if (reserved.status != HVD_OK) return reserved;
+    return hvdc__ran(reducescatter_data(ex, op, acc));
+}
+
+static hvdc_outcome execute_alltoall(hvdc_executor *ex, hvdc_op *op) {
     hvd_status st = HVD_OK;
+    hvdc_outcome out;
     MPI_Datatype type = MPI_DATATYPE_NULL;
     size_t n = (size_t)ex->size;
     uint64_t *recv64 = malloc(n * sizeof *recv64);
@@ -441,7 +502,8 @@ static hvd_status execute_alltoall(hvdc_executor *ex, hvdc_op *op) {
         received += recv64[i];
     }
     CHECK(element_type((hvd_dtype)op->desc.dtype, &type));
-    CHECK(allocate_agreed(ex, op, received));
+    out = allocate_agreed(ex, op, received);
+    if (out.status != HVD_OK) goto done;
     const hvdc_tensor *t = &op->tensors[0];
     CHECK_MPI(MPI_Ialltoallv(t->send, scounts, sdispls, type, t->recv, rcounts, rdispls, type, ex->comm, &request));
     CHECK(hvdc__wait_requests(1, &request, ex->liveness));
@@ -449,17 +511,18 @@ static hvd_status execute_alltoall(hvdc_executor *ex, hvdc_op *op) {
     if (op->rank_counts_out)
         for (size_t i = 0; i < n; i++) op->rank_counts_out[i] = recv64[i];
 fail:
-    settle_output(op, st);
+    out = hvdc__ran(st);
+done:
+    settle_output(op, out.status);
     if (type != MPI_DATATYPE_NULL) MPI_Type_free(&type);
     free(recv64);
     free(ints);
-    return st;
+    return out;
 }
 
-hvd_status hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
-                         size_t n_ops, hvdc_gpu_pending **pending) {
+hvdc_outcome hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
+                           size_t n_ops, hvdc_gpu_pending **pending) {
     *pending = NULL;
-    ex->failed_before_data = 0;
     /* the op from this rank's own request: a response carries it only while ranks have
      * joined (wire.h); negotiation checked that every rank asked for the same */
     if (response->kind == HVDC_KIND_ALLREDUCE && n_ops > 0 && ops[0]->desc.op == HVD_ADASUM)
@@ -467,18 +530,17 @@ hvd_status hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response, 
     if (n_ops > 0 && ops[0]->desc.device >= 0) /* barrier and join are always host ops */
         return hvdc__execute_gpu(ex, response, ops, n_ops, pending);
     switch ((hvdc_kind)response->kind) {
-    case HVDC_KIND_ALLREDUCE:
-        return execute_allreduce(ex, ops, n_ops);
-    case HVDC_KIND_BROADCAST: return execute_broadcast(ex, ops[0]);
+    case HVDC_KIND_ALLREDUCE: return execute_allreduce(ex, ops, n_ops);
+    case HVDC_KIND_BROADCAST: return hvdc__ran(execute_broadcast(ex, ops[0]));
     case HVDC_KIND_ALLGATHER: return execute_allgather(ex, ops[0], response);
     case HVDC_KIND_REDUCESCATTER: return execute_reducescatter(ex, ops[0]);
     case HVDC_KIND_ALLTOALL: return execute_alltoall(ex, ops[0]);
-    case HVDC_KIND_BARRIER: return HVD_OK; /* negotiation itself synchronized every rank */
+    case HVDC_KIND_BARRIER: return hvdc__ran(HVD_OK); /* negotiation synchronized every rank */
     case HVDC_KIND_JOIN: /* every rank has joined: report which joined last */
         if (response->n_rank_counts == 1 && ops[0]->recv_count_out)
             *ops[0]->recv_count_out = (size_t)response->rank_counts[0];
-        return HVD_OK;
+        return hvdc__ran(HVD_OK);
     case HVDC_KIND_COUNT: break;
     }
-    return hvdc__fail(HVD_ERR_INTERNAL, "response of unknown kind %d", response->kind);
+    return hvdc__ran(hvdc__fail(HVD_ERR_INTERNAL, "response of unknown kind %d", response->kind));
 }

@@ -1,7 +1,8 @@
 /*
  * execute.h - runs one negotiated response on host memory: a fused all-reduce (pack, ring,
  * unpack), broadcast, allgather, reducescatter, alltoall or barrier.
- * defines: hvdc_executor, hvdc__execute, hvdc__execute_gpu, hvdc__execute_gpu_allreduce_as,
+ * defines: hvdc_executor, hvdc_outcome, hvdc__ran, hvdc__refused, hvdc__execute,
+ *          hvdc__execute_gpu, hvdc__execute_gpu_allreduce_as,
  *          hvdc__execute_gpu_prepare, hvdc__execute_gpu_node_comm, hvdc__execute_adasum,
  *          hvdc__execute_adasum_gpu, hvdc__adasum_nodes_free
  * Background thread (the only MPI caller).
@@ -44,8 +45,6 @@ typedef struct hvdc_executor {
     hvdc_buffer tensor_list;   /* the all-reduce's tensors, then their counts */
     size_t fusion_agreed, scratch_agreed; /* bytes every rank is known to hold (the same
                                              number on every rank) */
-    int failed_before_data;    /* the last error came before any data moved, on every rank
-                                  alike: only that response fails, the runtime goes on */
     hvdc_timeline *timeline;   /* rank 0's (recording or not), NULL on other ranks */
     hvdc_liveness *liveness;   /* every wait checks it: a dead rank fails, never hangs */
     hvdc_watchdog *watchdog;   /* HVD_CPU_ALLREDUCE=mpi: checks it during MPI_Allreduce; once
@@ -66,41 +65,56 @@ typedef struct hvdc_executor {
                                                its first response (execute_adasum_gpu.c) */
 } hvdc_executor;
 
+/* How executing a response ended, and whether the ranks are still in lockstep after it: the
+ * runtime's most safety-critical decision, so it travels as the executor's return value. */
+typedef struct hvdc_outcome {
+    hvd_status status; /* HVD_OK, or the error every op of the response fails with
+                          (hvd_last_error() says why) */
+    int in_step;       /* 1: it succeeded, or every rank refused it alike before any data
+                          moved, and the runtime goes on; 0: it failed midway (on some rank
+                          alone), the ranks are out of step and the runtime must stop */
+} hvdc_outcome;
+
+/* st of work that moves data (or of a rank's own step): an error leaves the ranks out of step. */
+static inline hvdc_outcome hvdc__ran(hvd_status st) { return (hvdc_outcome){st, st == HVD_OK}; }
+
+/* st of a step every rank took together and agreed on before any data moved (an agreement,
+ * a check of the same table): an error refuses the response on every rank alike. */
+static inline hvdc_outcome hvdc__refused(hvd_status st) { return (hvdc_outcome){st, 1}; }
+
 /* Executes response over ops (ops[i] is this rank's op for response->names[i]). Host memory
  * is done when it returns; device memory is queued, and *pending (else NULL) completes later.
- * @return HVD_OK, or an error with hvd_last_error() set; the error applies to all the ops.
- * After an error ex->failed_before_data says whether every rank failed it before moving data
- * (the ranks are still in step), or the job cannot go on. */
-hvd_status hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
+ * @return the outcome; an error applies to all the ops. */
+hvdc_outcome hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
                          size_t n_ops, hvdc_gpu_pending **pending);
 
 /* The Adasum all-reduce of hvdc__execute (execute_adasum.c), host or device memory. */
-hvd_status hvdc__execute_adasum(hvdc_executor *ex, const hvdc_wire_response *response,
+hvdc_outcome hvdc__execute_adasum(hvdc_executor *ex, const hvdc_wire_response *response,
                                 hvdc_op **ops, size_t n_ops, hvdc_gpu_pending **pending);
 
 /* The device half of hvdc__execute (execute_gpu.c). */
-hvd_status hvdc__execute_gpu(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
+hvdc_outcome hvdc__execute_gpu(hvdc_executor *ex, const hvdc_wire_response *response, hvdc_op **ops,
                              size_t n_ops, hvdc_gpu_pending **pending);
 
 /* A device all-reduce of ops' tensors with op and scale factors in place of the requests' own
  * (execute_gpu.c): what a device Adasum on one node is (execute_adasum.c). */
-hvd_status hvdc__execute_gpu_allreduce_as(hvdc_executor *ex, hvdc_op **ops, size_t n_ops,
+hvdc_outcome hvdc__execute_gpu_allreduce_as(hvdc_executor *ex, hvdc_op **ops, size_t n_ops,
                                           hvd_reduce_op op, double prescale, double postscale,
                                           hvdc_gpu_pending **pending);
 
 /* The backend (created on first use, every rank together) and the ready events of ops, as
  * hvdc__execute_gpu starts (execute_gpu.c); *ready is the event the next device work waits
  * for. */
-hvd_status hvdc__execute_gpu_prepare(hvdc_executor *ex, hvdc_op **ops, size_t n_ops,
+hvdc_outcome hvdc__execute_gpu_prepare(hvdc_executor *ex, hvdc_op **ops, size_t n_ops,
                                       void **ready);
 
 /* The backend's node NCCL communicator, made by the first response that needs it (collective;
  * execute_gpu.c). */
-hvd_status hvdc__execute_gpu_node_comm(hvdc_executor *ex);
+hvdc_outcome hvdc__execute_gpu_node_comm(hvdc_executor *ex);
 
 /* The device Adasum across nodes (execute_adasum_gpu.c): Horovod's NCCL hierarchy, the node's
  * sum on the device, Adasum between nodes on the host. */
-hvd_status hvdc__execute_adasum_gpu(hvdc_executor *ex, const hvdc_wire_response *response,
+hvdc_outcome hvdc__execute_adasum_gpu(hvdc_executor *ex, const hvdc_wire_response *response,
                                     hvdc_op **ops, size_t n_ops, hvdc_gpu_pending **pending);
 
 /* Frees ex->adasum_nodes (shutdown). NULL-safe. */

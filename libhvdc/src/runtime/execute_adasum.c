@@ -38,14 +38,14 @@ static hvd_status list_counts(hvdc_executor *ex, hvdc_op **ops, size_t n_ops, si
     return HVD_OK;
 }
 
-static hvd_status adasum_host(hvdc_executor *ex, hvdc_op **ops, size_t n_ops) {
+/* The VHDD of adasum_host over the n tensors (counts, total elements), once its working
+ * memory is agreed. */
+static hvd_status adasum_data(hvdc_executor *ex, hvdc_op **ops, size_t n_ops, const size_t *counts,
+                              size_t n, size_t total) {
     hvd_status st = HVD_OK;
     const hvdc_wire_request *d = &ops[0]->desc;
     hvd_dtype dtype = (hvd_dtype)d->dtype;
-    size_t elem = hvd_dtype_size(dtype), *counts = NULL, n, total;
-    CHECK(list_counts(ex, ops, n_ops, &counts, &n, &total));
-    CHECK(hvdc__reserve_agreed(ex, "allreduce", ops[0]->tensors[0].name, total * elem,
-                               hvdc__adasum_scratch_bytes(total, n, dtype)));
+    size_t elem = hvd_dtype_size(dtype);
     int64_t t0 = hvdc__timeline_now_us(ex->timeline);
     char *buf = ex->fusion.data;
     size_t at = 0;
@@ -81,10 +81,22 @@ fail:
     return st;
 }
 
-hvd_status hvdc__execute_adasum(hvdc_executor *ex, const hvdc_wire_response *response,
-                                hvdc_op **ops, size_t n_ops, hvdc_gpu_pending **pending) {
+static hvdc_outcome adasum_host(hvdc_executor *ex, hvdc_op **ops, size_t n_ops) {
+    hvd_dtype dtype = (hvd_dtype)ops[0]->desc.dtype;
+    size_t *counts = NULL, n, total;
+    hvd_status st = list_counts(ex, ops, n_ops, &counts, &n, &total);
+    if (st != HVD_OK) return hvdc__ran(st);
+    hvdc_outcome reserved = hvdc__reserve_agreed(ex, "allreduce", ops[0]->tensors[0].name,
+                                                 total * hvd_dtype_size(dtype),
+                                                 hvdc__adasum_scratch_bytes(total, n, dtype));
+    if (reserved.status != HVD_OK) return reserved;
+    return hvdc__ran(adasum_data(ex, ops, n_ops, counts, n, total));
+}
+
+hvdc_outcome hvdc__execute_adasum(hvdc_executor *ex, const hvdc_wire_response *response,
+                                  hvdc_op **ops, size_t n_ops, hvdc_gpu_pending **pending) {
     *pending = NULL;
-    if (n_ops == 0) return HVD_OK;
+    if (n_ops == 0) return hvdc__ran(HVD_OK);
     const hvdc_wire_request *d = &ops[0]->desc;
     if (d->device >= 0 && ex->local_size == ex->size) {
         /* Horovod's device Adasum (NCCL) sums inside each node, runs Adasum across nodes and

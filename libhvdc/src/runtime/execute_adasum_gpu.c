@@ -84,9 +84,9 @@ static void number_nodes(hvdc_adasum_nodes *nodes, const int *all, int *leader, 
 /* ex->adasum_nodes, made by the first response that needs it (collective over ex->comm). The
  * memory comes first and every rank agrees it has it: a rank without it fails the response on
  * every rank alone (the next one tries again) instead of leaving the others in the gather. */
-static hvd_status ensure_nodes(hvdc_executor *ex) {
+static hvdc_outcome ensure_nodes(hvdc_executor *ex) {
     hvd_status st = HVD_OK;
-    if (ex->adasum_nodes) return HVD_OK;
+    if (ex->adasum_nodes) return hvdc__ran(HVD_OK);
     size_t size = (size_t)ex->size;
     hvdc_adasum_nodes *nodes = calloc(1, sizeof *nodes);
     if (nodes) nodes->node_comm = MPI_COMM_NULL;
@@ -97,10 +97,11 @@ static hvd_status ensure_nodes(hvdc_executor *ex) {
     CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, ex->comm, &req));
     CHECK(hvdc__wait_requests(1, &req, ex->liveness));
     if (!ok) {
-        ex->failed_before_data = 1;
-        st = hvdc__fail(HVD_ERR_NO_MEMORY, "a device Adasum across nodes: a rank ran out of "
-                        "memory numbering the nodes (%zu ranks)", size);
-        goto fail;
+        free(all);
+        free(leader);
+        hvdc__adasum_nodes_free(nodes);
+        return hvdc__refused(hvdc__fail(HVD_ERR_NO_MEMORY, "a device Adasum across nodes: a rank "
+                                        "ran out of memory numbering the nodes (%zu ranks)", size));
     }
     CHECK(hvdc__split_node(ex->comm, &nodes->node_comm));
     int mine[3] = {ex->rank, 0, 0};
@@ -114,12 +115,12 @@ static hvd_status ensure_nodes(hvdc_executor *ex) {
     free(all);
     free(leader);
     ex->adasum_nodes = nodes;
-    return HVD_OK;
+    return hvdc__ran(HVD_OK);
 fail:
     free(all);
     free(leader);
     hvdc__adasum_nodes_free(nodes);
-    return st;
+    return hvdc__ran(st);
 }
 
 /* The host waits for the device's half, watching the other ranks meanwhile. */
@@ -135,25 +136,18 @@ static hvd_status wait_device(hvdc_executor *ex, hvdc_gpu_pending *pending) {
     }
 }
 
-hvd_status hvdc__execute_adasum_gpu(hvdc_executor *ex, const hvdc_wire_response *response,
-                                    hvdc_op **ops, size_t n_ops, hvdc_gpu_pending **pending) {
+/* The device Adasum's data path, once the backend, the node communicator and the nodes' table
+ * are set up: the device half to host, the VHDD between nodes, the device half back. */
+static hvdc_outcome adasum_gpu_data(hvdc_executor *ex, hvdc_op **ops, size_t n_ops, void *ready,
+                                    hvdc_gpu_pending **pending) {
     hvd_status st = HVD_OK;
+    hvdc_outcome out;
+    hvdc_adasum_nodes *nodes = ex->adasum_nodes;
     hvdc_gpu_pending *staged = NULL;
     hvdc_gpu_tensor *tensors = NULL;
     size_t *counts = NULL, *offsets = NULL, *entries = NULL, n = 0;
     const hvdc_wire_request *d = &ops[0]->desc;
     hvd_dtype dtype = (hvd_dtype)d->dtype;
-    *pending = NULL;
-    CHECK(ensure_nodes(ex));
-    hvdc_adasum_nodes *nodes = ex->adasum_nodes;
-    if (nodes->refused != HVD_OK) {
-        ex->failed_before_data = 1; /* every rank read the same table */
-        return hvdc__fail(nodes->refused, "allreduce '%s': %s", response->names[0], nodes->why);
-    }
-    void *ready = NULL;
-    CHECK(hvdc__execute_gpu_prepare(ex, ops, n_ops, &ready));
-    CHECK(hvdc__execute_gpu_node_comm(ex));
-
     for (size_t i = 0; i < n_ops; i++) n += ops[i]->n_tensors;
     tensors = malloc(n * sizeof *tensors);
     counts = malloc(n * sizeof *counts);
@@ -173,8 +167,9 @@ hvd_status hvdc__execute_adasum_gpu(hvdc_executor *ex, const hvdc_wire_response 
     hvdc_shard_plan shards;
     CHECK(hvdc__gpu_adasum_layout(counts, n, hvd_dtype_size(dtype), (size_t)ex->local_size,
                                   (size_t)ex->local_rank, offsets, entries, &shards));
-    CHECK(hvdc__reserve_agreed(ex, "allreduce", ops[0]->tensors[0].name, 0,
-                               hvdc__adasum_scratch_bytes(shards.shard, 2 * n, dtype)));
+    out = hvdc__reserve_agreed(ex, "allreduce", ops[0]->tensors[0].name, 0,
+                               hvdc__adasum_scratch_bytes(shards.shard, 2 * n, dtype));
+    if (out.status != HVD_OK) goto done;
     void *host = NULL;
     CHECK(hvdc__gpu_adasum_to_host(ex->gpu, tensors, n, offsets, shards.shard, dtype, d->prescale,
                                    ready, &host, &staged));
@@ -186,10 +181,29 @@ hvd_status hvdc__execute_adasum_gpu(hvdc_executor *ex, const hvdc_wire_response 
     CHECK(hvdc__gpu_adasum_from_host(ex->gpu, tensors, n, offsets, shards.shard, dtype,
                                      d->postscale / ex->local_size, pending));
 fail:
+    out = hvdc__ran(st);
+done:
     hvdc__gpu_pending_free(staged);
     free(tensors);
     free(counts);
     free(offsets);
     free(entries);
-    return st;
+    return out;
+}
+
+hvdc_outcome hvdc__execute_adasum_gpu(hvdc_executor *ex, const hvdc_wire_response *response,
+                                      hvdc_op **ops, size_t n_ops, hvdc_gpu_pending **pending) {
+    *pending = NULL;
+    hvdc_outcome out = ensure_nodes(ex);
+    if (out.status != HVD_OK) return out;
+    hvdc_adasum_nodes *nodes = ex->adasum_nodes;
+    if (nodes->refused != HVD_OK) /* every rank read the same table */
+        return hvdc__refused(hvdc__fail(nodes->refused, "allreduce '%s': %s", response->names[0],
+                                        nodes->why));
+    void *ready = NULL;
+    out = hvdc__execute_gpu_prepare(ex, ops, n_ops, &ready);
+    if (out.status != HVD_OK) return out;
+    out = hvdc__execute_gpu_node_comm(ex);
+    if (out.status != HVD_OK) return out;
+    return adasum_gpu_data(ex, ops, n_ops, ready, pending);
 }

@@ -14,6 +14,12 @@
 #include "gpu/gpu.h"
 #include "runtime/execute.h"
 
+/* st of an agreed setup step (gpu.h): refused on every rank alike, unless the agreement
+ * itself failed (HVD_ERR_MPI, HVD_ERR_RANK_FAILED). */
+static hvdc_outcome agreed_setup(hvd_status st) {
+    return st == HVD_ERR_MPI || st == HVD_ERR_RANK_FAILED ? hvdc__ran(st) : hvdc__refused(st);
+}
+
 static hvdc_gpu_config gpu_config(const hvdc_executor *ex, int device) {
     hvdc_gpu_config config = {
         .comm = ex->comm, .liveness = ex->liveness, .rank = ex->rank, .size = ex->size,
@@ -25,25 +31,23 @@ static hvdc_gpu_config gpu_config(const hvdc_executor *ex, int device) {
 }
 
 /* The backend, created by the first device response on every rank at once. Its setup is agreed
- * step by step (gpu.h), so a failure there fails this response on every rank before any data
+ * step by step (gpu.h), so a failure there refuses this response on every rank before any data
  * moved: the runtime goes on, and the next device response tries again. */
-static hvd_status ensure_backend(hvdc_executor *ex, int device) {
+static hvdc_outcome ensure_backend(hvdc_executor *ex, int device) {
     if (ex->gpu) {
-        if (device == hvdc__gpu_device(ex->gpu)) return HVD_OK;
+        if (device == hvdc__gpu_device(ex->gpu)) return hvdc__ran(HVD_OK);
         /* api.c refuses this at submission once the backend exists; only two requests for
          * different devices submitted before it did get here, and the ranks are then out of
          * step (the others run NCCL), so it stops the runtime */
-        return hvdc__fail(HVD_ERR_INVALID_ARG, "a device request for CUDA device %d reached "
-                          "the GPU backend of rank %d, which runs on device %d: use one device "
-                          "per rank", device, ex->rank, hvdc__gpu_device(ex->gpu));
+        return hvdc__ran(hvdc__fail(HVD_ERR_INVALID_ARG, "a device request for CUDA device %d "
+                                    "reached the GPU backend of rank %d, which runs on device "
+                                    "%d: use one device per rank", device, ex->rank,
+                                    hvdc__gpu_device(ex->gpu)));
     }
     hvdc_gpu_config config = gpu_config(ex, device);
     hvd_status st = hvdc__gpu_create(&config, &ex->gpu);
-    if (st == HVD_OK)
-        atomic_store(&ex->gpu_device, hvdc__gpu_device(ex->gpu));
-    else if (st != HVD_ERR_MPI && st != HVD_ERR_RANK_FAILED)
-        ex->failed_before_data = 1; /* agreed by every rank: they are in step */
-    return st;
+    if (st == HVD_OK) atomic_store(&ex->gpu_device, hvdc__gpu_device(ex->gpu));
+    return agreed_setup(st);
 }
 
 /* The stream waits for every distinct ready event of the response's ops; returns the one
@@ -79,35 +83,27 @@ static hvd_status gpu_allreduce(hvdc_executor *ex, hvdc_op **ops, size_t n_ops, 
     return st;
 }
 
-hvd_status hvdc__execute_gpu_prepare(hvdc_executor *ex, hvdc_op **ops, size_t n_ops,
-                                      void **ready) {
-    hvd_status st = HVD_OK;
+hvdc_outcome hvdc__execute_gpu_prepare(hvdc_executor *ex, hvdc_op **ops, size_t n_ops,
+                                       void **ready) {
     *ready = NULL;
-    CHECK(ensure_backend(ex, ops[0]->desc.device));
-    CHECK(wait_ready(ex, ops, n_ops, ready));
-fail:
-    return st;
+    hvdc_outcome backend = ensure_backend(ex, ops[0]->desc.device);
+    if (backend.status != HVD_OK) return backend;
+    return hvdc__ran(wait_ready(ex, ops, n_ops, ready));
 }
 
-hvd_status hvdc__execute_gpu_node_comm(hvdc_executor *ex) {
+hvdc_outcome hvdc__execute_gpu_node_comm(hvdc_executor *ex) {
     hvdc_gpu_config config = gpu_config(ex, hvdc__gpu_device(ex->gpu));
-    hvd_status st = hvdc__gpu_node_comm(ex->gpu, &config);
-    if (st != HVD_OK && st != HVD_ERR_MPI && st != HVD_ERR_RANK_FAILED)
-        ex->failed_before_data = 1; /* agreed by every rank, as the backend's setup */
-    return st;
+    return agreed_setup(hvdc__gpu_node_comm(ex->gpu, &config));
 }
 
-hvd_status hvdc__execute_gpu_allreduce_as(hvdc_executor *ex, hvdc_op **ops, size_t n_ops,
-                                          hvd_reduce_op op, double prescale, double postscale,
-                                          hvdc_gpu_pending **pending) {
-    hvd_status st = HVD_OK;
+hvdc_outcome hvdc__execute_gpu_allreduce_as(hvdc_executor *ex, hvdc_op **ops, size_t n_ops,
+                                            hvd_reduce_op op, double prescale, double postscale,
+                                            hvdc_gpu_pending **pending) {
     void *ready = NULL;
     *pending = NULL;
-    CHECK(ensure_backend(ex, ops[0]->desc.device));
-    CHECK(wait_ready(ex, ops, n_ops, &ready));
-    return gpu_allreduce(ex, ops, n_ops, op, prescale, postscale, ready, pending);
-fail:
-    return st;
+    hvdc_outcome prepared = hvdc__execute_gpu_prepare(ex, ops, n_ops, &ready);
+    if (prepared.status != HVD_OK) return prepared;
+    return hvdc__ran(gpu_allreduce(ex, ops, n_ops, op, prescale, postscale, ready, pending));
 }
 
 /* Every rank's receive counts are the matching column of the send counts: one MPI all-to-all
@@ -143,17 +139,12 @@ fail:
     return st;
 }
 
-hvd_status hvdc__execute_gpu(hvdc_executor *ex, const hvdc_wire_response *r, hvdc_op **ops,
-                             size_t n_ops, hvdc_gpu_pending **pending) {
+/* The collective of a device response, once the backend exists and its stream waits for the
+ * tensors (ready). */
+static hvd_status gpu_collective(hvdc_executor *ex, const hvdc_wire_response *r, hvdc_op *op,
+                                 hvdc_op **ops, size_t n_ops, void *ready,
+                                 hvdc_gpu_pending **pending) {
     hvd_status st = HVD_OK;
-    void *ready = NULL;
-    *pending = NULL;
-    if (r->n_joined > 0) /* negotiation refuses these (negotiate.c); never reached */
-        return hvdc__fail(HVD_ERR_INTERNAL, "allreduce '%s': a device all-reduce while a rank "
-                          "has joined", r->names[0]);
-    CHECK(ensure_backend(ex, ops[0]->desc.device));
-    CHECK(wait_ready(ex, ops, n_ops, &ready));
-    hvdc_op *op = ops[0];
     const hvdc_tensor *t = &op->tensors[0];
     hvd_dtype dtype = (hvd_dtype)op->desc.dtype;
     switch ((hvdc_kind)r->kind) {
@@ -190,6 +181,16 @@ hvd_status hvdc__execute_gpu(hvdc_executor *ex, const hvdc_wire_response *r, hvd
         break;
     }
     return hvdc__fail(HVD_ERR_INTERNAL, "device response of kind %s", hvdc__kind_name(r->kind));
-fail:
-    return st;
+}
+
+hvdc_outcome hvdc__execute_gpu(hvdc_executor *ex, const hvdc_wire_response *r, hvdc_op **ops,
+                               size_t n_ops, hvdc_gpu_pending **pending) {
+    void *ready = NULL;
+    *pending = NULL;
+    if (r->n_joined > 0) /* negotiation refuses these (negotiate.c); never reached */
+        return hvdc__ran(hvdc__fail(HVD_ERR_INTERNAL, "allreduce '%s': a device all-reduce "
+                                    "while a rank has joined", r->names[0]));
+    hvdc_outcome prepared = hvdc__execute_gpu_prepare(ex, ops, n_ops, &ready);
+    if (prepared.status != HVD_OK) return prepared;
+    return hvdc__ran(gpu_collective(ex, r, ops[0], ops, n_ops, ready, pending));
 }

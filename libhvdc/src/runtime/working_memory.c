@@ -16,10 +16,11 @@
  * runtime goes on (a rank failing mid-collective would leave the others waiting for it).
  * fusion_agreed/scratch_agreed grow identically on every rank, so the agreement (one small
  * all-reduce) runs on every rank or on none: only when a response needs more than before. */
-hvd_status hvdc__reserve_agreed(hvdc_executor *ex, const char *kind, const char *name,
-                                size_t fusion_bytes, size_t scratch_bytes) {
+hvdc_outcome hvdc__reserve_agreed(hvdc_executor *ex, const char *kind, const char *name,
+                                  size_t fusion_bytes, size_t scratch_bytes) {
     hvd_status st = HVD_OK;
-    if (fusion_bytes <= ex->fusion_agreed && scratch_bytes <= ex->scratch_agreed) return HVD_OK;
+    if (fusion_bytes <= ex->fusion_agreed && scratch_bytes <= ex->scratch_agreed)
+        return hvdc__ran(HVD_OK);
     char why[HVDC_ERROR_MAX] = "";
     /* the fault (tests): memory this rank cannot get, now that no request may claim more than
      * a process can address (base/dtype.h) and so none is too big for every machine */
@@ -35,12 +36,12 @@ hvd_status hvdc__reserve_agreed(hvdc_executor *ex, const char *kind, const char 
     if (first_failed == INT_MAX) {
         if (fusion_bytes > ex->fusion_agreed) ex->fusion_agreed = fusion_bytes;
         if (scratch_bytes > ex->scratch_agreed) ex->scratch_agreed = scratch_bytes;
-        return HVD_OK;
+        return hvdc__ran(HVD_OK);
     }
-    ex->failed_before_data = 1;
-    return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': rank %d could not allocate its working memory "
-                      "(%zu + %zu bytes%s%s); no rank ran it, later operations are not affected",
-                      kind, name, first_failed, fusion_bytes, scratch_bytes, why[0] ? ": " : "", why);
+    return hvdc__refused(hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': rank %d could not allocate its "
+                                    "working memory (%zu + %zu bytes%s%s); no rank ran it, later "
+                                    "operations are not affected", kind, name, first_failed,
+                                    fusion_bytes, scratch_bytes, why[0] ? ": " : "", why));
 fail:
-    return st;
+    return hvdc__ran(st);
 }

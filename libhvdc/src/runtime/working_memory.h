@@ -14,10 +14,11 @@
 #include "runtime/execute.h"
 
 /* Working memory for one response, reserved before any data moves, and agreed: a rank that
- * cannot get it fails the response on every rank alone (ex->failed_before_data) and the
- * runtime goes on. fusion and scratch grow to at least these sizes. kind and name go into the
- * message. Collective over ex->comm when either grows beyond what was agreed before. */
-hvd_status hvdc__reserve_agreed(hvdc_executor *ex, const char *kind, const char *name,
-                                size_t fusion_bytes, size_t scratch_bytes);
+ * cannot get it refuses the response on every rank alike (hvdc__refused) and the runtime goes
+ * on. fusion and scratch grow to at least these sizes. kind and name go into the message.
+ * Collective over ex->comm when either grows beyond what was agreed before; an error of the
+ * agreement itself leaves the ranks out of step (hvdc__ran). */
+hvdc_outcome hvdc__reserve_agreed(hvdc_executor *ex, const char *kind, const char *name,
+                                  size_t fusion_bytes, size_t scratch_bytes);
 
 #endif

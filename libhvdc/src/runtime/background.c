@@ -1,5 +1,6 @@
 /*
- * background.c - the background thread: the only thread that talks to the network.
+ * background.c - the background thread: it runs every negotiation round and every collective
+ * of its runtime (which other threads call MPI, and why: runtime.h).
  *
  * It sleeps on queue_cond while this rank has nothing in flight. Once it has, it runs rounds:
  *   1. take the ops submitted since the last round (where a CPU is spare, a burst of them
@@ -13,12 +14,8 @@
  * for other ranks) is followed by a wait of at most HVD_CYCLE_TIME for new submissions, so
  * stuck rounds are paced while a fresh submission still starts a round at once.
  *
- * Device work needs no rounds once queued: the GPU backend wakes this thread when it finishes
- * (device_done, called on a CUDA thread), and the thread completes its handles at once,
- * whether it was asleep or in the middle of a round; it also looks for asynchronous NCCL errors
- * every DEVICE_POLL_S. A caller blocked in hvd_wait does not wait for that: it waits on the
- * work's done event itself and completes its op first (complete.h). On a fatal stop the NCCL communicators are aborted before anything
- * waits, so device work in flight cannot hang the stop.
+ * Device work needs no rounds once queued (device_work.h). On a fatal stop the NCCL
+ * communicators are aborted before anything waits, so device work in flight cannot hang it.
  */
 #include <errno.h>
 #include <sched.h>
@@ -35,6 +32,7 @@
 #include "collectives/reduce.h"
 #include "collectives/shm.h"
 #include "runtime/complete.h"
+#include "runtime/device_work.h"
 #include "runtime/round.h"
 
 /* Records phase on the timeline row of every tensor of op. */
@@ -50,161 +48,12 @@ static void serve_dump(round_state *s, const char *doing) {
         hvdc__dump_state(s, doing);
 }
 
-/* ---- device work: queued by the executor, completed here when its event fires ---- */
-
-/* How often device work in flight is looked at without a wake-up: for asynchronous NCCL
- * errors (a failed peer never lets the work finish) and dead ranks. */
-#define DEVICE_POLL_S 0.05
-
-typedef struct gpu_work {
-    hvdc_gpu_pending *pending;
-    hvdc_op **ops; /* (n) owned */
-    size_t n;
-} gpu_work;
-
-/* The GPU backend's wake-up, on a CUDA thread once queued device work has finished. */
-static void device_done(void *ctx) {
-    hvdc_runtime *rt = ctx;
-    pthread_mutex_lock(&rt->queue_mutex);
-    atomic_store(&rt->device_done, 1);
-    pthread_cond_signal(&rt->queue_cond);
-    pthread_mutex_unlock(&rt->queue_mutex);
-}
-
-/* Keeps a device response's ops (a copy of the list: ops is the round's scratch) until its
- * work finishes. */
-static hvd_status keep_gpu_work(round_state *s, hvdc_gpu_pending *pending, hvdc_op *const *ops, size_t n) {
-    hvdc_op **kept = malloc((n ? n : 1) * sizeof *kept);
-    if (!kept) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory tracking device work");
-    memcpy(kept, ops, n * sizeof *kept);
-    if (s->n_gpu_work == s->cap_gpu_work) {
-        size_t cap = s->cap_gpu_work ? 2 * s->cap_gpu_work : 16;
-        gpu_work *grown = realloc(s->gpu_work, cap * sizeof *grown);
-        if (!grown) {
-            free(kept);
-            return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory tracking device work");
-        }
-        s->gpu_work = grown;
-        s->cap_gpu_work = cap;
-    }
-    s->gpu_work[s->n_gpu_work++] = (gpu_work){pending, kept, n};
-    s->n_on_device += n;
-    hvdc__publish_on_device(s->rt, kept, n, hvdc__gpu_pending_event(pending));
-    hvdc__gpu_pending_notify(pending); /* after the waiters have the event */
-    return HVD_OK;
-}
-
-/* NCCL across nodes reports a peer's death as an asynchronous error of this rank's own
- * (ncclRemoteError: the connection closed), before the death notice comes from the dead rank's
- * node (liveness.h). So before an NCCL error is taken for this rank's own, a death has
- * DEATH_GRACE_S to show: every survivor then names the dead rank, not itself. */
-#define DEATH_GRACE_S 0.5
-
-/* Whether a death lies behind the device failure st (HVD_ERR_NCCL: waits up to DEATH_GRACE_S
- * for it). @return 1 with the death's message recorded. */
-static int death_behind(round_state *s, hvd_status st) {
-    double until = hvdc__now_seconds() + (st == HVD_ERR_NCCL ? DEATH_GRACE_S : 0);
-    for (;;) {
-        if (hvdc__liveness_check(s->rt->executor.liveness) != HVD_OK) return 1;
-        if (hvdc__now_seconds() >= until) return 0;
-        struct timespec pause = {0, (long)(HVDC_LIVENESS_PERIOD_S * 1e9 / 5)};
-        nanosleep(&pause, NULL);
-    }
-}
-
-/* Completes the device work that has finished (with an error, all of it once the backend is
- * aborted). stop: the status the runtime stops with (HVD_OK: it does not), for which the
- * backend was aborted: work that fails now fails with it and why rather than with the abort's
- * HVD_ERR_NCCL, so a rank's death reads as one everywhere. Never blocks.
- * @return HVD_OK; or, when stop was HVD_OK, the error of the first work that failed (message
- * recorded; later failed work fails with it too), which the runtime must stop with and tell
- * the others: an asynchronous NCCL error aborted this rank's communicators, its peers may
- * wait inside that collective for its part, and every later device response would fail on
- * this rank alone (as after a host collective that failed midway). A failure that a death
- * caused is reported as the death, when liveness sees it (death_behind). */
-static hvd_status finish_gpu_work(round_state *s, hvd_status stop, const char *why) {
-    char own[HVDC_ERROR_MAX];
-    hvd_status failed = HVD_OK;
-    atomic_store(&s->rt->device_done, 0);
-    s->device_polled = hvdc__now_seconds();
-    for (size_t i = 0; i < s->n_gpu_work;) {
-        gpu_work *w = &s->gpu_work[i];
-        int done = 0;
-        hvdc__clear_error();
-        hvd_status st = hvdc__gpu_pending_poll(w->pending, &done);
-        if (!done && st == HVD_OK) {
-            i++;
-            continue;
-        }
-        if (st != HVD_OK && stop == HVD_OK) {
-            failed = stop = st;
-            snprintf(own, sizeof own, "%s", hvd_last_error());
-            if (death_behind(s, st)) {
-                failed = stop = HVD_ERR_RANK_FAILED;
-                snprintf(own, sizeof own, "%s", hvd_last_error());
-            }
-            why = own;
-        }
-        hvdc__complete_ops(s->rt, w->ops, w->n, st == HVD_OK ? HVD_OK : stop, why);
-        hvdc__drop_device_hold(s->rt, w->ops, w->n); /* before the event goes back to the pool */
-        s->n_in_flight -= w->n;
-        s->n_on_device -= w->n;
-        hvdc__gpu_pending_free(w->pending);
-        free(w->ops);
-        *w = s->gpu_work[--s->n_gpu_work];
-    }
-    return failed == HVD_OK ? HVD_OK : hvdc__fail(failed, "%s", own);
-}
-
-/* Whether device work is in flight and due a look: the backend woke us, or DEVICE_POLL_S
- * passed since the last look. */
-static int gpu_work_due(const round_state *s) {
-    return s->n_gpu_work > 0 && (atomic_load(&s->rt->device_done) ||
-                                 hvdc__now_seconds() - s->device_polled >= DEVICE_POLL_S);
-}
-
-/* finish_gpu_work when it is due. */
-static hvd_status finish_gpu_work_due(round_state *s) {
-    return gpu_work_due(s) ? finish_gpu_work(s, HVD_OK, NULL) : HVD_OK;
-}
-
-/* Before the thread exits: completes every device work item. stop != HVD_OK (a fatal stop):
- * aborts the NCCL communicators first, so nothing waits on the device (the items fail with stop
- * and why). Else the queued work finishes: the thread sleeps until the backend wakes it,
- * looking for asynchronous errors and dead ranks every DEVICE_POLL_S (a dead rank aborts too,
- * so this never hangs). @return HVD_OK; or, with stop HVD_OK, what failed the work (message
- * recorded): finish_gpu_work's failure, at once, or a death (the caller stops with it: after a
- * death, hvd_shutdown must not finalize MPI, which would wait for the dead rank). */
-static hvd_status drain_gpu_work(round_state *s, hvd_status stop, const char *why) {
-    hvdc_runtime *rt = s->rt;
-    char dead[HVDC_ERROR_MAX];
-    hvd_status found = HVD_OK; /* a death seen here while stop was HVD_OK */
-    if (stop != HVD_OK && s->n_gpu_work > 0) hvdc__gpu_abort(rt->executor.gpu, why);
-    for (;;) {
-        hvd_status failed = finish_gpu_work(s, stop, why);
-        if (failed != HVD_OK) return failed;
-        if (s->n_gpu_work == 0) return found == HVD_OK ? HVD_OK : hvdc__fail(found, "%s", dead);
-        if (hvdc__liveness_check(rt->executor.liveness) != HVD_OK) {
-            snprintf(dead, sizeof dead, "%s", hvd_last_error());
-            if (stop == HVD_OK) found = HVD_ERR_RANK_FAILED;
-            stop = HVD_ERR_RANK_FAILED;
-            why = dead;
-            hvdc__gpu_abort(rt->executor.gpu, why);
-            continue;
-        }
-        struct timespec at = hvdc__deadline_in(DEVICE_POLL_S);
-        pthread_mutex_lock(&rt->queue_mutex);
-        if (!atomic_load(&rt->device_done)) pthread_cond_timedwait(&rt->queue_cond, &rt->queue_mutex, &at);
-        pthread_mutex_unlock(&rt->queue_mutex);
-    }
-}
-
 /* What every wait in a negotiation round does between two probes (exchange.h's hook): serve a
  * SIGUSR1 dump request, complete finished device work, check that every rank is alive. */
 static hvd_status between_steps(void *ctx, const char *doing) {
     round_state *s = ctx;
     serve_dump(s, doing);
-    hvd_status st = finish_gpu_work_due(s);
+    hvd_status st = hvdc__device_work_finish_due(s);
     return st != HVD_OK ? st : hvdc__liveness_check(s->rt->executor.liveness);
 }
 
@@ -219,7 +68,7 @@ static hvd_status between_steps(void *ctx, const char *doing) {
 /* Waits until there is a reason to run a round; returns the ops submitted meanwhile. *dead:
  * HVD_ERR_RANK_FAILED (message recorded) when a rank died while this one had device work in
  * flight and nothing to negotiate (NCCL on one node never notices a dead peer: its collective
- * would wait forever), or the error of device work that failed (finish_gpu_work); nothing is
+ * would wait forever), or the error of device work that failed (hvdc__device_work_finish); nothing is
  * taken from the queue then. */
 static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown, hvd_status *dead) {
     hvdc_runtime *rt = s->rt;
@@ -235,10 +84,10 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown, hvd
             pthread_mutex_lock(&rt->queue_mutex);
             continue;
         }
-        if (gpu_work_due(s)) {
+        if (hvdc__device_work_due(s)) {
             pthread_mutex_unlock(&rt->queue_mutex);
             /* device work finished: complete it now, no round needed */
-            *dead = finish_gpu_work(s, HVD_OK, NULL);
+            *dead = hvdc__device_work_finish(s, HVD_OK, NULL);
             /* still in flight: a peer that died inside the collective keeps it there */
             if (*dead == HVD_OK && s->n_gpu_work > 0)
                 *dead = hvdc__liveness_check(rt->executor.liveness);
@@ -279,7 +128,7 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown, hvd
             continue;
         }
         if (negotiating == 0 && s->n_gpu_work > 0) { /* woken by the backend, or looks again */
-            struct timespec soon = hvdc__deadline_in(DEVICE_POLL_S);
+            struct timespec soon = hvdc__deadline_in(HVDC_DEVICE_POLL_S);
             pthread_cond_timedwait(&rt->queue_cond, &rt->queue_mutex, &soon);
             continue;
         }
@@ -376,16 +225,13 @@ static void autotune_observe(round_state *s, hvdc_wire_response *r, hvdc_op **op
              t->threshold, t->cycle_ms, t->shm_step, t->chosen.score * 1e-9);
 }
 
-/* Executes one response and completes its ops. */
-static hvd_status run_response(round_state *s, hvdc_wire_response *r) {
+/* This rank's ops for r, into ops: where the announcements left them (by slot), or by name from
+ * the in-flight table. *joined: this rank has called hvd_join and waits for the others.
+ * @return how many were found. */
+static size_t find_ops(round_state *s, hvdc_wire_response *r, hvdc_op **ops, int *joined) {
     hvdc_runtime *rt = s->rt;
-    if (s->fault_run ||
-        hvdc__buffer_reserve(&s->response_ops, (r->n_names ? r->n_names : 1) * sizeof(hvdc_op *)) != HVD_OK)
-        return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory running a response%s",
-                          s->fault_run ? " (HVDC_TEST_FAULTS=run_response)" : "");
-    hvdc_op **ops = s->response_ops.data;
     size_t n = 0;
-    int joined = 0;
+    *joined = 0;
     if (r->slots && r->n_joined == 0) {
         /* every rank announced these by slot, this one too, since its last response for each:
          * the ops are where the announcements left them, no name to look up */
@@ -394,41 +240,43 @@ static hvd_status run_response(round_state *s, hvdc_wire_response *r) {
             s->slot_ops[r->slots[i]] = NULL;
             if (op) ops[n++] = op;
         }
-    } else {
-        hvdc__cache_fill_names(s->cache, r); /* for the lookups and a joined rank's stand-ins */
-        pthread_mutex_lock(&rt->queue_mutex);
-        for (uint32_t i = 0; i < r->n_names; i++) {
-            hvdc_op *op = hvdc__name_table_get(&rt->in_flight, r->names[i]);
-            if (op) ops[n++] = op;
-        }
-        joined = hvdc__name_table_get(&rt->in_flight, HVDC_JOIN_NAME) != NULL;
-        pthread_mutex_unlock(&rt->queue_mutex);
+        return n;
     }
-    int64_t now = hvdc__now_ns();
-    for (size_t i = 0; i < n; i++) ops[i]->phase_at[HVDC_PHASE_EXECUTE] = now;
+    hvdc__cache_fill_names(s->cache, r); /* for the lookups and a joined rank's stand-ins */
+    pthread_mutex_lock(&rt->queue_mutex);
+    for (uint32_t i = 0; i < r->n_names; i++) {
+        hvdc_op *op = hvdc__name_table_get(&rt->in_flight, r->names[i]);
+        if (op) ops[n++] = op;
+    }
+    *joined = hvdc__name_table_get(&rt->in_flight, HVDC_JOIN_NAME) != NULL;
+    pthread_mutex_unlock(&rt->queue_mutex);
+    return n;
+}
+
+/* Others' operations while this rank has joined: stand-ins take its part and their results are
+ * discarded. @return HVD_OK while the ranks stay in step. */
+static hvd_status run_joined(round_state *s, hvdc_wire_response *r, hvdc_op **ops) {
     hvd_status st = HVD_OK;
-    int in_step = 1; /* a mismatch (an ERROR response) fails its ops on every rank alike */
-    if (n == 0 && joined && (r->type == HVDC_RESPONSE_ERROR || r->n_joined > 0)) {
-        /* others' operations while this rank has joined */
-        memset(ops, 0, r->n_names * sizeof *ops); /* stand-ins not made are NULL when freed */
-        if (r->type == HVDC_RESPONSE_EXECUTE) {
-            st = stand_in_ops(r, ops, &s->identity, &s->discard);
-            hvdc_gpu_pending *none = NULL;
-            if (st == HVD_OK) {
-                hvdc_outcome out = hvdc__execute(&rt->executor, r, ops, r->n_names, &none);
-                st = out.in_step ? HVD_OK : out.status;
-            }
+    memset(ops, 0, r->n_names * sizeof *ops); /* stand-ins not made are NULL when freed */
+    if (r->type == HVDC_RESPONSE_EXECUTE) {
+        st = stand_in_ops(r, ops, &s->identity, &s->discard);
+        hvdc_gpu_pending *none = NULL;
+        if (st == HVD_OK) {
+            hvdc_outcome out = hvdc__execute(&s->rt->executor, r, ops, r->n_names, &none);
+            st = out.in_step ? HVD_OK : out.status;
         }
-        for (uint32_t i = 0; i < r->n_names; i++) hvdc__op_free(ops[i]);
-        return st;
     }
-    if (n != r->n_names)
-        return hvdc__fail(HVD_ERR_INTERNAL, "rank 0 scheduled '%s', which this rank never announced",
-                          r->names[0]);
-    hvdc_timeline *tl = rt->executor.timeline;
-    int64_t answered = hvdc__timeline_now_us(tl), group = ++rt->executor.group;
-    int spans = hvdc__timeline_recording(tl); /* else no call a tensor (rank 0 has tl) */
-    for (size_t i = 0; spans && i < n; i++) {
+    for (uint32_t i = 0; i < r->n_names; i++) hvdc__op_free(ops[i]);
+    return st;
+}
+
+/* The timeline's rows for ops up to rank 0's answer: the wait for other ranks, then the
+ * negotiation. */
+static void negotiation_spans(round_state *s, hvdc_op **ops, size_t n, int64_t answered,
+                              int64_t group) {
+    hvdc_timeline *tl = s->rt->executor.timeline;
+    if (!hvdc__timeline_recording(tl)) return; /* else no call a tensor (rank 0 has tl) */
+    for (size_t i = 0; i < n; i++) {
         int64_t from = ops[i]->announced_us;
         if (from < s->round_started_us) {
             op_span(tl, ops[i], "WAIT_FOR_RANKS", from, s->round_started_us, group);
@@ -436,33 +284,62 @@ static hvd_status run_response(round_state *s, hvdc_wire_response *r) {
         }
         op_span(tl, ops[i], "NEGOTIATE", from, answered, group);
     }
-    if (r->type == HVDC_RESPONSE_ERROR) {
-        hvdc__complete_ops(rt, ops, n, HVD_ERR_MISMATCH, r->error);
-    } else {
-        hvdc__clear_error();
-        hvdc_gpu_pending *pending = NULL;
-        hvdc_outcome out = hvdc__execute(&rt->executor, r, ops, n, &pending);
-        st = out.status;
-        in_step = out.in_step;
-        /* a watchdog that fired failed the ops (maybe freed now) and made execute fail */
-        if (st != HVD_OK && hvdc__watchdog_fired(rt->executor.watchdog)) return st;
-        if (st == HVD_OK) remember(s, r, ops, n);
-        if (st == HVD_OK) autotune_observe(s, r, ops, n);
-        if (st == HVD_OK && pending) {
-            /* device work: completed by finish_gpu_work when its event fires */
-            st = keep_gpu_work(s, pending, ops, n);
-            if (st == HVD_OK) return HVD_OK;
-            in_step = 0; /* this rank cannot follow work that runs on every rank: it stops */
-            hvdc__gpu_pending_free(pending);
-        }
-        if (tl && r->kind != HVDC_KIND_ALLREDUCE)
-            op_span(tl, ops[0], hvdc__kind_name(r->kind), answered, hvdc__timeline_now_us(tl), group);
-        hvdc__complete_ops(rt, ops, n, st, hvd_last_error());
+}
+
+/* Executes an EXECUTE response over this rank's ops and completes them (device work: once it
+ * finishes, hvdc__device_work_finish). @return HVD_OK while the ranks stay in step. */
+static hvd_status execute_response(round_state *s, hvdc_wire_response *r, hvdc_op **ops, size_t n,
+                                   int64_t answered, int64_t group) {
+    hvdc_runtime *rt = s->rt;
+    hvdc_timeline *tl = rt->executor.timeline;
+    hvdc__clear_error();
+    hvdc_gpu_pending *pending = NULL;
+    hvdc_outcome out = hvdc__execute(&rt->executor, r, ops, n, &pending);
+    /* a watchdog that fired failed the ops (maybe freed now) and made execute fail */
+    if (out.status != HVD_OK && hvdc__watchdog_fired(rt->executor.watchdog)) return out.status;
+    if (out.status == HVD_OK) {
+        remember(s, r, ops, n);
+        autotune_observe(s, r, ops, n);
     }
+    if (out.status == HVD_OK && pending) {
+        hvd_status kept = hvdc__device_work_keep(s, pending, ops, n);
+        if (kept == HVD_OK) return HVD_OK;
+        hvdc__gpu_pending_free(pending);
+        out = hvdc__ran(kept); /* this rank cannot follow work that runs on every rank */
+    }
+    if (tl && r->kind != HVDC_KIND_ALLREDUCE)
+        op_span(tl, ops[0], hvdc__kind_name(r->kind), answered, hvdc__timeline_now_us(tl), group);
+    hvdc__complete_ops(rt, ops, n, out.status, hvd_last_error());
     s->n_in_flight -= n;
     /* a collective that failed midway leaves the ranks out of step; one that every rank
-     * refused before moving data (mismatches, memory it could not get) does not */
-    return in_step ? HVD_OK : st;
+     * refused before moving data (memory it could not get) does not */
+    return out.in_step ? HVD_OK : out.status;
+}
+
+/* Runs one response and completes its ops. @return HVD_OK while the ranks stay in step. */
+static hvd_status run_response(round_state *s, hvdc_wire_response *r) {
+    hvdc_runtime *rt = s->rt;
+    if (s->fault_run ||
+        hvdc__buffer_reserve(&s->response_ops, (r->n_names ? r->n_names : 1) * sizeof(hvdc_op *)) != HVD_OK)
+        return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory running a response%s",
+                          s->fault_run ? " (HVDC_TEST_FAULTS=run_response)" : "");
+    hvdc_op **ops = s->response_ops.data;
+    int joined = 0;
+    size_t n = find_ops(s, r, ops, &joined);
+    int64_t now = hvdc__now_ns();
+    for (size_t i = 0; i < n; i++) ops[i]->phase_at[HVDC_PHASE_EXECUTE] = now;
+    if (n == 0 && joined && (r->type == HVDC_RESPONSE_ERROR || r->n_joined > 0))
+        return run_joined(s, r, ops);
+    if (n != r->n_names)
+        return hvdc__fail(HVD_ERR_INTERNAL, "rank 0 scheduled '%s', which this rank never announced",
+                          r->names[0]);
+    int64_t answered = hvdc__timeline_now_us(rt->executor.timeline), group = ++rt->executor.group;
+    negotiation_spans(s, ops, n, answered, group);
+    if (r->type == HVDC_RESPONSE_EXECUTE) return execute_response(s, r, ops, n, answered, group);
+    /* a mismatch: refused on every rank alike */
+    hvdc__complete_ops(rt, ops, n, HVD_ERR_MISMATCH, r->error);
+    s->n_in_flight -= n;
+    return HVD_OK;
 }
 
 /* Holds the thread until hvd_init has agreed with every rank. @return 1 to run. */
@@ -474,142 +351,176 @@ static int wait_for_start(hvdc_runtime *rt) {
     return run;
 }
 
-void *hvdc__background_main(void *arg) {
-    round_state s = {.rt = arg};
-    hvdc_runtime *rt = s.rt;
-    if (!wait_for_start(rt)) return NULL;
-    rt->executor.gpu_wake = device_done; /* before any device response creates the backend */
+/* The thread's state before its first round: the device wake-up, the response cache, the
+ * exchange, autotuning. */
+static hvd_status round_setup(round_state *s) {
+    hvdc_runtime *rt = s->rt;
+    rt->executor.gpu_wake = hvdc__device_work_wake; /* before any device response creates the backend */
     rt->executor.gpu_wake_ctx = rt;
     rt->executor.gpu_aborted = &rt->device_aborted;
-    hvd_status st = HVD_OK;
-    const hvdc_wire_request **fresh_descs = NULL;
-    uint32_t *fresh_slots = NULL;
-    size_t fresh_cap = 0;
-    int progressed = 0, shutdown = 0;
-    int told = 0; /* the error that stops this thread reached every rank already */
-    s.fault_encode = hvdc__fault("encode_requests"); /* tests: read once, off the hot path */
-    s.fault_run = hvdc__fault("run_response");
-    s.cache = hvdc__cache_create((uint32_t)rt->config.cache_capacity);
-    s.slot_ops = calloc(hvdc__cache_capacity(s.cache) + (size_t)1, sizeof *s.slot_ops);
-    if (!s.cache || !s.slot_ops) {
-        st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the response cache");
-        goto stop;
-    }
-    s.exchange = (hvdc_exchange){
+    s->fault_encode = hvdc__fault("encode_requests"); /* tests: read once, off the hot path */
+    s->fault_run = hvdc__fault("run_response");
+    s->cache = hvdc__cache_create((uint32_t)rt->config.cache_capacity);
+    s->slot_ops = calloc(hvdc__cache_capacity(s->cache) + (size_t)1, sizeof *s->slot_ops);
+    if (!s->cache || !s->slot_ops)
+        return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the response cache");
+    s->exchange = (hvdc_exchange){
         .comm = rt->control_comm, .rank = rt->topo.rank, .size = rt->topo.size,
         .stall_check_s = rt->config.stall_check_s, .stall_shutdown_s = rt->config.stall_shutdown_s,
         .fusion_threshold = rt->config.fusion_threshold_bytes,
         .gpu_fusion_threshold = rt->config.gpu_fusion_threshold_bytes,
-        .liveness = rt->executor.liveness, .cache = s.cache, .between_steps = between_steps,
-        .ctx = &s, .tune_cycle_ms = -1,
+        .liveness = rt->executor.liveness, .cache = s->cache, .between_steps = between_steps,
+        .ctx = s, .tune_cycle_ms = -1,
     };
-    if ((st = hvdc__exchange_init(&s.exchange)) != HVD_OK) goto stop;
-    s.cycle_ms = rt->config.cycle_time_ms;
-    s.tuning = rt->config.autotune && rt->topo.rank == 0;
-    if (s.tuning)
-        hvdc__autotune_init(&s.tune, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms,
+    hvd_status st = hvdc__exchange_init(&s->exchange);
+    if (st != HVD_OK) return st;
+    s->cycle_ms = rt->config.cycle_time_ms;
+    s->tuning = rt->config.autotune && rt->topo.rank == 0;
+    if (s->tuning)
+        hvdc__autotune_init(&s->tune, rt->config.fusion_threshold_bytes, rt->config.cycle_time_ms,
                             rt->executor.shm ? hvdc__shm_step(rt->executor.shm) : 0);
-    for (;;) {
-        hvdc_op *fresh = wait_for_work(&s, progressed, &shutdown, &st); /* completes device work too */
-        if (st != HVD_OK) goto stop;
-        size_t n_fresh = 0;
-        for (hvdc_op *op = fresh; op; op = op->next) n_fresh++;
-        if (n_fresh > fresh_cap) {
-            fresh_cap = n_fresh * 2;
-            const hvdc_wire_request **grown = realloc(fresh_descs, fresh_cap * sizeof *grown);
-            if (grown) fresh_descs = grown;
-            uint32_t *grown_slots = realloc(fresh_slots, fresh_cap * sizeof *grown_slots);
-            if (grown_slots) fresh_slots = grown_slots;
-            if (!grown || !grown_slots) {
-                st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory taking %zu requests", n_fresh);
-                goto stop;
-            }
-        }
-        n_fresh = 0;
-        size_t n_slots = 0;
-        hvdc_timeline *tl = rt->executor.timeline;
-        s.round_started_us = hvdc__timeline_now_us(tl);
-        hvdc__timeline_cycle(tl, s.round_started_us, ++s.rounds);
-        int spans = hvdc__timeline_recording(tl);
-        for (hvdc_op *op = fresh; op; op = op->next) {
-            /* a request exactly as cached goes as its slot number (cache.h) */
-            int64_t slot = hvdc__cache_lookup(s.cache, &op->desc);
-            if (slot >= 0) {
-                fresh_slots[n_slots++] = (uint32_t)slot;
-                s.slot_ops[slot] = op; /* its response names the slot (run_response) */
-            } else {
-                fresh_descs[n_fresh++] = &op->desc;
-            }
-            op->announced_us = s.round_started_us;
-            if (spans)
-                op_span(tl, op, "QUEUED", hvdc__timeline_us_at(tl, op->phase_at[HVDC_PHASE_QUEUED]),
-                        op->announced_us, -1);
-        }
-        s.n_in_flight += n_fresh + n_slots;
+    return HVD_OK;
+}
 
-        if (s.fault_encode ||
-            hvdc__wire_encode_requests(&s.exchange.message, shutdown ? HVDC_FLAG_SHUTDOWN : 0,
-                                       fresh_descs, (uint32_t)n_fresh, fresh_slots,
-                                       (uint32_t)n_slots) != 0) {
-            st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory encoding %zu requests%s", n_fresh,
-                            s.fault_encode ? " (HVDC_TEST_FAULTS=encode_requests)" : "");
-            goto stop;
+/* Room for n announcements in s->fresh_descs and s->fresh_slots. */
+static hvd_status reserve_announcements(round_state *s, size_t n) {
+    if (n <= s->fresh_cap) return HVD_OK;
+    size_t cap = n * 2;
+    const hvdc_wire_request **grown = realloc(s->fresh_descs, cap * sizeof *grown);
+    if (grown) s->fresh_descs = grown;
+    uint32_t *grown_slots = realloc(s->fresh_slots, cap * sizeof *grown_slots);
+    if (grown_slots) s->fresh_slots = grown_slots;
+    if (!grown || !grown_slots)
+        return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory taking %zu requests", n);
+    s->fresh_cap = cap;
+    return HVD_OK;
+}
+
+/* Starts a round with fresh, the ops submitted since the last one: each goes as its cache slot
+ * when its request is exactly as cached (cache.h), else in full; the list is encoded into the
+ * exchange's message. *n_announced: how many. */
+static hvd_status announce(round_state *s, hvdc_op *fresh, int shutdown, size_t *n_announced) {
+    size_t n_fresh = 0, n_slots = 0;
+    for (hvdc_op *op = fresh; op; op = op->next) n_fresh++;
+    hvd_status st = reserve_announcements(s, n_fresh);
+    if (st != HVD_OK) return st;
+    n_fresh = 0;
+    hvdc_timeline *tl = s->rt->executor.timeline;
+    s->round_started_us = hvdc__timeline_now_us(tl);
+    hvdc__timeline_cycle(tl, s->round_started_us, ++s->rounds);
+    int spans = hvdc__timeline_recording(tl);
+    for (hvdc_op *op = fresh; op; op = op->next) {
+        int64_t slot = hvdc__cache_lookup(s->cache, &op->desc);
+        if (slot >= 0) {
+            s->fresh_slots[n_slots++] = (uint32_t)slot;
+            s->slot_ops[slot] = op; /* its response names the slot (find_ops) */
+        } else {
+            s->fresh_descs[n_fresh++] = &op->desc;
         }
-        hvdc_response_list responses = {0};
-        CHECK(hvdc__exchange_round(&s.exchange, &responses));
-        atomic_store(&rt->stat_rounds, s.exchange.rounds);
-        atomic_store(&rt->stat_bytes_sent, s.exchange.bytes_sent);
-        atomic_store(&rt->stat_bytes_received, s.exchange.bytes_received);
-        if (responses.flags & HVDC_FLAG_TUNE) { /* before executing the list, on every rank */
-            s.cycle_ms = responses.cycle_time_ms;
-            if (responses.shm_step_bytes && rt->executor.shm)
-                hvdc__shm_set_step(rt->executor.shm, responses.shm_step_bytes);
-        }
-        if (responses.flags & HVDC_FLAG_ABORT) {
-            told = 1; /* rank 0 stopped every rank */
-            st = hvdc__fail(HVDC_ABORT_STATUS(responses.flags), "%s",
-                            responses.reason ? responses.reason : "rank 0 stopped the job");
-            hvdc__response_list_free(&responses);
-            goto fail;
-        }
-        for (uint32_t i = 0; i < responses.n && st == HVD_OK; i++)
-            st = run_response(&s, &responses.items[i]);
-        progressed = n_fresh + n_slots > 0 || responses.n > 0;
-        int stop_now = (responses.flags & HVDC_FLAG_SHUTDOWN) != 0;
+        op->announced_us = s->round_started_us;
+        if (spans)
+            op_span(tl, op, "QUEUED", hvdc__timeline_us_at(tl, op->phase_at[HVDC_PHASE_QUEUED]),
+                    op->announced_us, -1);
+    }
+    s->n_in_flight += n_fresh + n_slots;
+    *n_announced = n_fresh + n_slots;
+    if (s->fault_encode ||
+        hvdc__wire_encode_requests(&s->exchange.message, shutdown ? HVDC_FLAG_SHUTDOWN : 0,
+                                   s->fresh_descs, (uint32_t)n_fresh, s->fresh_slots,
+                                   (uint32_t)n_slots) != 0)
+        return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory encoding %zu requests%s", n_fresh,
+                          s->fault_encode ? " (HVDC_TEST_FAULTS=encode_requests)" : "");
+    return HVD_OK;
+}
+
+/* What rank 0's answer carries besides the responses, on every rank before they run:
+ * negotiation's cost so far (for hvdc__negotiation_stats) and autotuning's next setting. */
+static void take_answer(round_state *s, const hvdc_response_list *responses) {
+    hvdc_runtime *rt = s->rt;
+    atomic_store(&rt->stat_rounds, s->exchange.rounds);
+    atomic_store(&rt->stat_bytes_sent, s->exchange.bytes_sent);
+    atomic_store(&rt->stat_bytes_received, s->exchange.bytes_received);
+    if (responses->flags & HVDC_FLAG_TUNE) {
+        s->cycle_ms = responses->cycle_time_ms;
+        if (responses->shm_step_bytes && rt->executor.shm)
+            hvdc__shm_set_step(rt->executor.shm, responses->shm_step_bytes);
+    }
+}
+
+/* One round: announce fresh, exchange with rank 0, run its responses in order. *progressed:
+ * the round announced or ran something; *stop_now: every rank asked to shut down; *told: the
+ * round's error is rank 0's abort, which every rank heard. */
+static hvd_status run_round(round_state *s, hvdc_op *fresh, int shutdown, int *progressed,
+                            int *stop_now, int *told) {
+    size_t n_announced = 0;
+    hvd_status st = announce(s, fresh, shutdown, &n_announced);
+    if (st != HVD_OK) return st;
+    hvdc_response_list responses = {0};
+    st = hvdc__exchange_round(&s->exchange, &responses);
+    if (st != HVD_OK) return st;
+    take_answer(s, &responses);
+    if (responses.flags & HVDC_FLAG_ABORT) {
+        *told = 1; /* rank 0 stopped every rank */
+        st = hvdc__fail(HVDC_ABORT_STATUS(responses.flags), "%s",
+                        responses.reason ? responses.reason : "rank 0 stopped the job");
         hvdc__response_list_free(&responses);
-        if (st != HVD_OK) goto fail;
-        if (stop_now) break;
+        return st;
+    }
+    for (uint32_t i = 0; i < responses.n && st == HVD_OK; i++)
+        st = run_response(s, &responses.items[i]);
+    *progressed = n_announced > 0 || responses.n > 0;
+    *stop_now = (responses.flags & HVDC_FLAG_SHUTDOWN) != 0;
+    hvdc__response_list_free(&responses);
+    return st;
+}
+
+/* The thread stops on st (message recorded): an error of this rank's own is told to every
+ * rank, which may wait for this one in negotiation or inside a collective; device work and
+ * every op still held fail with it. */
+static void stop_on_error(round_state *s, hvd_status st, int told) {
+    hvdc_runtime *rt = s->rt;
+    HVDC_LOG(HVDC_LOG_ERROR, "background thread stopping: %s", hvd_last_error());
+    char message[HVDC_ERROR_MAX];
+    snprintf(message, sizeof message, "%s", hvd_last_error());
+    if (st != HVD_ERR_RANK_FAILED && !told && !s->exchange.aborted) {
+        hvdc__liveness_tell_stopped(rt->executor.liveness, message);
+        rt->told_stopped = 1;
+    }
+    hvdc__device_work_drain(s, st, message);
+    hvdc__fail_everything(rt, st, message);
+}
+
+static void round_free(round_state *s) {
+    hvdc__exchange_free(&s->exchange);
+    free(s->gpu_work);
+    hvdc__buffer_free(&s->identity);
+    hvdc__buffer_free(&s->discard);
+    hvdc__buffer_free(&s->response_ops);
+    free(s->fresh_descs);
+    free(s->fresh_slots);
+    hvdc__cache_destroy(s->cache);
+    free(s->slot_ops);
+}
+
+void *hvdc__background_main(void *arg) {
+    round_state s = {.rt = arg};
+    hvdc_runtime *rt = s.rt;
+    if (!wait_for_start(rt)) return NULL;
+    int progressed = 0, shutdown = 0, stop_now = 0;
+    int told = 0; /* the error that stops this thread reached every rank already */
+    hvd_status st = round_setup(&s);
+    while (st == HVD_OK && !stop_now) {
+        hvdc_op *fresh = wait_for_work(&s, progressed, &shutdown, &st); /* completes device work too */
+        if (st == HVD_OK) st = run_round(&s, fresh, shutdown, &progressed, &stop_now, &told);
     }
     /* device work already queued finishes; only the rest fails */
-    if ((st = drain_gpu_work(&s, HVD_OK, NULL)) != HVD_OK) goto fail;
-    hvdc__fail_everything(rt, HVD_ERR_SHUTDOWN,
-                    "libhvdc was shut down (hvd_shutdown on this or another rank) before this "
-                    "operation completed");
-    goto done;
-fail:
-stop:
-    HVDC_LOG(HVDC_LOG_ERROR, "background thread stopping: %s", hvd_last_error());
-    {
-        char message[HVDC_ERROR_MAX];
-        snprintf(message, sizeof message, "%s", hvd_last_error());
-        /* an error of this rank's own: the others may be waiting for it, in negotiation or
-         * inside a collective, and would wait forever */
-        if (st != HVD_ERR_RANK_FAILED && !told && !s.exchange.aborted) {
-            hvdc__liveness_tell_stopped(rt->executor.liveness, message);
-            rt->told_stopped = 1;
-        }
-        drain_gpu_work(&s, st, message);
-        hvdc__fail_everything(rt, st, message);
-    }
-done:
-    hvdc__exchange_free(&s.exchange);
-    free(s.gpu_work);
-    hvdc__buffer_free(&s.identity);
-    hvdc__buffer_free(&s.discard);
-    hvdc__buffer_free(&s.response_ops);
-    free(fresh_descs);
-    free(fresh_slots);
-    hvdc__cache_destroy(s.cache);
-    free(s.slot_ops);
+    if (st == HVD_OK) st = hvdc__device_work_drain(&s, HVD_OK, NULL);
+    if (st == HVD_OK)
+        hvdc__fail_everything(rt, HVD_ERR_SHUTDOWN,
+                              "libhvdc was shut down (hvd_shutdown on this or another rank) "
+                              "before this operation completed");
+    else
+        stop_on_error(&s, st, told);
+    round_free(&s);
     return NULL;
 }

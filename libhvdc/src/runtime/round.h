@@ -22,6 +22,9 @@ typedef struct round_state {
     uint64_t rounds;
     hvdc_buffer identity, discard; /* a joined rank's stand-in tensors */
     hvdc_buffer response_ops;    /* the ops of the response being run (run_response) */
+    const hvdc_wire_request **fresh_descs; /* (fresh_cap) a round's announcements in full */
+    uint32_t *fresh_slots;       /* (fresh_cap) and by cache slot */
+    size_t fresh_cap;
     struct gpu_work *gpu_work;   /* device responses queued, not finished: (n_gpu_work) */
     size_t n_gpu_work, cap_gpu_work;
     size_t n_in_flight;          /* announced ops not yet completed */

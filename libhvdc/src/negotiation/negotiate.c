@@ -17,6 +17,7 @@
 #include "base/buffer.h"
 #include "base/dtype.h"
 #include "base/name_table.h"
+#include "negotiation/fusion_policy.h"
 
 /* A name some ranks have announced. A named entry holds each rank's request; a slot entry
  * (slot >= 0) is a cached all-reduce announced by slot number, whose request every announcing
@@ -28,7 +29,6 @@ typedef struct entry {
     hvdc_wire_request *by_rank; /* (size) what each rank announced; NULL for a slot entry */
     unsigned char *announced;   /* (size) in the entry's own allocation, after it */
     int n_announced;
-    int taken;  /* already put in a response this round */
     int queued; /* on the ready list */
     double first_seen; /* when the first rank announced it */
     struct entry *next_ready;   /* the ready list; the spare list once retired */
@@ -47,8 +47,8 @@ struct hvdc_negotiator {
     int n_joined, last_joined;
     entry *spare;          /* retired slot entries, for reuse: in steady state every name is
                               cached, and announcing it allocates nothing */
-    hvdc_buffer errors, group; /* respond's working lists (char *, entry *), kept between
-                                  rounds */
+    hvdc_buffer ready, errors, items, picked; /* respond's working lists (respond_lists),
+                                                 kept between rounds */
 };
 
 void hvdc__negotiator_set_time(hvdc_negotiator *n, double now) { n->now = now; }
@@ -96,8 +96,10 @@ void hvdc__negotiator_destroy(hvdc_negotiator *n) {
         n->spare = e->next_ready;
         entry_free(e, n->size);
     }
+    hvdc__buffer_free(&n->ready);
     hvdc__buffer_free(&n->errors);
-    hvdc__buffer_free(&n->group);
+    hvdc__buffer_free(&n->items);
+    hvdc__buffer_free(&n->picked);
     hvdc__name_table_free(&n->table);
     for (uint32_t s = 0; s < hvdc__cache_capacity(n->cache); s++) entry_free(n->by_slot[s], n->size);
     free(n->by_slot);
@@ -513,12 +515,6 @@ static int find_disagreement(const entry *e, int size, message *m) {
 
 /* ---- responses ---- */
 
-static int can_fuse(const hvdc_wire_request *a, const hvdc_wire_request *b) {
-    return a->kind == HVDC_KIND_ALLREDUCE && b->kind == HVDC_KIND_ALLREDUCE &&
-           a->dtype == b->dtype && a->op == b->op && (a->device < 0) == (b->device < 0) &&
-           a->prescale == b->prescale && a->postscale == b->postscale;
-}
-
 /* Ranks contributing nothing to e (joined, not announced). */
 static uint32_t joined_missing(const hvdc_negotiator *n, const entry *e) {
     return (uint32_t)(n->size - e->n_announced);
@@ -529,154 +525,148 @@ static const hvdc_wire_request *base_request(const hvdc_negotiator *n, const ent
     return e->slot >= 0 ? e->cached : &e->by_rank[base_rank(e, n->size)]; /* cached: every rank's */
 }
 
+/* The working lists of one respond, one item per ready entry, in ready order. */
+typedef struct respond_lists {
+    entry **ready;
+    char **errors;           /* why each is refused, or NULL */
+    hvdc_fusion_item *items; /* each as the fusion policy sees it */
+    size_t *picked;          /* the entries of the response being made */
+    size_t n;
+} respond_lists;
+
+/* Room for n ready entries in the negotiator's working lists (kept between rounds). */
+static hvd_status reserve_lists(hvdc_negotiator *n, size_t n_ready, respond_lists *l) {
+    if (hvdc__buffer_reserve(&n->ready, n_ready * sizeof *l->ready) != HVD_OK ||
+        hvdc__buffer_reserve(&n->errors, n_ready * sizeof *l->errors) != HVD_OK ||
+        hvdc__buffer_reserve(&n->items, n_ready * sizeof *l->items) != HVD_OK ||
+        hvdc__buffer_reserve(&n->picked, n_ready * sizeof *l->picked) != HVD_OK)
+        return HVD_ERR_NO_MEMORY;
+    *l = (respond_lists){n->ready.data, n->errors.data, n->items.data, n->picked.data, n_ready};
+    for (size_t i = 0; i < n_ready; i++) l->errors[i] = NULL;
+    return HVD_OK;
+}
+
+/* Why e cannot execute, or NULL when it can: the ranks disagree, or a joined rank cannot
+ * stand in for it. @return HVD_OK, or HVD_ERR_NO_MEMORY for the message (never executed). */
+static hvd_status refusal(const hvdc_negotiator *n, const entry *e, char **why) {
+    *why = NULL;
+    if (e->slot >= 0 && e->n_announced == n->size) return HVD_OK; /* the steady state: cached,
+                                                                     every rank in */
+    message m; /* not zeroed: 1 KiB a name, the whole cost of this loop; say() ends it */
+    m.len = 0;
+    m.text[0] = '\0';
+    int refused = 0;
+    if (e->slot < 0) {
+        refused = find_disagreement(e, n->size, &m);
+    } else if (e->n_announced < n->size) { /* cached: identical on every announcing rank; only
+                                              a join can refuse it */
+        const hvdc_wire_request *q = entry_request(e, 0);
+        say(&m, "%s '%s': ", hvdc__kind_name(q->kind), q->name);
+        refused = joined_device(e, q, n->size, &m);
+    }
+    if (refused && !(*why = strdup(m.text))) return HVD_ERR_NO_MEMORY;
+    return HVD_OK;
+}
+
+/* Fills the lists from the ready queue: each entry, whether it is refused (refused ones never
+ * fuse), and its fusion item. *n_refused: how many messages were made. */
+static hvd_status list_ready(hvdc_negotiator *n, respond_lists *l, size_t *n_refused) {
+    size_t i = 0;
+    for (entry *e = n->ready_head; e; e = e->next_ready, i++) {
+        l->ready[i] = e;
+        hvd_status st = refusal(n, e, &l->errors[i]);
+        if (st != HVD_OK) return st;
+        if (l->errors[i]) (*n_refused)++;
+        l->items[i] = (hvdc_fusion_item){base_request(n, e), e->announced, e->n_announced,
+                                         l->errors[i] == NULL};
+    }
+    return HVD_OK;
+}
+
 /* While ranks have joined, a response carries its tensors' layout for them (see wire.h). */
-static hvd_status describe_for_joined(const hvdc_negotiator *n, hvdc_wire_response *s,
-                                      entry **group, uint32_t n_group) {
+static hvd_status describe_for_joined(hvdc_wire_response *s, const respond_lists *l,
+                                      size_t n_group) {
     uint32_t n_counts = 0;
-    for (uint32_t i = 0; i < n_group; i++) n_counts += base_request(n, group[i])->n_counts;
+    for (size_t i = 0; i < n_group; i++) n_counts += l->items[l->picked[i]].request->n_counts;
     s->tensors_per_name = malloc(n_group * sizeof *s->tensors_per_name);
     s->counts = malloc((n_counts ? n_counts : 1) * sizeof *s->counts);
     if (!s->tensors_per_name || !s->counts) return HVD_ERR_NO_MEMORY;
     s->n_counts = 0;
-    for (uint32_t i = 0; i < n_group; i++) {
-        const hvdc_wire_request *q = base_request(n, group[i]);
+    for (size_t i = 0; i < n_group; i++) {
+        const hvdc_wire_request *q = l->items[l->picked[i]].request;
         s->tensors_per_name[i] = q->n_counts;
         for (uint32_t k = 0; k < q->n_counts; k++) s->counts[s->n_counts++] = q->counts[k];
     }
     return HVD_OK;
 }
 
-hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
-                                    size_t gpu_threshold, hvdc_response_list *out) {
-    memset(out, 0, sizeof *out);
-    out->flags = n->shutdown ? HVDC_FLAG_SHUTDOWN : 0;
-    /* a rank that joined since a name was announced may have completed it */
-    if (n->n_joined > 0) {
-        hvdc__name_table_each(&n->table, enqueue_if_covered, n);
-        for (uint32_t s = 0; s < hvdc__cache_capacity(n->cache); s++)
-            if (n->by_slot[s]) enqueue_if_covered(n->by_slot[s], n);
+/* What an executed response carries beyond its names: every rank's count for an allgather,
+ * the last rank to join for a join, the tensors' layout for joined ranks. */
+static hvd_status add_payload(hvdc_negotiator *n, hvdc_wire_response *s, const entry *e,
+                              const respond_lists *l, size_t n_group) {
+    if (s->kind == HVDC_KIND_ALLGATHER) {
+        s->rank_counts = malloc((size_t)n->size * sizeof *s->rank_counts);
+        if (!s->rank_counts) return HVD_ERR_NO_MEMORY;
+        s->n_rank_counts = (uint32_t)n->size;
+        for (int r = 0; r < n->size; r++) s->rank_counts[r] = e->by_rank[r].counts[0];
+    } else if (s->kind == HVDC_KIND_JOIN) {
+        s->rank_counts = malloc(sizeof *s->rank_counts);
+        if (!s->rank_counts) return HVD_ERR_NO_MEMORY;
+        s->n_rank_counts = 1;
+        s->rank_counts[0] = (uint64_t)n->last_joined;
+    } else if (s->kind == HVDC_KIND_ALLREDUCE) {
+        s->n_joined = joined_missing(n, e);
+        if (s->n_joined > 0) return describe_for_joined(s, l, n_group);
     }
-    size_t n_ready = 0;
-    for (entry *e = n->ready_head; e; e = e->next_ready) n_ready++;
-    if (n_ready == 0) return HVD_OK;
-    hvd_status st = HVD_OK;
-    size_t n_errors = 0; /* of errors[], the entries in use: freed at the end */
-    size_t n_refused = 0; /* messages made: none in the steady state, and nothing to free */
-    char **errors = NULL;
-    entry **group = NULL;
-    out->items = malloc(n_ready * sizeof *out->items); /* each zeroed when used: fused, few are */
-    if (!out->items || hvdc__buffer_reserve(&n->errors, n_ready * sizeof *errors) != HVD_OK ||
-        hvdc__buffer_reserve(&n->group, n_ready * sizeof *group) != HVD_OK) {
-        st = HVD_ERR_NO_MEMORY;
-        goto done;
-    }
-    errors = n->errors.data;
-    group = n->group.data;
-    n_errors = n_ready;
+    return HVD_OK;
+}
 
-    /* a disagreement fails the entry on its own; mark those first so fusion skips them */
-    size_t idx = 0;
-    for (entry *e = n->ready_head; e; e = e->next_ready, idx++) {
-        errors[idx] = NULL;
-        if (e->slot >= 0 && e->n_announced == n->size) continue; /* the steady state: cached,
-                                                                    every rank in: nothing to say */
-        message m; /* not zeroed: 1 KiB a name, the whole cost of this loop; say() ends it */
-        m.len = 0;
-        m.text[0] = '\0';
-        int refused = 0;
-        if (e->slot < 0) {
-            refused = find_disagreement(e, n->size, &m);
-        } else { /* cached: identical on every announcing rank; only a join can refuse it */
-            const hvdc_wire_request *q = entry_request(e, 0);
-            if (e->n_announced < n->size) { /* the message is built only when it is needed */
-                say(&m, "%s '%s': ", hvdc__kind_name(q->kind), q->name);
-                refused = joined_device(e, q, n->size, &m);
-            }
-        }
-        if (refused) {
-            errors[idx] = strdup(m.text);
-            n_refused++;
-        }
+/* The response's names: as slot numbers when every one is cached (every rank reads the names
+ * from its cache), else in full. */
+static hvd_status name_group(hvdc_wire_response *s, const respond_lists *l, size_t n_group) {
+    int all_cached = s->type == HVDC_RESPONSE_EXECUTE;
+    for (size_t i = 0; i < n_group; i++) all_cached &= l->ready[l->picked[i]]->slot >= 0;
+    s->n_names = (uint32_t)n_group;
+    if (all_cached) {
+        if (!(s->slots = malloc(n_group * sizeof *s->slots))) return HVD_ERR_NO_MEMORY;
+        for (size_t i = 0; i < n_group; i++) s->slots[i] = (uint32_t)l->ready[l->picked[i]]->slot;
+        return HVD_OK;
     }
+    if (!(s->names = malloc(n_group * sizeof *s->names))) return HVD_ERR_NO_MEMORY;
+    for (size_t i = 0; i < n_group; i++)
+        memcpy(s->names[i], l->items[l->picked[i]].request->name, sizeof s->names[0]);
+    return HVD_OK;
+}
 
-    idx = 0;
-    int join_done = 0;
-    for (entry *e = n->ready_head; e; e = e->next_ready, idx++) {
-        if (e->taken) continue;
-        e->taken = 1;
-        const hvdc_wire_request *base = base_request(n, e);
-        hvdc_wire_response *s = &out->items[out->n++];
-        *s = (hvdc_wire_response){0};
-        s->kind = base->kind;
-        s->dtype = base->dtype;
-        s->op = base->op;
-        if (errors[idx]) {
-            s->type = HVDC_RESPONSE_ERROR;
-            s->error = errors[idx];
-            errors[idx] = NULL;
-        } else {
-            s->type = HVDC_RESPONSE_EXECUTE;
-        }
-        uint32_t n_group = 0;
-        group[n_group++] = e;
-        if (s->type == HVDC_RESPONSE_EXECUTE && base->kind == HVDC_KIND_ALLGATHER) {
-            s->rank_counts = malloc((size_t)n->size * sizeof *s->rank_counts);
-            if (!s->rank_counts) { st = HVD_ERR_NO_MEMORY; goto done; }
-            s->n_rank_counts = (uint32_t)n->size;
-            for (int r = 0; r < n->size; r++) s->rank_counts[r] = e->by_rank[r].counts[0];
-        }
-        if (s->type == HVDC_RESPONSE_EXECUTE && base->kind == HVDC_KIND_JOIN) {
-            s->rank_counts = malloc(sizeof *s->rank_counts);
-            if (!s->rank_counts) { st = HVD_ERR_NO_MEMORY; goto done; }
-            s->n_rank_counts = 1;
-            s->rank_counts[0] = (uint64_t)n->last_joined;
-            join_done = 1;
-        }
-        if (s->type == HVDC_RESPONSE_EXECUTE && base->kind == HVDC_KIND_ALLREDUCE) {
-            /* fuse later compatible all-reduces, with the same contributing ranks, while they
-             * fit under the threshold */
-            size_t elem = hvd_dtype_size((hvd_dtype)base->dtype); /* every fused request's */
-            uint64_t bytes = total_count(base) * elem;
-            size_t later = idx + 1, fusion_threshold = base->device < 0 ? host_threshold : gpu_threshold;
-            for (entry *f = e->next_ready; f && bytes < fusion_threshold; f = f->next_ready, later++) {
-                if (f->taken || errors[later]) continue;
-                const hvdc_wire_request *fb = base_request(n, f);
-                if (!can_fuse(base, fb)) continue;
-                if ((e->n_announced < n->size || f->n_announced < n->size) && /* all: the same */
-                    memcmp(e->announced, f->announced, (size_t)n->size) != 0)
-                    continue;
-                uint64_t more = total_count(fb) * elem;
-                if (bytes + more > fusion_threshold) continue;
-                group[n_group++] = f;
-                f->taken = 1;
-                bytes += more;
-            }
-            s->n_joined = joined_missing(n, e);
-            if (s->n_joined > 0 && describe_for_joined(n, s, group, n_group) != HVD_OK) {
-                st = HVD_ERR_NO_MEMORY;
-                goto done;
-            }
-        }
-        int all_cached = s->type == HVDC_RESPONSE_EXECUTE;
-        for (uint32_t i = 0; i < n_group; i++) all_cached &= group[i]->slot >= 0;
-        s->n_names = n_group;
-        if (all_cached) { /* sent as slot numbers: every rank has the names, so none here */
-            s->slots = malloc(n_group * sizeof *s->slots);
-            if (!s->slots) { st = HVD_ERR_NO_MEMORY; goto done; }
-            for (uint32_t i = 0; i < n_group; i++) s->slots[i] = (uint32_t)group[i]->slot;
-        } else {
-            s->names = malloc(n_group * sizeof *s->names);
-            if (!s->names) { st = HVD_ERR_NO_MEMORY; goto done; }
-            for (uint32_t i = 0; i < n_group; i++)
-                memcpy(s->names[i], base_request(n, group[i])->name, sizeof s->names[0]);
-        }
+/* The response led by ready entry lead: an ERROR for a refused one, else EXECUTE with the
+ * later all-reduces that fuse with it (fusion_policy.h), which leave the ready list. */
+static hvd_status respond_one(hvdc_negotiator *n, respond_lists *l, size_t lead,
+                              size_t host_threshold, size_t gpu_threshold,
+                              hvdc_response_list *out) {
+    const hvdc_wire_request *base = l->items[lead].request;
+    hvdc_wire_response *s = &out->items[out->n++];
+    *s = (hvdc_wire_response){0};
+    s->kind = base->kind;
+    s->dtype = base->dtype;
+    s->op = base->op;
+    s->type = l->errors[lead] ? HVDC_RESPONSE_ERROR : HVDC_RESPONSE_EXECUTE;
+    s->error = l->errors[lead];
+    l->errors[lead] = NULL; /* the response owns it */
+    size_t n_group = 1;
+    l->picked[0] = lead;
+    if (s->type == HVDC_RESPONSE_EXECUTE && base->kind == HVDC_KIND_ALLREDUCE)
+        n_group = hvdc__fusion_pick(l->items, l->n, lead, n->size, host_threshold, gpu_threshold,
+                                    l->picked);
+    for (size_t i = 0; i < n_group; i++) l->items[l->picked[i]].available = 0;
+    if (s->type == HVDC_RESPONSE_EXECUTE) {
+        hvd_status st = add_payload(n, s, l->ready[lead], l, n_group);
+        if (st != HVD_OK) return st;
     }
-    if (join_done) {
-        memset(n->joined, 0, (size_t)n->size);
-        n->n_joined = 0;
-    }
-done:
-    /* forget every ready entry */
+    return name_group(s, l, n_group);
+}
+
+/* Forgets every ready entry (they are answered, or the answer failed). */
+static void forget_ready(hvdc_negotiator *n) {
     while (n->ready_head) {
         entry *e = n->ready_head;
         n->ready_head = e->next_ready;
@@ -689,7 +679,36 @@ done:
         entry_retire(n, e);
     }
     n->ready_tail = NULL;
-    for (size_t i = 0; n_refused > 0 && i < n_errors; i++) free(errors[i]);
+}
+
+hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
+                                    size_t gpu_threshold, hvdc_response_list *out) {
+    memset(out, 0, sizeof *out);
+    out->flags = n->shutdown ? HVDC_FLAG_SHUTDOWN : 0;
+    if (n->n_joined > 0) { /* a rank that joined since a name was announced may have completed it */
+        hvdc__name_table_each(&n->table, enqueue_if_covered, n);
+        for (uint32_t s = 0; s < hvdc__cache_capacity(n->cache); s++)
+            if (n->by_slot[s]) enqueue_if_covered(n->by_slot[s], n);
+    }
+    size_t n_ready = 0, n_refused = 0; /* messages made: none in the steady state */
+    for (entry *e = n->ready_head; e; e = e->next_ready) n_ready++;
+    if (n_ready == 0) return HVD_OK;
+    respond_lists l = {0};
+    hvd_status st = reserve_lists(n, n_ready, &l);
+    if (st == HVD_OK && !(out->items = malloc(n_ready * sizeof *out->items))) st = HVD_ERR_NO_MEMORY;
+    if (st == HVD_OK) st = list_ready(n, &l, &n_refused);
+    int join_done = 0;
+    for (size_t i = 0; i < n_ready && st == HVD_OK; i++) {
+        if (!l.items[i].available && !l.errors[i]) continue; /* fused into an earlier one */
+        join_done |= l.items[i].request->kind == HVDC_KIND_JOIN && !l.errors[i];
+        st = respond_one(n, &l, i, host_threshold, gpu_threshold, out);
+    }
+    if (st == HVD_OK && join_done) {
+        memset(n->joined, 0, (size_t)n->size);
+        n->n_joined = 0;
+    }
+    forget_ready(n);
+    for (size_t i = 0; n_refused > 0 && i < l.n; i++) free(l.errors[i]);
     if (st != HVD_OK) hvdc__response_list_free(out);
     return st;
 }

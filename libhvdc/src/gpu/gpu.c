@@ -134,7 +134,7 @@ static hvd_status op_hierarchical(void *self, void *buf, size_t shard, hvd_dtype
     hvdc_gpu *gpu = self;
     hvd_status st = HVD_OK;
     ncclDataType_t dt = hvdc__nccl_dtype(dtype);
-    char *mine = (char *)buf + (size_t)gpu->local_rank * shard * hvd_dtype_size(dtype);
+    char *mine = (char *)buf + (size_t)gpu->topo->local_rank * shard * hvd_dtype_size(dtype);
     CHECK_NCCL(gpu->local_comm, ncclReduceScatter(buf, mine, shard, dt, hvdc__nccl_op(op),
                                                   gpu->local_comm, gpu->stream));
     CHECK_NCCL(gpu->cross_comm, ncclAllReduce(mine, mine, shard, dt, hvdc__nccl_op(op),
@@ -170,7 +170,7 @@ static hvd_status enter(hvdc_gpu *gpu, hvdc_gpu_pending **out) {
     cudaError_t err = cudaSetDevice(gpu->device);
     if (err != cudaSuccess)
         return hvdc__fail(HVD_ERR_CUDA, "cudaSetDevice(%d) failed at %s:%d on rank %d: %s",
-                          gpu->device, __FILE__, __LINE__, gpu->rank, cudaGetErrorString(err));
+                          gpu->device, __FILE__, __LINE__, gpu->topo->rank, cudaGetErrorString(err));
     return HVD_OK;
 }
 
@@ -181,7 +181,7 @@ static hvd_status enter_reduction(hvdc_gpu *gpu, hvdc_gpu_pending **out, hvd_dty
     hvd_status st = enter(gpu, out);
     if (st != HVD_OK) return st;
     const char *why = "";
-    st = hvdc__gpu_reduce_plan(dtype, op, prescale, postscale, gpu->size, hvdc__nccl_version(),
+    st = hvdc__gpu_reduce_plan(dtype, op, prescale, postscale, gpu->topo->size, hvdc__nccl_version(),
                                plan, &why);
     if (st != HVD_OK)
         return hvdc__fail(st, "device %s of %s: %s", hvdc__op_name((int)op),
@@ -196,8 +196,8 @@ hvd_status hvdc__gpu_allreduce(hvdc_gpu *gpu, const hvdc_gpu_tensor *tensors, si
     hvd_status st = enter_reduction(gpu, out, dtype, op, prescale, postscale, &plan);
     if (st != HVD_OK) return st;
     hvdc_gpu_ops ops = ops_of(gpu);
-    st = hvdc__gpu_allreduce_sequence(&ops, tensors, n, dtype, &plan, gpu->size,
-                                      ops.hierarchical != NULL, gpu->local_size,
+    st = hvdc__gpu_allreduce_sequence(&ops, tensors, n, dtype, &plan, gpu->topo->size,
+                                      ops.hierarchical != NULL, gpu->topo->local_size,
                                       HVDC_GPU_DIRECT_BYTES, ready_event);
     return st == HVD_OK ? hvdc__gpu_record(gpu, out) : st;
 }
@@ -223,7 +223,7 @@ hvd_status hvdc__gpu_allgather(hvdc_gpu *gpu, const void *send, void *recv,
     ncclDataType_t dt = hvdc__nccl_dtype(dtype);
     size_t elem = hvd_dtype_size(dtype);
     int equal = 1;
-    for (int r = 1; r < gpu->size; r++) equal &= rank_counts[r] == rank_counts[0];
+    for (int r = 1; r < gpu->topo->size; r++) equal &= rank_counts[r] == rank_counts[0];
     CHECK(op_wait_ready(gpu, ready_event));
     if (equal) {
         if (rank_counts[0] > 0)
@@ -232,9 +232,9 @@ hvd_status hvdc__gpu_allgather(hvdc_gpu *gpu, const void *send, void *recv,
     } else { /* one broadcast per rank into its place, as one grouped launch */
         size_t offset = 0;
         CHECK_NCCL(gpu->comm, ncclGroupStart());
-        for (int r = 0; r < gpu->size; r++) {
+        for (int r = 0; r < gpu->topo->size; r++) {
             char *dst = (char *)recv + offset * elem;
-            const void *src = r == gpu->rank ? send : dst;
+            const void *src = r == gpu->topo->rank ? send : dst;
             if (rank_counts[r] > 0) {
                 ncclResult_t res = ncclBroadcast(src, dst, rank_counts[r], dt, r, gpu->comm,
                                                  gpu->stream);
@@ -259,10 +259,10 @@ hvd_status hvdc__gpu_reducescatter(hvdc_gpu *gpu, const void *send, void *recv, 
     hvd_status st = enter_reduction(gpu, out, dtype, op, prescale, postscale, &plan);
     if (st != HVD_OK) return st;
     hvdc_gpu_segment *segs = NULL;
-    size_t elem = hvd_dtype_size(dtype), size = (size_t)gpu->size;
+    size_t elem = hvd_dtype_size(dtype), size = (size_t)gpu->topo->size;
     size_t my_offset = 0, my_count = 0;
     double post = plan.postscale;
-    hvdc__block_range(count, size, (size_t)gpu->rank, &my_offset, &my_count);
+    hvdc__block_range(count, size, (size_t)gpu->topo->rank, &my_offset, &my_count);
     hvdc_gpu_batch batch;
     size_t pos = 0;
     CHECK(op_wait_ready(gpu, ready_event));
@@ -294,7 +294,7 @@ hvd_status hvdc__gpu_reducescatter(hvdc_gpu *gpu, const void *send, void *recv, 
         }
         while (hvdc__gpu_batch_next(segs, size, &pos, dtype, plan.prescale, &batch) > 0)
             CHECK(op_copy_scale(gpu, &batch));
-        char *shard = (char *)buf + (size_t)gpu->rank * shards.shard * elem;
+        char *shard = (char *)buf + (size_t)gpu->topo->rank * shards.shard * elem;
         CHECK_NCCL(gpu->comm, ncclReduceScatter(buf, shard, shards.shard, hvdc__nccl_dtype(dtype),
                                                 hvdc__nccl_op(plan.op), gpu->comm, gpu->stream));
         hvdc_gpu_segment mine = {shard, recv, my_count};
@@ -325,7 +325,7 @@ hvd_status hvdc__gpu_alltoall(hvdc_gpu *gpu, const void *send, const size_t *sen
     size_t elem = hvd_dtype_size(dtype), soff = 0, roff = 0;
     CHECK(op_wait_ready(gpu, ready_event));
     CHECK_NCCL(gpu->comm, ncclGroupStart());
-    for (int p = 0; p < gpu->size; p++) {
+    for (int p = 0; p < gpu->topo->size; p++) {
         ncclResult_t res = ncclSuccess;
         if (send_counts[p] > 0)
             res = ncclSend((const char *)send + soff * elem, send_counts[p], dt, p, gpu->comm,
@@ -394,12 +394,12 @@ hvd_status hvdc__gpu_adasum_to_host(hvdc_gpu *gpu, const hvdc_gpu_tensor *tensor
     size_t elem = hvd_dtype_size(dtype), bytes = shard * elem;
     void *buf = NULL;
     CHECK(op_wait_ready(gpu, ready_event));
-    CHECK(op_fusion_buffer(gpu, (size_t)gpu->local_size * bytes, &buf));
+    CHECK(op_fusion_buffer(gpu, (size_t)gpu->topo->local_size * bytes, &buf));
     CHECK(host_stage(gpu, bytes ? bytes : 1));
-    CHECK_CUDA(cudaMemsetAsync(buf, 0, (size_t)gpu->local_size * bytes, gpu->stream));
+    CHECK_CUDA(cudaMemsetAsync(buf, 0, (size_t)gpu->topo->local_size * bytes, gpu->stream));
     CHECK(copy_at_offsets(gpu, tensors, n, offsets, dtype, prescale, 1));
-    char *mine = (char *)buf + (size_t)gpu->local_rank * bytes;
-    if (gpu->local_size > 1)
+    char *mine = (char *)buf + (size_t)gpu->topo->local_rank * bytes;
+    if (gpu->topo->local_size > 1)
         CHECK_NCCL(gpu->local_comm, ncclReduceScatter(buf, mine, shard, hvdc__nccl_dtype(dtype),
                                                       ncclSum, gpu->local_comm, gpu->stream));
     if (bytes)
@@ -416,10 +416,10 @@ hvd_status hvdc__gpu_adasum_from_host(hvdc_gpu *gpu, const hvdc_gpu_tensor *tens
     hvd_status st = enter(gpu, out);
     if (st != HVD_OK) return st;
     size_t bytes = shard * hvd_dtype_size(dtype);
-    char *mine = (char *)gpu->fusion + (size_t)gpu->local_rank * bytes;
+    char *mine = (char *)gpu->fusion + (size_t)gpu->topo->local_rank * bytes;
     if (bytes)
         CHECK_CUDA(cudaMemcpyAsync(mine, gpu->host_stage, bytes, cudaMemcpyHostToDevice, gpu->stream));
-    if (gpu->local_size > 1)
+    if (gpu->topo->local_size > 1)
         CHECK_NCCL(gpu->local_comm, ncclAllGather(mine, gpu->fusion, shard, hvdc__nccl_dtype(dtype),
                                                   gpu->local_comm, gpu->stream));
     CHECK(copy_at_offsets(gpu, tensors, n, offsets, dtype, postscale, 0));

@@ -48,6 +48,7 @@
 #include <stddef.h>
 
 #include "base/liveness.h"
+#include "base/topology.h"
 #include "gpu/gpu_plan.h"
 #include "hvdc.h"
 
@@ -63,8 +64,8 @@ typedef struct hvdc_gpu_config {
     hvdc_liveness *liveness;    /* create's waits on other ranks check it, and so do growing
                                    buffers' waits for the stream (NULL: plain waits); it must
                                    outlive the backend */
-    int rank, size;             /* in comm */
-    int local_rank, local_size; /* in the node */
+    const hvdc_topology *topo;  /* ranks in comm and in the node: the runtime's, which
+                                   outlives the backend */
     int device;                 /* CUDA ordinal, or -1: local_rank % device count */
     int hierarchical;           /* 1: also make node and cross-node communicators; only what
                                    every rank agreed at hvd_init (the executor's gpu_hierarchical:

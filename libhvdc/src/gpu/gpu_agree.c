@@ -15,7 +15,7 @@
 hvd_status hvdc__gpu_agree(const hvdc_gpu_config *cfg, hvd_status mine, const char *step) {
     hvd_status st = HVD_OK;
     char message[HVDC_ERROR_MAX] = "";
-    int first = mine == HVD_OK ? INT_MAX : cfg->rank, status = (int)mine;
+    int first = mine == HVD_OK ? INT_MAX : cfg->topo->rank, status = (int)mine;
     if (mine != HVD_OK) snprintf(message, sizeof message, "%s", hvd_last_error());
     MPI_Request request;
     CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, cfg->comm, &request));

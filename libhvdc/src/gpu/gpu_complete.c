@@ -107,7 +107,7 @@ void hvdc__gpu_abort(hvdc_gpu *gpu, const char *why) {
     if (!gpu) return;
     char message[256];
     snprintf(message, sizeof message, "the GPU communicators were aborted on rank %d: %s",
-             gpu->rank, why);
+             gpu->topo->rank, why);
     mark_broken(gpu, message);
 }
 
@@ -117,7 +117,7 @@ static hvd_status async_error(hvdc_gpu *gpu, ncclComm_t comm, ncclResult_t err) 
     const char *detail = ncclGetLastError(comm); /* often empty */
     int has_detail = detail && *detail;
     snprintf(message, sizeof message, "NCCL reported an asynchronous error on rank %d: %s%s%s%s; "
-             "the GPU communicator was aborted", gpu->rank, ncclGetErrorString(err),
+             "the GPU communicator was aborted", gpu->topo->rank, ncclGetErrorString(err),
              has_detail ? " (" : "", has_detail ? detail : "", has_detail ? ")" : "");
     mark_broken(gpu, message);
     return hvdc__fail(HVD_ERR_NCCL, "%s", gpu->broken_msg);
@@ -132,7 +132,7 @@ hvd_status hvdc__gpu_pending_poll(hvdc_gpu_pending *p, int *done) {
     if (err == cudaSuccess) return HVD_OK;
     if (err != cudaErrorNotReady)
         return hvdc__fail(HVD_ERR_CUDA, "a GPU collective failed on rank %d (cudaEventQuery at "
-                          "%s:%d): %s (%s)", gpu->rank, __FILE__, __LINE__,
+                          "%s:%d): %s (%s)", gpu->topo->rank, __FILE__, __LINE__,
                           cudaGetErrorString(err), cudaGetErrorName(err));
     ncclComm_t comms[3] = {gpu->comm, gpu->local_comm, gpu->cross_comm};
     for (int i = 0; i < 3; i++) {

@@ -24,7 +24,8 @@
 #endif
 
 struct hvdc_gpu {
-    int device, rank, size, local_rank, local_size;
+    int device;
+    const hvdc_topology *topo; /* the runtime's (gpu.h's config) */
     int max_blocks;          /* copy kernel: most blocks per segment, 4 per SM */
     int pools;               /* cudaMallocAsync is available */
     cudaStream_t stream;     /* non-blocking: never implicitly ordered with the app's streams */

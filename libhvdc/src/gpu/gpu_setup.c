@@ -84,7 +84,7 @@ static hvd_status comm_init(const hvdc_gpu_config *cfg, MPI_Comm mpi_comm, ncclC
     if (!msg.ok) {
         st = hvdc__fail(HVD_ERR_NCCL, "ncclGetUniqueId failed on the first rank of a group "
                         "(seen at %s:%d on rank %d); check NCCL_DEBUG=WARN output there",
-                        __FILE__, __LINE__, cfg->rank);
+                        __FILE__, __LINE__, cfg->topo->rank);
         goto fail;
     }
     CHECK_NCCL(NULL, ncclCommInitRank(out, n, msg.id, me));
@@ -113,7 +113,7 @@ fail:
  * otherwise wait for it there while it waits for them in the agreement. */
 static hvd_status split_levels(const hvdc_gpu_config *cfg, MPI_Comm *local, MPI_Comm *cross) {
     hvd_status st = hvdc__split_node(cfg->comm, local);
-    return st == HVD_OK ? hvdc__split_cross(cfg->comm, cfg->local_rank, cross) : st;
+    return st == HVD_OK ? hvdc__split_cross(cfg->comm, cfg->topo->local_rank, cross) : st;
 }
 
 static void free_levels(MPI_Comm *local, MPI_Comm *cross) {
@@ -148,22 +148,19 @@ hvd_status hvdc__gpu_create(const hvdc_gpu_config *cfg, hvdc_gpu **out) {
     if (!gpu) {
         mine = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory creating the GPU backend");
     } else {
-        gpu->rank = cfg->rank;
-        gpu->size = cfg->size;
+        gpu->topo = cfg->topo;
         gpu->aborted = cfg->aborted;
         gpu->liveness = cfg->liveness;
-        gpu->local_rank = cfg->local_rank;
-        gpu->local_size = cfg->local_size;
         gpu->device = -1;
-        mine = hvdc__gpu_choose_device(cfg->device, cfg->local_rank, hvdc__gpu_device_count(),
-                                       &gpu->device);
+        mine = hvdc__gpu_choose_device(cfg->device, cfg->topo->local_rank,
+                                       hvdc__gpu_device_count(), &gpu->device);
     }
     CHECK(hvdc__gpu_agree(cfg, mine, "choosing the CUDA device"));
     AGREED_STEP("CUDA device, stream and events", setup_device(gpu));
     AGREED_STEP("NCCL communicator", comm_init(cfg, cfg->comm, &gpu->comm));
     /* only where two levels exist (gpu_plan.c uses them under the same condition): with every
      * rank on one node, or one rank per node, one of the two would duplicate gpu->comm */
-    if (cfg->hierarchical && cfg->local_size > 1 && cfg->local_size < cfg->size) {
+    if (cfg->hierarchical && cfg->topo->local_size > 1 && cfg->topo->local_size < cfg->topo->size) {
         AGREED_STEP("node and cross-node groups", split_levels(cfg, &local, &cross));
         AGREED_STEP("node NCCL communicator", comm_init(cfg, local, &gpu->local_comm));
         AGREED_STEP("cross-node NCCL communicator", comm_init(cfg, cross, &gpu->cross_comm));
@@ -192,7 +189,7 @@ hvd_status hvdc__gpu_node_comm(hvdc_gpu *gpu, const hvdc_gpu_config *cfg) {
     MPI_Comm local = MPI_COMM_NULL;
     if (!gpu) return hvdc__fail(HVD_ERR_INVALID_ARG, "GPU backend called without a context");
     /* the same on every rank: hierarchical is agreed, local_size equal on every node */
-    if (gpu->local_comm || cfg->local_size < 2) return HVD_OK;
+    if (gpu->local_comm || cfg->topo->local_size < 2) return HVD_OK;
     AGREED_STEP("CUDA device", (cudaSetDevice(gpu->device) == cudaSuccess ? HVD_OK :
                                 hvdc__fail(HVD_ERR_CUDA, "cudaSetDevice(%d) failed", gpu->device)));
     AGREED_STEP("node group", hvdc__split_node(cfg->comm, &local));

@@ -52,7 +52,7 @@ hvd_status hvdc__gpu_create(const hvdc_gpu_config *config, hvdc_gpu **out) {
     *out = NULL;
     hvdc__clear_error();
     hvd_status st = hvdc__gpu_agree(config,
-                                    hvdc__gpu_choose_device(config->device, config->local_rank,
+                                    hvdc__gpu_choose_device(config->device, config->topo->local_rank,
                                                             hvdc__gpu_device_count(), &device),
                                     "choosing the CUDA device");
     if (st != HVD_OK) return st;

@@ -95,7 +95,7 @@ static hvd_status check_options(const char *fn, const char *name, const hvd_opti
             return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': dimension %d of shape is %lld; expected >= 0", fn, name, d, (long long)o->shape[d]);
     /* the device this rank's backend runs on needs no probe: it was set up (a per-request
      * probe asked CUDA and the environment for every tensor) */
-    if (o->device != HVD_DEVICE_CPU && o->device != atomic_load(&hvdc__runtime->executor.gpu_device)) {
+    if (o->device != HVD_DEVICE_CPU && o->device != atomic_load(&hvdc__runtime->rank_device)) {
         char why[256];
         hvd_status probe = hvdc__gpu_probe(why, sizeof why);
         if (probe != HVD_OK)
@@ -135,7 +135,7 @@ static hvd_status check_adasum(const char *fn, const char *name, hvd_reduce_op o
 static hvd_status check_device_buffer(const char *fn, const char *name, int device,
                                       const char *which, const void *buf) {
     if (device == HVD_DEVICE_CPU) return HVD_OK;
-    int in_use = atomic_load(&hvdc__runtime->executor.gpu_device);
+    int in_use = atomic_load(&hvdc__runtime->rank_device); /* also a process set's */
     if (in_use >= 0 && device != in_use)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': device %d requested, but this rank's "
                           "collectives run on CUDA device %d (chosen by its first device "

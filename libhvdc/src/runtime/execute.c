@@ -77,10 +77,10 @@ static int uses_mpi(const hvdc_executor *ex, hvd_dtype dtype, hvd_reduce_op op) 
 static size_t scratch_for(const hvdc_executor *ex, size_t count, hvd_dtype dtype, hvd_reduce_op op) {
     if (uses_mpi(ex, dtype, op)) return 0;
     if (ex->hierarchical)
-        return hvdc__hierarchical_scratch_bytes(count, dtype, ex->local_size, ex->cross_size,
+        return hvdc__hierarchical_scratch_bytes(count, dtype, ex->topo->local_size, ex->topo->cross_size,
                                                 ex->shm != NULL, ex->small_bytes);
     if (ex->shm) return 0;
-    return hvdc__allreduce_scratch_bytes(count, dtype, ex->size, ex->small_bytes);
+    return hvdc__allreduce_scratch_bytes(count, dtype, ex->topo->size, ex->small_bytes);
 }
 
 /* dst = all-reduce of src over count elements, with the configured CPU algorithm. */
@@ -147,7 +147,7 @@ static hvd_status allreduce_in_place(hvdc_executor *ex, const hvdc_tensor *t,
         src = t->recv;
     }
     hvd_status st = allreduce_buffer(ex, src, t->recv, t->count, dtype, (hvd_reduce_op)d->op);
-    if (st == HVD_OK) finish_reduction(t->recv, t->count, dtype, (hvd_reduce_op)d->op, d->postscale, ex->size);
+    if (st == HVD_OK) finish_reduction(t->recv, t->count, dtype, (hvd_reduce_op)d->op, d->postscale, ex->topo->size);
     return st;
 }
 
@@ -162,10 +162,10 @@ static hvd_status allreduce_widened(hvdc_executor *ex, const hvdc_tensor *t,
     for (size_t at = 0; at < t->count; at += chunk) {
         size_t n = t->count - at < chunk ? t->count - at : chunk;
         hvdc__widen(ex->fusion.data, acc, (const char *)t->send + at * elem, dtype, n, d->prescale,
-                    ex->size);
+                    ex->topo->size);
         CHECK(allreduce_buffer(ex, ex->fusion.data, ex->fusion.data, n, acc, (hvd_reduce_op)d->op));
         hvdc__narrow_average((char *)t->recv + at * elem, dtype, ex->fusion.data, acc, n,
-                             ex->size, d->postscale);
+                             ex->topo->size, d->postscale);
     }
 fail:
     return st;
@@ -266,7 +266,7 @@ static hvd_status reduce_piece(hvdc_executor *ex, const hvdc_pack_piece *piece,
     hvd_reduce_op op = (hvd_reduce_op)d->op;
     int64_t t0 = hvdc__timeline_now_us(ex->timeline);
     char *buf = staged ? hvdc__shm_staging(ex->shm) : ex->fusion.data;
-    pack_piece(buf, &ex->plan, piece, tensors, d, acc, ex->size);
+    pack_piece(buf, &ex->plan, piece, tensors, d, acc, ex->topo->size);
     int64_t t1 = hvdc__timeline_now_us(ex->timeline);
     const void *reduced = buf;
     if (staged)
@@ -274,7 +274,7 @@ static hvd_status reduce_piece(hvdc_executor *ex, const hvdc_pack_piece *piece,
     else
         CHECK(allreduce_buffer(ex, buf, buf, piece->count, acc, op));
     int64_t t2 = hvdc__timeline_now_us(ex->timeline);
-    unpack_piece(reduced, &ex->plan, piece, tensors, d, acc, ex->size);
+    unpack_piece(reduced, &ex->plan, piece, tensors, d, acc, ex->topo->size);
     if (hvdc__timeline_recording(ex->timeline)) { /* else three calls a tensor for nothing */
         int64_t t3 = hvdc__timeline_now_us(ex->timeline);
         for (size_t i = piece->first; i < piece->first + piece->n; i++) {
@@ -298,7 +298,7 @@ static hvd_status reduce_alone(hvdc_executor *ex, const hvdc_tensor *t, const hv
     return st;
 }
 
-/* HVD_AVERAGE divides by the number of ranks in the set (ex->size), joined ones included: they
+/* HVD_AVERAGE divides by the number of ranks in the set (ex->topo->size), joined ones included: they
  * contribute neutral values (zeros to the sum) and still count, as in Horovod, where a joined
  * rank's zeros are averaged in; so the average of x at np 2 with one rank joined is x/2. Pieces
  * are laid out in the accumulation type (the element type, or a wider one for HVD_AVERAGE of
@@ -361,7 +361,7 @@ static hvdc_outcome allocate_agreed(hvdc_executor *ex, hvdc_op *op, size_t count
     char why[HVDC_ERROR_MAX] = "";
     hvd_status mine = op->alloc_out ? allocate_output(op, count) : HVD_OK;
     if (mine != HVD_OK) snprintf(why, sizeof why, "%s", hvd_last_error());
-    int first_failed = mine == HVD_OK ? INT_MAX : ex->rank;
+    int first_failed = mine == HVD_OK ? INT_MAX : ex->topo->rank;
     MPI_Request request;
     CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, ex->comm, &request));
     CHECK(hvdc__wait_requests(1, &request, ex->liveness));
@@ -401,15 +401,15 @@ static hvdc_outcome execute_allgather(hvdc_executor *ex, hvdc_op *op, const hvdc
     hvd_status st = HVD_OK;
     hvdc_outcome out;
     MPI_Datatype type = MPI_DATATYPE_NULL;
-    int *counts = malloc((size_t)ex->size * sizeof *counts);
-    int *displs = malloc((size_t)ex->size * sizeof *displs);
-    if (!counts || !displs || r->n_rank_counts != (uint32_t)ex->size) {
+    int *counts = malloc((size_t)ex->topo->size * sizeof *counts);
+    int *displs = malloc((size_t)ex->topo->size * sizeof *displs);
+    if (!counts || !displs || r->n_rank_counts != (uint32_t)ex->topo->size) {
         st = hvdc__fail(counts && displs ? HVD_ERR_INTERNAL : HVD_ERR_NO_MEMORY,
                         "allgather '%s': could not set up the per-rank counts", op->desc.name);
         goto fail;
     }
     size_t total = 0; /* the coordinator checked total < 2^31 */
-    for (int i = 0; i < ex->size; i++) {
+    for (int i = 0; i < ex->topo->size; i++) {
         counts[i] = (int)r->rank_counts[i];
         displs[i] = (int)total;
         total += r->rank_counts[i];
@@ -423,7 +423,7 @@ static hvdc_outcome execute_allgather(hvdc_executor *ex, hvdc_op *op, const hvdc
     CHECK(hvdc__wait_requests(1, &request, ex->liveness));
     if (op->recv_count_out) *op->recv_count_out = total;
     if (op->rank_counts_out)
-        for (int i = 0; i < ex->size; i++) op->rank_counts_out[i] = r->rank_counts[i];
+        for (int i = 0; i < ex->topo->size; i++) op->rank_counts_out[i] = r->rank_counts[i];
 fail:
     out = hvdc__ran(st);
 done:
@@ -443,7 +443,7 @@ static hvd_status reducescatter_data(hvdc_executor *ex, hvdc_op *op, hvd_dtype a
     size_t elem = hvd_dtype_size(dtype), acc_elem = hvd_dtype_size(acc), start, len;
     const void *src = t->send;
     if (acc != dtype && t->count > 0) {
-        hvdc__widen(ex->fusion.data, acc, t->send, dtype, t->count, op->desc.prescale, ex->size);
+        hvdc__widen(ex->fusion.data, acc, t->send, dtype, t->count, op->desc.prescale, ex->topo->size);
         src = ex->fusion.data;
     } else if (op->desc.prescale != 1.0 && t->count > 0) {
         memcpy(ex->fusion.data, t->send, t->count * elem);
@@ -452,12 +452,12 @@ static hvd_status reducescatter_data(hvdc_executor *ex, hvdc_op *op, hvd_dtype a
     }
     CHECK(hvdc__direct_reduce_scatter(ex->comm, src, ex->fusion.data, t->count, acc, rop,
                                       &ex->scratch, ex->liveness));
-    hvdc__block_range(t->count, ex->size, ex->rank, &start, &len);
+    hvdc__block_range(t->count, ex->topo->size, ex->topo->rank, &start, &len);
     char *block = (char *)ex->fusion.data + start * acc_elem;
     if (acc != dtype) {
-        hvdc__narrow_average(t->recv, dtype, block, acc, len, ex->size, op->desc.postscale);
+        hvdc__narrow_average(t->recv, dtype, block, acc, len, ex->topo->size, op->desc.postscale);
     } else {
-        finish_reduction(block, len, dtype, rop, op->desc.postscale, ex->size);
+        finish_reduction(block, len, dtype, rop, op->desc.postscale, ex->topo->size);
         if (len > 0) memcpy(t->recv, block, len * elem); /* an empty block may have NULL buffers */
     }
     if (op->recv_count_out) *op->recv_count_out = len;
@@ -472,7 +472,7 @@ static hvdc_outcome execute_reducescatter(hvdc_executor *ex, hvdc_op *op) {
     size_t count = op->tensors[0].count;
     hvdc_outcome reserved = hvdc__reserve_agreed(ex, "reducescatter", op->desc.name,
                                                  count * hvd_dtype_size(acc),
-                                                 hvdc__direct_scratch_bytes(count, acc, ex->size));
+                                                 hvdc__direct_scratch_bytes(count, acc, ex->topo->size));
     if (reserved.status != HVD_OK) return reserved;
     return hvdc__ran(reducescatter_data(ex, op, acc));
 }
@@ -481,7 +481,7 @@ static hvdc_outcome execute_alltoall(hvdc_executor *ex, hvdc_op *op) {
     hvd_status st = HVD_OK;
     hvdc_outcome out;
     MPI_Datatype type = MPI_DATATYPE_NULL;
-    size_t n = (size_t)ex->size;
+    size_t n = (size_t)ex->topo->size;
     uint64_t *recv64 = malloc(n * sizeof *recv64);
     int *ints = malloc(4 * n * sizeof *ints); /* send counts, send displs, recv counts, recv displs */
     if (!recv64 || !ints) {

@@ -1,7 +1,8 @@
 /*
  * execute.h - runs one negotiated response on host memory: a fused all-reduce (pack, ring,
  * unpack), broadcast, allgather, reducescatter, alltoall or barrier.
- * defines: hvdc_executor, hvdc_outcome, hvdc__ran, hvdc__refused, hvdc__execute,
+ * defines: hvdc_executor, hvdc__executor_init, hvdc__executor_configure, hvdc__executor_free,
+ *          hvdc_outcome, hvdc__ran, hvdc__refused, hvdc__execute,
  *          hvdc__execute_gpu, hvdc__execute_gpu_allreduce_as,
  *          hvdc__execute_gpu_prepare, hvdc__execute_gpu_node_comm, hvdc__execute_adasum,
  *          hvdc__execute_adasum_gpu, hvdc__adasum_nodes_free
@@ -15,6 +16,7 @@
 
 #include "base/buffer.h"
 #include "base/liveness.h"
+#include "base/topology.h"
 #include "collectives/fusion.h"
 #include "collectives/shm.h"
 #include "gpu/gpu.h"
@@ -27,7 +29,7 @@
 /* What execution needs, and nothing else. */
 typedef struct hvdc_executor {
     MPI_Comm comm; /* private to collectives: never mixed with negotiation or user traffic */
-    int rank, size;
+    const hvdc_topology *topo; /* the runtime's */
     hvdc_cpu_allreduce cpu_allreduce;
     int hierarchical;          /* two-level host all-reduce: HVD_HIERARCHICAL_ALLREDUCE, or
                                   HVD_CPU_ALLREDUCE=shm across nodes; same ranks on every node */
@@ -52,18 +54,33 @@ typedef struct hvdc_executor {
     int die_in_mpi_allreduce;  /* tests (base/fault.h): SIGKILL this rank as it enters one */
     /* GPU backend, created by the first device response (every rank executes it together) */
     hvdc_gpu *gpu;
-    atomic_int gpu_device;     /* its CUDA device once created, else -1; read by submitting
-                                  threads (api.c) to refuse a request for another device */
+    atomic_int *rank_device;   /* the CUDA device of this rank's collectives, -1 until a
+                                  backend exists: the global runtime's, shared with the process
+                                  sets' executors (one device per rank, whichever chose it);
+                                  read by submitting threads (api.c) */
     void (*gpu_wake)(void *ctx); /* the backend calls it (on a CUDA thread) when device work
                                     finishes: wakes the background thread (background.c) */
     void *gpu_wake_ctx;
     atomic_int *gpu_aborted;   /* the runtime's flag the backend sets before it aborts */
-    int local_rank, local_size, cross_rank, cross_size;
     size_t gpu_fusion_bytes;
     int64_t group;             /* the response being executed, for the timeline */
     struct hvdc_adasum_nodes *adasum_nodes; /* the device Adasum's view of the nodes, made by
                                                its first response (execute_adasum_gpu.c) */
 } hvdc_executor;
+
+/* An executor with nothing yet, for a runtime whose topology is topo (filled in later by
+ * hvd_init) and whose rank's device is rank_device (both outlive it): every part NULL, so
+ * hvdc__executor_free may follow at any step of hvd_init. */
+void hvdc__executor_init(hvdc_executor *ex, const hvdc_topology *topo, atomic_int *rank_device);
+
+/* The settings the executor reads from config: the CPU algorithm and the packing policy.
+ * hvd_init's later steps add the parts (comm, local_comm/cross_comm, shm, liveness, watchdog,
+ * timeline); the first device response adds the GPU backend. */
+void hvdc__executor_configure(hvdc_executor *ex, const hvdc_config *config);
+
+/* Frees everything the executor holds. Once its background thread has ended and no thread
+ * waits on a device event (the backend owns them). */
+void hvdc__executor_free(hvdc_executor *ex);
 
 /* How executing a response ended, and whether the ranks are still in lockstep after it: the
  * runtime's most safety-critical decision, so it travels as the executor's return value. */

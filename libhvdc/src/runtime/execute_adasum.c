@@ -98,11 +98,11 @@ hvdc_outcome hvdc__execute_adasum(hvdc_executor *ex, const hvdc_wire_response *r
     *pending = NULL;
     if (n_ops == 0) return hvdc__ran(HVD_OK);
     const hvdc_wire_request *d = &ops[0]->desc;
-    if (d->device >= 0 && ex->local_size == ex->size) {
+    if (d->device >= 0 && ex->topo->local_size == ex->topo->size) {
         /* Horovod's device Adasum (NCCL) sums inside each node, runs Adasum across nodes and
          * divides by the node's ranks: on one node that is the average, all on the device */
         return hvdc__execute_gpu_allreduce_as(ex, ops, n_ops, HVD_SUM, d->prescale,
-                                              d->postscale / ex->local_size, pending);
+                                              d->postscale / ex->topo->local_size, pending);
     }
     if (d->device >= 0) /* every rank sees the same: local_size == size on one means one node */
         return hvdc__execute_adasum_gpu(ex, response, ops, n_ops, pending);

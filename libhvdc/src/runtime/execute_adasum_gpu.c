@@ -87,7 +87,7 @@ static void number_nodes(hvdc_adasum_nodes *nodes, const int *all, int *leader, 
 static hvdc_outcome ensure_nodes(hvdc_executor *ex) {
     hvd_status st = HVD_OK;
     if (ex->adasum_nodes) return hvdc__ran(HVD_OK);
-    size_t size = (size_t)ex->size;
+    size_t size = (size_t)ex->topo->size;
     hvdc_adasum_nodes *nodes = calloc(1, sizeof *nodes);
     if (nodes) nodes->node_comm = MPI_COMM_NULL;
     int *all = malloc(3 * size * sizeof *all), *leader = malloc(size * sizeof *leader);
@@ -104,14 +104,14 @@ static hvdc_outcome ensure_nodes(hvdc_executor *ex) {
                                         "ran out of memory numbering the nodes (%zu ranks)", size));
     }
     CHECK(hvdc__split_node(ex->comm, &nodes->node_comm));
-    int mine[3] = {ex->rank, 0, 0};
+    int mine[3] = {ex->topo->rank, 0, 0};
     CHECK_MPI(MPI_Comm_rank(nodes->node_comm, &mine[1]));
     CHECK_MPI(MPI_Comm_size(nodes->node_comm, &mine[2]));
     CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, &mine[0], 1, MPI_INT, MPI_MIN, nodes->node_comm, &req));
     CHECK(hvdc__wait_requests(1, &req, ex->liveness));
     CHECK_MPI(MPI_Iallgather(mine, 3, MPI_INT, all, 3, MPI_INT, ex->comm, &req));
     CHECK(hvdc__wait_requests(1, &req, ex->liveness));
-    number_nodes(nodes, all, leader, ex->size, ex->rank);
+    number_nodes(nodes, all, leader, ex->topo->size, ex->topo->rank);
     free(all);
     free(leader);
     ex->adasum_nodes = nodes;
@@ -165,8 +165,8 @@ static hvdc_outcome adasum_gpu_data(hvdc_executor *ex, hvdc_op **ops, size_t n_o
             tensors[n++] = (hvdc_gpu_tensor){t->send, t->recv, t->count};
         }
     hvdc_shard_plan shards;
-    CHECK(hvdc__gpu_adasum_layout(counts, n, hvd_dtype_size(dtype), (size_t)ex->local_size,
-                                  (size_t)ex->local_rank, offsets, entries, &shards));
+    CHECK(hvdc__gpu_adasum_layout(counts, n, hvd_dtype_size(dtype), (size_t)ex->topo->local_size,
+                                  (size_t)ex->topo->local_rank, offsets, entries, &shards));
     out = hvdc__reserve_agreed(ex, "allreduce", ops[0]->tensors[0].name, 0,
                                hvdc__adasum_scratch_bytes(shards.shard, 2 * n, dtype));
     if (out.status != HVD_OK) goto done;
@@ -179,7 +179,7 @@ static hvdc_outcome adasum_gpu_data(hvdc_executor *ex, hvdc_op **ops, size_t n_o
                                  ex->liveness));
     /* Horovod divides by the ranks per node (mpi_ops.py): Adasum of the nodes' averages */
     CHECK(hvdc__gpu_adasum_from_host(ex->gpu, tensors, n, offsets, shards.shard, dtype,
-                                     d->postscale / ex->local_size, pending));
+                                     d->postscale / ex->topo->local_size, pending));
 fail:
     out = hvdc__ran(st);
 done:

@@ -22,8 +22,7 @@ static hvdc_outcome agreed_setup(hvd_status st) {
 
 static hvdc_gpu_config gpu_config(const hvdc_executor *ex, int device) {
     hvdc_gpu_config config = {
-        .comm = ex->comm, .liveness = ex->liveness, .rank = ex->rank, .size = ex->size,
-        .local_rank = ex->local_rank, .local_size = ex->local_size, .device = device,
+        .comm = ex->comm, .liveness = ex->liveness, .topo = ex->topo, .device = device,
         .hierarchical = ex->gpu_hierarchical, .fusion_bytes = ex->gpu_fusion_bytes,
         .wake = ex->gpu_wake, .wake_ctx = ex->gpu_wake_ctx, .aborted = ex->gpu_aborted,
     };
@@ -41,12 +40,17 @@ static hvdc_outcome ensure_backend(hvdc_executor *ex, int device) {
          * step (the others run NCCL), so it stops the runtime */
         return hvdc__ran(hvdc__fail(HVD_ERR_INVALID_ARG, "a device request for CUDA device %d "
                                     "reached the GPU backend of rank %d, which runs on device "
-                                    "%d: use one device per rank", device, ex->rank,
+                                    "%d: use one device per rank", device, ex->topo->rank,
                                     hvdc__gpu_device(ex->gpu)));
     }
+    int chosen = atomic_load(ex->rank_device);
+    if (chosen >= 0 && device != chosen) /* another runtime's backend chose it (process sets) */
+        return hvdc__ran(hvdc__fail(HVD_ERR_INVALID_ARG, "a device request for CUDA device %d "
+                                    "reached rank %d, whose collectives run on device %d: use "
+                                    "one device per rank", device, ex->topo->rank, chosen));
     hvdc_gpu_config config = gpu_config(ex, device);
     hvd_status st = hvdc__gpu_create(&config, &ex->gpu);
-    if (st == HVD_OK) atomic_store(&ex->gpu_device, hvdc__gpu_device(ex->gpu));
+    if (st == HVD_OK) atomic_store(ex->rank_device, hvdc__gpu_device(ex->gpu));
     return agreed_setup(st);
 }
 
@@ -112,7 +116,7 @@ static hvd_status gpu_alltoall(hvdc_executor *ex, hvdc_op *op, void *ready,
                                hvdc_gpu_pending **pending) {
     hvd_status st = HVD_OK;
     const hvdc_tensor *t = &op->tensors[0];
-    size_t n = (size_t)ex->size;
+    size_t n = (size_t)ex->topo->size;
     uint64_t *recv64 = malloc(n * sizeof *recv64);
     size_t *send = malloc(n * sizeof *send), *recv = malloc(n * sizeof *recv);
     if (!recv64 || !send || !recv) {
@@ -154,14 +158,14 @@ static hvd_status gpu_collective(hvdc_executor *ex, const hvdc_wire_response *r,
     case HVDC_KIND_BROADCAST:
         return hvdc__gpu_broadcast(ex->gpu, t->recv, t->count, dtype, op->desc.root, ready, pending);
     case HVDC_KIND_ALLGATHER: {
-        size_t *counts = malloc((size_t)ex->size * sizeof *counts);
+        size_t *counts = malloc((size_t)ex->topo->size * sizeof *counts);
         if (!counts) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for allgather counts");
         size_t total = 0;
-        for (int i = 0; i < ex->size; i++) total += counts[i] = (size_t)r->rank_counts[i];
+        for (int i = 0; i < ex->topo->size; i++) total += counts[i] = (size_t)r->rank_counts[i];
         st = hvdc__gpu_allgather(ex->gpu, t->send, t->recv, counts, dtype, ready, pending);
         if (st == HVD_OK && op->recv_count_out) *op->recv_count_out = total;
         if (st == HVD_OK && op->rank_counts_out)
-            for (int i = 0; i < ex->size; i++) op->rank_counts_out[i] = counts[i];
+            for (int i = 0; i < ex->topo->size; i++) op->rank_counts_out[i] = counts[i];
         free(counts);
         return st;
     }
@@ -170,8 +174,8 @@ static hvd_status gpu_collective(hvdc_executor *ex, const hvdc_wire_response *r,
                                      (hvd_reduce_op)op->desc.op, op->desc.prescale,
                                      op->desc.postscale, ready, pending);
         if (st == HVD_OK && op->recv_count_out)
-            *op->recv_count_out = t->count / (size_t)ex->size +
-                                  ((size_t)ex->rank < t->count % (size_t)ex->size ? 1 : 0);
+            *op->recv_count_out = t->count / (size_t)ex->topo->size +
+                                  ((size_t)ex->topo->rank < t->count % (size_t)ex->topo->size ? 1 : 0);
         return st;
     case HVDC_KIND_ALLTOALL:
         return gpu_alltoall(ex, op, ready, pending);

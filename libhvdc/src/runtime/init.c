@@ -28,13 +28,6 @@
 #include "runtime/dump.h"
 #include "runtime/runtime.h"
 
-/* CPU all-reduce layout policy (see fusion.h); chosen with benchmarks/fusion_bench. */
-#define PACK_PIECE_BYTES ((size_t)4 << 20)
-#define LARGE_TENSOR_BYTES ((size_t)1 << 20)
-/* Up to this, the one-step exchange beats the direct reduce-scatter + ring all-gather
- * (allreduce_bench, np = 2..4). Which runs never changes a result's bits (allreduce.h). */
-#define SMALL_BUFFER_BYTES ((size_t)64 << 10)
-
 hvdc_runtime *hvdc__runtime = NULL;
 
 /* The gate: every public call that uses the runtime enters and leaves it, and hvd_shutdown
@@ -266,25 +259,13 @@ static const char *cpu_allreduce_name(const hvdc_runtime *rt) {
 static void runtime_free(hvdc_runtime *rt) {
     if (!rt || rt->left_behind) return; /* its thread may still be inside MPI, using it */
     if (rt->sets_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->sets_comm);
-    if (rt->executor.local_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.local_comm);
-    if (rt->executor.cross_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.cross_comm);
-    hvdc__adasum_nodes_free(rt->executor.adasum_nodes);
     if (rt->control_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->control_comm);
-    if (rt->executor.comm != MPI_COMM_NULL) MPI_Comm_free(&rt->executor.comm);
-    hvdc__timeline_close(rt->executor.timeline);
     if (rt->autotune_log) fclose(rt->autotune_log);
     /* a thread that read a done event before its op completed may still be waiting on it */
     pthread_mutex_lock(&rt->completion_mutex);
     while (rt->device_waiters > 0) pthread_cond_wait(&rt->completion_cond, &rt->completion_mutex);
     pthread_mutex_unlock(&rt->completion_mutex);
-    hvdc__gpu_destroy(rt->executor.gpu);
-    hvdc__watchdog_stop(rt->executor.watchdog); /* before the liveness it uses */
-    hvdc__liveness_destroy(rt->executor.liveness);
-    hvdc__shm_destroy(rt->executor.shm);
-    hvdc__buffer_free(&rt->executor.fusion);
-    hvdc__buffer_free(&rt->executor.scratch);
-    hvdc__pack_plan_free(&rt->executor.plan);
-    hvdc__buffer_free(&rt->executor.tensor_list);
+    hvdc__executor_free(&rt->executor);
     hvdc__name_table_free(&rt->in_flight);
     hvdc__handles_free(&rt->handles);
     pthread_mutex_destroy(&rt->queue_mutex);
@@ -365,33 +346,13 @@ static hvd_status open_autotune_log(hvdc_runtime *rt) {
     return HVD_OK;
 }
 
-static void set_up_executor(hvdc_runtime *rt) {
-    hvdc_executor *ex = &rt->executor;
-    ex->rank = rt->topo.rank;
-    ex->size = rt->topo.size;
-    ex->cpu_allreduce = (hvdc_cpu_allreduce)rt->config.cpu_allreduce;
-    ex->die_in_mpi_allreduce = hvdc__fault("die_in_mpi_allreduce"); /* read once, off the hot path */
-    /* with autotuning the threshold changes while running, on rank 0 alone: the packing stays
-     * the one every rank set here (results never depend on either: allreduce.h) */
-    ex->pack_piece_bytes = rt->config.fusion_threshold_bytes < PACK_PIECE_BYTES &&
-                                   !rt->config.autotune
-                               ? rt->config.fusion_threshold_bytes : PACK_PIECE_BYTES;
-    ex->large_tensor_bytes = LARGE_TENSOR_BYTES;
-    ex->small_bytes = SMALL_BUFFER_BYTES;
-    ex->local_rank = rt->topo.local_rank;
-    ex->local_size = rt->topo.local_size;
-    ex->cross_rank = rt->topo.cross_rank;
-    ex->cross_size = rt->topo.cross_size;
-    atomic_init(&ex->gpu_device, -1);
-    ex->gpu_fusion_bytes = rt->config.gpu_fusion_threshold_bytes;
-}
-
 /* A runtime with its locks and tables set up and no communicator yet; NULL: out of memory. */
 static hvdc_runtime *runtime_alloc(void) {
     hvdc_runtime *rt = calloc(1, sizeof *rt);
     if (!rt) return NULL;
-    rt->control_comm = rt->executor.comm = rt->sets_comm = MPI_COMM_NULL;
-    rt->executor.local_comm = rt->executor.cross_comm = MPI_COMM_NULL;
+    rt->control_comm = rt->sets_comm = MPI_COMM_NULL;
+    atomic_init(&rt->rank_device, -1);
+    hvdc__executor_init(&rt->executor, &rt->topo, &rt->rank_device);
     pthread_mutex_init(&rt->queue_mutex, NULL);
     pthread_cond_init(&rt->queue_cond, NULL);
     pthread_mutex_init(&rt->completion_mutex, NULL);
@@ -440,7 +401,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     CHECK(warn_single_cpu(rt->control_comm, rt->topo.rank));
     CHECK(hvdc__agree(rt->control_comm, choose_poll(rt)));
     choose_lock_kind(rt);
-    set_up_executor(rt);
+    hvdc__executor_configure(&rt->executor, &rt->config);
     /* HVD_CPU_ALLREDUCE=shm across nodes means the two-level all-reduce, shared memory inside */
     if (rt->config.hierarchical_allreduce ||
         (rt->config.cpu_allreduce == HVDC_CPU_ALLREDUCE_SHM && rt->topo.local_size != rt->topo.size))
@@ -505,13 +466,14 @@ hvd_status hvdc__runtime_start_child(const hvdc_runtime *parent, MPI_Comm comm,
     *out = NULL;
     hvdc_runtime *rt = runtime_alloc();
     CHECK(hvdc__agree(comm, rt ? HVD_OK : hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for a process set")));
+    rt->executor.rank_device = parent->executor.rank_device; /* one device per rank */
     rt->config = parent->config;
     rt->config.hierarchical_allreduce = 0;
     rt->config.timeline_path[0] = '\0';
     CHECK(private_comm(comm, &rt->control_comm));
     CHECK(private_comm(comm, &rt->executor.comm));
     CHECK(hvdc__topology_detect(rt->control_comm, &rt->topo));
-    set_up_executor(rt);
+    hvdc__executor_configure(&rt->executor, &rt->config);
     if (wants_shm(rt)) CHECK(agree_shm(rt)); /* a set inside one node: its own segment */
     CHECK(hvdc__agree(rt->control_comm,
                       hvdc__liveness_create(rt->control_comm, &rt->executor.liveness)));

@@ -7,8 +7,7 @@
  *
  * defines: hvdc_runtime, hvdc__runtime (the live instance), hvdc__enter, hvdc__leave, HVDC_GATED,
  *          hvdc__background_main, hvdc__submit, hvdc__submit_wait, hvdc__runtime_start_child,
- *          hvdc__runtime_stop_child, hvdc__runtime_free_child, hvdc__runtime_on_shutdown,
- *          hvdc__topology_detect
+ *          hvdc__runtime_stop_child, hvdc__runtime_free_child, hvdc__runtime_on_shutdown
  * (the process sets' table, which runtime an op of a set goes to: set_table.h)
  */
 #ifndef HVDC_RUNTIME_H
@@ -21,16 +20,11 @@
 
 #include "base/name_table.h"
 #include "base/poll.h"
+#include "base/topology.h"
 #include "runtime/config.h"
 #include "runtime/execute.h"
 #include "runtime/op.h"
 #include "runtime/phases.h"
-
-typedef struct hvdc_topology {
-    int rank, size;             /* in the communicator libhvdc was started on */
-    int local_rank, local_size; /* among processes sharing this node's memory */
-    int cross_rank, cross_size; /* among processes with the same local rank (one per node) */
-} hvdc_topology;
 
 typedef struct hvdc_runtime {
     /* set by hvd_init, read-only afterwards */
@@ -77,6 +71,9 @@ typedef struct hvdc_runtime {
                                  the GPU backend, which owns the events, outlives them */
     atomic_int device_aborted; /* the GPU backend aborted its communicators (set before it
                                   does): a done event that fires afterwards marks no result */
+    atomic_int rank_device;   /* the CUDA device of this rank's collectives once a GPU backend
+                                 exists, else -1: the global runtime's is the one read (api.c)
+                                 and written (the first backend, global or a process set's) */
     /* how a waiter asks whether a done event fired: hvdc__gpu_event_finished; the unit test
      * of complete.c puts a fake device's here */
     int (*device_event_finished)(void *event, const atomic_int *aborted, int block);
@@ -145,8 +142,5 @@ hvd_status hvdc__submit_wait(const char *fn, int process_set, hvdc_op *op);
 /* Registers what hvd_shutdown calls before stopping the global runtime (process_sets.c: stop
  * every set). The live runtime's; one hook, a second registration replaces it. init.c */
 void hvdc__runtime_on_shutdown(void (*stop)(void));
-
-/* Fills topo from comm. Collective over comm. */
-hvd_status hvdc__topology_detect(MPI_Comm comm, hvdc_topology *topo);
 
 #endif

@@ -29,7 +29,7 @@ hvdc_outcome hvdc__reserve_agreed(hvdc_executor *ex, const char *kind, const cha
                           : hvdc__buffer_reserve(&ex->fusion, fusion_bytes);
     if (mine == HVD_OK) mine = hvdc__buffer_reserve(&ex->scratch, scratch_bytes);
     if (mine != HVD_OK) snprintf(why, sizeof why, "%s", hvd_last_error());
-    int first_failed = mine == HVD_OK ? INT_MAX : ex->rank;
+    int first_failed = mine == HVD_OK ? INT_MAX : ex->topo->rank;
     MPI_Request request;
     CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, ex->comm, &request));
     CHECK(hvdc__wait_requests(1, &request, ex->liveness));

@@ -1,12 +1,11 @@
 /*
- * topology.c - who is where: rank and size, local rank/size among processes that share a node
- * (base/nodes.h), and cross rank/size among processes with the
- * same local rank (one per node when every node runs the same number of ranks).
+ * topology.c - hvdc__topology_detect (topology.h).
  * Thread that calls hvd_init.
  */
+#include "base/topology.h"
+
 #include "base/nodes.h"
 #include "base/status.h"
-#include "runtime/runtime.h"
 
 hvd_status hvdc__topology_detect(MPI_Comm comm, hvdc_topology *topo) {
     hvd_status st = HVD_OK;

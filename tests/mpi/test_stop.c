@@ -5,6 +5,8 @@
  *   negotiate_respond on rank 0: rank 0 cannot answer a negotiation round. It answers with an
  *     abort instead, so every rank fails with its status (HVD_ERR_NO_MEMORY) and the very same
  *     message.
+ *   negotiator_add on rank 0: rank 0 cannot record the announcements; the same abort, whose
+ *     message says it ran out of memory (it used to call every failure a name announced twice).
  *   encode_requests on rank R (rank 0 too): R cannot announce its operations; it tells the others,
  *     which fail with HVD_ERR_RANK_FAILED and a message naming rank R and its reason (one and
  *     the same on each of them), while R fails with its own HVD_ERR_NO_MEMORY.
@@ -55,7 +57,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     /* rank 0 answers a round it cannot finish with an abort; any other stop sends a notice */
-    int aborts = strcmp(site, "negotiate_respond") == 0;
+    int aborts = strcmp(site, "negotiate_respond") == 0 || strcmp(site, "negotiator_add") == 0;
     hvd_status own = HVD_ERR_NO_MEMORY, expected = rank == stopper || aborts ? own : HVD_ERR_RANK_FAILED;
     mt_ctx t;
     mt_init(&t, rank, size);

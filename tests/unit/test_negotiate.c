@@ -64,6 +64,19 @@ int main(void) {
     }
     hvdc__response_list_free(&out);
 
+    /* a refusal whose message cannot be made (HVDC_TEST_FAULTS=refusal_message: strdup out of
+     * memory) fails the answer; it never executes the mismatched request */
+    announce(n, 0, x, c0, 1);
+    announce(n, 1, x, c1, 1);
+    setenv("HVDC_TEST_FAULTS", "refusal_message", 1);
+    hvd_status refused = hvdc__negotiator_respond(n, 1 << 20, 1 << 20, &out);
+    unsetenv("HVDC_TEST_FAULTS");
+    CHECK_TRUE(refused == HVD_ERR_NO_MEMORY && out.n == 0,
+               "no message, no answer: status %d, %u responses%s", (int)refused, out.n,
+               out.n && out.items[0].type == HVDC_RESPONSE_EXECUTE ? " (the mismatch EXECUTEs)" : "");
+    hvdc__response_list_free(&out);
+    CHECK_TRUE(hvdc__negotiator_waiting(n) == 0, "the failed answer forgot its names");
+
     /* dtype mismatch, and allgather capacity */
     hvdc_request_list l0 = {.n = 1, .items = calloc(1, sizeof(hvdc_wire_request))};
     hvdc_request_list l1 = {.n = 1, .items = calloc(1, sizeof(hvdc_wire_request))};

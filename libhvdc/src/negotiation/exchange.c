@@ -35,6 +35,9 @@ static hvd_status take_announcement(hvdc_exchange *x, int rank, const uint8_t *d
     if (hvdc__wire_decode_requests(data, len, &list, &why) != 0)
         return hvdc__fail(HVD_ERR_INTERNAL, "rank %d sent a damaged negotiation message: %s", rank, why);
     hvd_status st = hvdc__negotiator_add(x->negotiator, rank, &list);
+    if (st == HVD_ERR_NO_MEMORY)
+        return hvdc__fail(st, "rank 0 ran out of memory recording rank %d's announcements%s", rank,
+                          hvdc__fault("negotiator_add") ? " (HVDC_TEST_FAULTS=negotiator_add)" : "");
     if (st != HVD_OK) return hvdc__fail(st, "rank %d announced a name it already had in flight", rank);
     x->arrived[rank] = 1;
     return HVD_OK;

@@ -16,6 +16,7 @@
 
 #include "base/buffer.h"
 #include "base/dtype.h"
+#include "base/fault.h"
 #include "base/name_table.h"
 #include "negotiation/fusion_policy.h"
 
@@ -49,6 +50,7 @@ struct hvdc_negotiator {
                               cached, and announcing it allocates nothing */
     hvdc_buffer ready, errors, items, picked; /* respond's working lists (respond_lists),
                                                  kept between rounds */
+    int fault_add;         /* tests (base/fault.h): recording announcements runs out of memory */
 };
 
 void hvdc__negotiator_set_time(hvdc_negotiator *n, double now) { n->now = now; }
@@ -58,6 +60,7 @@ hvdc_negotiator *hvdc__negotiator_create(int size, const hvdc_cache *cache) {
     if (!n) return NULL;
     n->size = size;
     n->cache = cache;
+    n->fault_add = hvdc__fault("negotiator_add"); /* read once, off the hot path */
     n->joined = calloc((size_t)size, 1);
     uint32_t capacity = hvdc__cache_capacity(cache);
     n->by_slot = calloc(capacity ? capacity : 1, sizeof *n->by_slot);
@@ -262,7 +265,7 @@ static hvd_status announce_slot(hvdc_negotiator *n, int rank, uint32_t s) {
 
 hvd_status hvdc__negotiator_add(hvdc_negotiator *n, int rank, hvdc_request_list *list) {
     if (list->flags & HVDC_FLAG_SHUTDOWN) n->shutdown = 1;
-    hvd_status st = HVD_OK;
+    hvd_status st = n->fault_add ? HVD_ERR_NO_MEMORY : HVD_OK;
     for (uint32_t i = 0; i < list->n && st == HVD_OK; i++) st = announce_named(n, rank, &list->items[i]);
     for (uint32_t i = 0; i < list->n_slots && st == HVD_OK; i++) st = announce_slot(n, rank, list->slots[i]);
     hvdc__request_list_free(list);
@@ -564,7 +567,8 @@ static hvd_status refusal(const hvdc_negotiator *n, const entry *e, char **why) 
         say(&m, "%s '%s': ", hvdc__kind_name(q->kind), q->name);
         refused = joined_device(e, q, n->size, &m);
     }
-    if (refused && !(*why = strdup(m.text))) return HVD_ERR_NO_MEMORY;
+    if (refused && (hvdc__fault("refusal_message") || !(*why = strdup(m.text))))
+        return HVD_ERR_NO_MEMORY;
     return HVD_OK;
 }
 

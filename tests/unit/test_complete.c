@@ -17,6 +17,8 @@
  *   - the hand-off spin (base/poll.h): a waiter that spins first is answered whether the
  *     completion comes within its spin or long after it has gone to sleep; the race again with
  *     the spin on
+ *   - a stop fails every op in flight once, grouped ones too, without allocating; its reason
+ *     is read by another thread while it is written (TSan)
  */
 #include <pthread.h>
 #include <sched.h>
@@ -525,6 +527,67 @@ static void test_handoff_spin(void) {
     runtime_delete(rt);
 }
 
+/* A stop fails every op in flight once, a grouped op (in the table once a member) included,
+ * and allocates nothing to do it: a stop for want of memory must still wake every waiter
+ * (HVDC_TEST_FAULTS=fail_everything switched the allocation it used to make). */
+static void test_fail_everything(void) {
+    hvdc_runtime *rt = runtime_new();
+    hvd_handle h[2];
+    hvdc_op *lone = submit(rt, "s0", &h[0]);
+    hvdc_op *group = hvdc__op_create(3);
+    const char *members[3] = {"s1.a", "s1.b", "s1.c"};
+    pthread_mutex_lock(&rt->queue_mutex);
+    for (size_t k = 0; k < 3; k++) {
+        group->tensors[k].name = members[k];
+        group->tensors[k].name_hash = hvdc__name_hash(members[k]);
+        hvdc__name_table_put_hashed(&rt->in_flight, members[k], group->tensors[k].name_hash, group);
+    }
+    pthread_mutex_unlock(&rt->queue_mutex);
+    pthread_mutex_lock(&rt->completion_mutex);
+    h[1] = hvdc__handles_add(&rt->handles, group);
+    pthread_mutex_unlock(&rt->completion_mutex);
+    setenv("HVDC_TEST_FAULTS", "fail_everything", 1);
+    hvdc__fail_everything(rt, HVD_ERR_NO_MEMORY, "out of memory");
+    unsetenv("HVDC_TEST_FAULTS");
+    CHECK_TRUE(lone->done && group->done, "a stop left ops undone (lone %d, grouped %d): their "
+               "waiters would wait forever", lone->done, group->done);
+    CHECK_TRUE(rt->in_flight.count == 0, "%zu names left in flight", (size_t)rt->in_flight.count);
+    for (int i = 0; i < 2; i++) { /* each released once (ASan: freed once) */
+        waiter w = {rt, h[i], 1, HVD_OK, "", 0};
+        wait_thread(&w);
+        CHECK_TRUE(w.status == HVD_ERR_NO_MEMORY, "op %d: %s", i, hvd_status_string(w.status));
+    }
+    runtime_delete(rt);
+}
+
+/* hvd_shutdown reads why the runtime stopped while a background thread it left behind (inside
+ * MPI with a dead peer) may still be stopping it: both under queue_mutex (TSan). */
+static void *stop_thread(void *arg) {
+    hvdc_runtime *rt = arg;
+    for (int i = 0; i < 200; i++) {
+        hvdc__note_told(rt);
+        hvdc__fail_everything(rt, HVD_ERR_RANK_FAILED, "rank 2 died");
+    }
+    return NULL;
+}
+
+static void test_stop_reason_race(void) {
+    hvdc_runtime *rt = runtime_new();
+    pthread_t t;
+    pthread_create(&t, NULL, stop_thread, rt);
+    int consistent = 1;
+    for (int i = 0; i < 200; i++) {
+        hvd_status status;
+        char message[64];
+        int told;
+        hvdc__stop_reason(rt, &status, message, sizeof message, &told);
+        consistent &= status == HVD_OK ? message[0] == '\0' : strcmp(message, "rank 2 died") == 0;
+    }
+    pthread_join(t, NULL);
+    CHECK_TRUE(consistent, "a stop's status and message were read half-written");
+    runtime_delete(rt);
+}
+
 int main(void) {
     test_waiter_first();
     test_background_first();
@@ -537,5 +600,7 @@ int main(void) {
     test_race(0);
     test_handoff_spin();
     test_race(HVDC_SPIN_NS);
+    test_fail_everything();
+    test_stop_reason_race();
     return check_verdict("test_complete");
 }

@@ -484,7 +484,7 @@ static void stop_on_error(round_state *s, hvd_status st, int told) {
     snprintf(message, sizeof message, "%s", hvd_last_error());
     if (st != HVD_ERR_RANK_FAILED && !told && !s->exchange.aborted) {
         hvdc__liveness_tell_stopped(rt->executor.liveness, message);
-        rt->told_stopped = 1;
+        hvdc__note_told(rt);
     }
     hvdc__device_work_drain(s, st, message);
     hvdc__fail_everything(rt, st, message);

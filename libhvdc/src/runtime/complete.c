@@ -201,23 +201,36 @@ hvdc_op *hvdc__poll_op(hvdc_runtime *rt, hvd_handle local) {
     return op;
 }
 
+/* Allocates nothing: it runs when the runtime stops, out of memory included, and an op it
+ * could not fail would leave its waiters (and hvd_shutdown) waiting forever. */
 void hvdc__fail_everything(hvdc_runtime *rt, hvd_status status, const char *message) {
     pthread_mutex_lock(&rt->queue_mutex);
-    rt->stopped = 1;
+    rt->stopped = 1; /* no op enters in_flight from now on */
     rt->stop_status = status;
     snprintf(rt->stop_message, sizeof rt->stop_message, "%s", message);
-    hvdc_op *queued = rt->queue_head;
-    rt->queue_head = rt->queue_tail = NULL;
-    size_t n = 0, cap = rt->in_flight.count;
-    hvdc_op **ops = malloc((cap ? cap : 1) * sizeof *ops);
+    rt->queue_head = rt->queue_tail = NULL; /* queued ops are in in_flight too */
     hvdc_op *op;
-    while (ops && (op = hvdc__name_table_pop(&rt->in_flight)) != NULL) {
-        int seen = 0; /* grouped ops sit in the table once per member name */
-        for (size_t i = 0; i < n; i++) seen |= ops[i] == op;
-        if (!seen) ops[n++] = op;
+    while ((op = hvdc__name_table_pop(&rt->in_flight)) != NULL) {
+        for (size_t k = 0; k < op->n_tensors; k++) /* a grouped op sits there once a member */
+            hvdc__name_table_remove_value(&rt->in_flight, op->tensors[k].name, op);
+        pthread_mutex_unlock(&rt->queue_mutex); /* completion_mutex is never taken inside it */
+        hvdc__complete_ops(rt, &op, 1, status, message);
+        pthread_mutex_lock(&rt->queue_mutex);
     }
     pthread_mutex_unlock(&rt->queue_mutex);
-    (void)queued; /* queued ops are in in_flight too */
-    if (ops) hvdc__complete_ops(rt, ops, n, status, message);
-    free(ops);
+}
+
+void hvdc__stop_reason(hvdc_runtime *rt, hvd_status *status, char *message, size_t len,
+                       int *told) {
+    pthread_mutex_lock(&rt->queue_mutex);
+    *status = rt->stop_status;
+    snprintf(message, len, "%s", rt->stop_message);
+    *told = rt->told_stopped;
+    pthread_mutex_unlock(&rt->queue_mutex);
+}
+
+void hvdc__note_told(hvdc_runtime *rt) {
+    pthread_mutex_lock(&rt->queue_mutex);
+    rt->told_stopped = 1;
+    pthread_mutex_unlock(&rt->queue_mutex);
 }

@@ -18,8 +18,7 @@
  * defines: hvdc__complete_ops, hvdc__publish_on_device, hvdc__drop_device_hold,
  *          hvdc__complete_on_device, hvdc__wait_completion, hvdc__wait_for_op,
  *          hvdc__stream_wait_for_op, hvdc__poll_op,
- *          hvdc__release_op,
- *          hvdc__fail_everything
+ *          hvdc__release_op, hvdc__fail_everything, hvdc__stop_reason, hvdc__note_told
  * Any thread; each function takes the runtime's locks it needs (both at once only where a
  * waiter frees names: queue_mutex inside completion_mutex).
  */
@@ -81,5 +80,14 @@ void hvdc__release_op(hvdc_runtime *rt, hvdc_op *op);
  * the runtime stopped so later submissions fail with them. The background thread when it
  * stops; the watchdog when a rank dies inside a blocking MPI call (watchdog.h). */
 void hvdc__fail_everything(hvdc_runtime *rt, hvd_status status, const char *message);
+
+/* Why the runtime stopped (hvdc__fail_everything's status and message), and whether it told
+ * every rank (hvdc__note_told), read under queue_mutex: a background thread left behind in MPI
+ * may still be stopping while hvd_shutdown reads them. */
+void hvdc__stop_reason(hvdc_runtime *rt, hvd_status *status, char *message, size_t len,
+                       int *told);
+
+/* The background thread stopped on an error of its own and told every rank so. */
+void hvdc__note_told(hvdc_runtime *rt);
 
 #endif

@@ -361,6 +361,7 @@ static hvdc_runtime *runtime_alloc(void) {
     rt->device_stream_wait = hvdc__gpu_stream_wait_on;
     hvdc__name_table_init(&rt->in_flight);
     hvdc__handles_init(&rt->handles);
+    rt->fault_add_handle = hvdc__fault("add_handle"); /* read once, off the hot path */
     return rt;
 }
 
@@ -541,10 +542,11 @@ hvd_status hvd_shutdown(void) {
     int we_initialized = rt->we_initialized_mpi;
     /* finalizing waits for every process, which a dead rank never answers: leave MPI as is;
      * so do the others after this rank told them it stopped (they count it as dead) */
-    int peer_died = rt->stop_status == HVD_ERR_RANK_FAILED, told = rt->told_stopped;
-    hvd_status stop_status = rt->stop_status;
+    hvd_status stop_status;
     char stop_message[sizeof rt->stop_message];
-    snprintf(stop_message, sizeof stop_message, "%s", rt->stop_message);
+    int told;
+    hvdc__stop_reason(rt, &stop_status, stop_message, sizeof stop_message, &told);
+    int peer_died = stop_status == HVD_ERR_RANK_FAILED;
     runtime_free(rt);
     if (we_initialized && !peer_died && !told) MPI_Finalize();
     if (peer_died)

@@ -91,6 +91,7 @@ typedef struct hvdc_runtime {
     int thread_started;
     int left_behind; /* a rank died while the background thread was inside MPI_Allreduce, and
                         hvd_shutdown gave up joining it (watchdog.h): never freed */
+    int fault_add_handle; /* tests (base/fault.h): the handle table cannot grow */
 
     /* owned by the background thread */
     pthread_t thread;

@@ -43,12 +43,13 @@ static hvd_status queue_op(const char *fn, hvdc_runtime *rt, hvdc_op *op, hvd_ha
     for (size_t i = 0; i < op->n_tensors; i++) /* outside the locks */
         op->tensors[i].name_hash = hvdc__name_hash(op->tensors[i].name);
     pthread_mutex_lock(&rt->completion_mutex);
-    hvd_handle h = hvdc__handles_add(&rt->handles, op);
+    hvd_handle h = rt->fault_add_handle ? HVD_HANDLE_NULL : hvdc__handles_add(&rt->handles, op);
     hvdc__op_take_spare(&rt->handles); /* for this thread's next submission, under this lock */
     pthread_mutex_unlock(&rt->completion_mutex);
     if (h == HVD_HANDLE_NULL) {
-        hvdc__op_free(op);
-        return hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory for a handle", fn, op->desc.name);
+        st = hvdc__fail(HVD_ERR_NO_MEMORY, "%s '%s': out of memory for a handle", fn, op->desc.name);
+        hvdc__op_free(op); /* after the message, which names it */
+        return st;
     }
     pthread_mutex_lock(&rt->queue_mutex);
     size_t added = 0;

@@ -4,6 +4,8 @@ dimensions), grouped_allgather, broadcast (every root), alltoall (with and witho
 reducescatter (even and uneven), grouped_reducescatter, barrier, join (uneven steps), poll and
 synchronize, non-contiguous tensors. Every rank runs every test; results are compared with a
 reference computed locally from every rank's input (conftest.value / reference)."""
+import threading
+
 import pytest
 import torch
 
@@ -259,3 +261,37 @@ def test_many_in_flight(rank, size):
                                    name=f"flight.{i}") for i in range(64)]
     for i, h in reversed(list(enumerate(handles))):
         assert torch.equal(hvd.synchronize(h), torch.full((17,), float(i * size * (size + 1) // 2)))
+
+
+def test_unnamed_from_two_threads(rank, size):
+    """Two threads submit unnamed all-reduces, interleaved in opposite orders on even and odd
+    ranks: each thread's tensors still meet its own on every rank (auto-names used to come
+    from one counter for the whole process, so the threads' names swapped between ranks)."""
+    order = ["a", "b"] if rank % 2 == 0 else ["b", "a"]
+    turns = [(tag, i) for i in range(3) for tag in order]
+    cond, at = threading.Condition(), [0]
+    results = {"a": [], "b": []}
+
+    def work(tag):
+        scale = 1 if tag == "a" else 1000
+        handles = []
+        for i in range(3):
+            with cond:
+                cond.wait_for(lambda: turns[at[0]] == (tag, i))
+                x = torch.full((4,), float(scale * (rank + 1) + i))
+                handles.append(hvd.allreduce_async(x, op=hvd.Sum))
+                at[0] += 1
+                cond.notify_all()
+        results[tag] = [hvd.synchronize(h) for h in handles]
+
+    threads = [threading.Thread(target=work, args=(tag,), name=f"submitter-{tag}")
+               for tag in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    total = size * (size + 1) // 2
+    for tag, scale in (("a", 1), ("b", 1000)):
+        for i, got in enumerate(results[tag]):
+            want = torch.full((4,), float(scale * total + size * i))
+            assert torch.equal(got, want), f"thread {tag} op {i}: got {got.tolist()}, expected {want.tolist()}"

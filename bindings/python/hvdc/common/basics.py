@@ -8,6 +8,7 @@ Any thread (as libhvdc's calls are).
 import atexit
 import ctypes
 import itertools
+import threading
 
 from hvdc.common import library as L
 from hvdc.common.exceptions import HorovodInternalError, HvdcValueError  # noqa: F401
@@ -301,9 +302,18 @@ def synchronize(handle):
     return p.finish()
 
 
-_names = itertools.count()
+_names = threading.local()
 
 
 def auto_name(kind):
-    """A name for an unnamed operation: the same on every rank that submits in the same order."""
-    return f"{kind}.noname.{next(_names)}"
+    """A name for an unnamed operation: the same on every rank whose threads each submit in the
+    same order, however the threads interleave. Each thread counts its own operations: the main
+    thread's names keep Horovod's form (kind.noname.N), another thread's carry its name, so the
+    threads that submit need the same names on every rank (threading's default Thread-1,
+    Thread-2, ... have them when the threads start in the same order)."""
+    count = getattr(_names, "count", 0)
+    _names.count = count + 1
+    thread = threading.current_thread()
+    if thread is threading.main_thread():
+        return f"{kind}.noname.{count}"
+    return f"{kind}.noname.{thread.name}.{count}"

@@ -129,6 +129,34 @@ def test_zero_grad_between_backward_and_step():
     opt.zero_grad()
 
 
+def test_user_subclass_of_the_returned_optimizer():
+    """A subclass of the class DistributedOptimizer returns (a user's logging or scheduling
+    wrapper) steps as the class does; its methods used to recurse forever."""
+    rank, size = hvd.rank(), hvd.size()
+    net, ref = model(seed=100), model(seed=100)
+    opt = hvd.DistributedOptimizer(sgd(net.parameters()), named_parameters=net.named_parameters())
+
+    class Counted(type(opt)):
+        def step(self, closure=None):
+            self.steps += 1
+            return super().step(closure)
+
+    opt.__class__ = Counted
+    opt.steps = 0
+    ref_opt = sgd(ref.parameters())
+    for step in range(2):
+        opt.zero_grad()
+        ref_opt.zero_grad()
+        x, y = batch(step, rank)
+        torch.nn.functional.mse_loss(net(x), y).backward()
+        opt.step()
+        gx, gy = global_batch(step, size)
+        torch.nn.functional.mse_loss(ref(gx), gy).backward()
+        ref_opt.step()
+    assert opt.steps == 2, f"the subclass's step ran {opt.steps} times"
+    assert torch.allclose(flat(net), flat(ref), rtol=1e-5, atol=1e-6), "the subclass trained wrong"
+
+
 @pytest.mark.parametrize("as_dense", [False, True])
 def test_sparse_gradients(as_dense):
     rank, size = hvd.rank(), hvd.size()

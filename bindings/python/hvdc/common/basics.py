@@ -24,11 +24,7 @@ _atexit_registered = False
 
 
 def _topology(fn):
-    out = ctypes.c_int(-1)
-    status = fn(ctypes.byref(out))
-    if status != L.OK:
-        raise L.error_for(status)
-    return out.value
+    return L.query_int(fn)
 
 
 def c_op(op):

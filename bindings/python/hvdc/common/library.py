@@ -215,6 +215,15 @@ def error_for(status, message=None, submitting=False):
     return HorovodInternalError(message)
 
 
+def query_int(fn):
+    """The int a query of the C API (hvd_rank, hvd_size, ...) writes, or its exception."""
+    out = ctypes.c_int(-1)
+    status = fn(ctypes.byref(out))
+    if status != OK:
+        raise error_for(status)
+    return out.value
+
+
 def check(status, submitting=False):
     """Raises the exception for status unless it is OK."""
     if status != OK:

@@ -5,6 +5,9 @@ ProcessSet(ranks) only describes a set; add_process_set (or hvd.init(process_set
 registers it with libhvdc on every rank, which gives it its id.
 Any thread.
 """
+import ctypes
+
+from hvdc.common import library as L
 
 
 class ProcessSet:
@@ -48,16 +51,14 @@ class ProcessSet:
         """This process's rank within the set; None when not registered; -1 when not in it."""
         if self.process_set_id is None:
             return None
-        from hvdc.common.basics import rank
-        me = rank()
+        me = L.query_int(L.fast.hvd_rank)
         return self.ranks.index(me) if me in self.ranks else -1
 
     def included(self):
         """True if this process belongs to the set; None when not registered."""
         if self.process_set_id is None:
             return None
-        from hvdc.common.basics import rank
-        return rank() in self.ranks
+        return L.query_int(L.fast.hvd_rank) in self.ranks
 
     def __str__(self):
         return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks})"
@@ -81,8 +82,6 @@ def add_process_set(process_set):
     """Registers a set of ranks (a ProcessSet, a list of ranks or an mpi4py communicator) with
     libhvdc; collective over every rank, members or not, in the same order everywhere. Returns
     the registered ProcessSet; its operations run on their own communicators and thread."""
-    import ctypes
-    from hvdc.common import library as L
     if not isinstance(process_set, ProcessSet):
         process_set = ProcessSet(process_set)
     if process_set.process_set_id is not None:
@@ -102,7 +101,6 @@ def remove_process_set(process_set):
     """Unregisters a set (collective over every rank). Returns True if it was registered and is
     now removed, False if it was not registered. Refused (ValueError, on every rank) while any
     rank has an operation of the set in flight."""
-    from hvdc.common import library as L
     if process_set is global_process_set or process_set.process_set_id == 0:
         raise ValueError("the global process set cannot be removed")
     if process_set.process_set_id is None:

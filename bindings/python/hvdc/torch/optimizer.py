@@ -30,15 +30,20 @@ from hvdc.common.process_sets import global_process_set
 from hvdc.torch import consistency
 from hvdc.torch import mpi_ops as M
 from hvdc.torch.compression import Compression
+from hvdc.torch.optimizer_adasum import _DistributedAdasumOptimizer
+from hvdc.torch.optimizer_params import count_backward_pass, find_duplicates, named_parameters_of
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
+    """Put in front of the wrapped optimizer's class (DistributedOptimizer makes the class), so
+    super() is that class from here, however the user subclasses the result."""
+
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
                  op=B.Average, gradient_predivide_factor=1.0, groups=None,
                  sparse_as_dense=False, process_set=global_process_set):
-        super(self.__class__, self).__init__(params)
+        super().__init__(params)
         self._compression = compression
-        named_parameters = _named_parameters(self.param_groups, named_parameters)
+        named_parameters = named_parameters_of(self.param_groups, named_parameters)
         self._parameter_names = {v: k for k, v in sorted(named_parameters, key=lambda kv: kv[0])}
         self.backward_passes_per_step = backward_passes_per_step
         self._allreduce_delay = {v: self.backward_passes_per_step
@@ -74,14 +79,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if process_set.included() and (B.size() > 1):
             self._register_hooks()
 
-    @staticmethod
-    def find_duplicates(lst):
-        seen, dups = set(), set()
-        for el in lst:
-            if el in seen:
-                dups.add(el)
-            seen.add(el)
-        return dups
+    find_duplicates = staticmethod(find_duplicates)  # Horovod's name for it
 
     def set_backward_passes_per_step(self, passes):
         self.backward_passes_per_step = passes
@@ -166,7 +164,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _make_hook(self, p):
         def hook(*ignore):
             handle, ctx = None, None
-            if _count_backward_pass(self, p):
+            if count_backward_pass(self, p):
                 if self._groups is not None:
                     group = self._p_to_group[p]
                     self._group_counts[group] += 1
@@ -259,7 +257,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "optimizer.synchronize() in your code.")
             self.synchronize()
         self._synchronized = False
-        loss = super(self.__class__, self).step(closure)
+        loss = super().step(closure)
         if self._check_every:
             consistency.after_step(self, with_state=True)
         return loss
@@ -269,52 +267,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
                                  "before optimizer.step() or optimizer.synchronize(). This is "
                                  "prohibited as it can cause a race condition.")
-        return super(self.__class__, self).zero_grad(*args, **kwargs)
-
-
-def _count_backward_pass(opt, p):
-    """A backward pass produced p's gradient (its hook): counts it against
-    backward_passes_per_step, as Horovod does. True when this pass is the last before step(),
-    the one whose gradient goes out. (Three dictionary lookups: a tensor's hash is a Python
-    call, and this runs for every gradient of every step.)"""
-    delay = opt._allreduce_delay[p]
-    entry = opt._handles.get(p)
-    if entry is not None and entry[0] is not None and delay <= 0:
-        raise AssertionError(
-            "Gradients were computed more than backward_passes_per_step times "
-            "before call to step(). Increase backward_passes_per_step to "
-            "accumulate gradients locally.")
-    assert not p.grad.requires_grad
-    assert delay > 0
-    delay -= 1
-    opt._allreduce_delay[p] = delay
-    return delay == 0
-
-
-def _named_parameters(param_groups, named_parameters):
-    """named_parameters as a list of (name, parameter), checked as Horovod checks it: tuples,
-    unique names, every parameter of param_groups named; without it, names by position."""
-    if named_parameters is not None:
-        named_parameters = list(named_parameters)
-    else:
-        named_parameters = [(f"allreduce.noname.{i}.{j}", v)
-                            for i, param_group in enumerate(param_groups)
-                            for j, v in enumerate(param_group["params"])]
-    if any(not isinstance(p, tuple) for p in named_parameters):
-        raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
-                         "usually produced by model.named_parameters().")
-    dups = _DistributedOptimizer.find_duplicates([k for k, _ in named_parameters])
-    if len(dups) > 0:
-        raise ValueError("Parameter names in named_parameters must be unique. "
-                         "Found duplicates: %s" % ", ".join(dups))
-    all_param_ids = {id(v) for param_group in param_groups for v in param_group["params"]}
-    named_param_ids = {id(v) for k, v in named_parameters}
-    unnamed_param_ids = all_param_ids - named_param_ids
-    if len(unnamed_param_ids):
-        raise ValueError("named_parameters was specified, but one or more model parameters "
-                         "were not named. Python object ids: "
-                         "%s" % ", ".join(str(id) for id in unnamed_param_ids))
-    return named_parameters
+        return super().zero_grad(*args, **kwargs)
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
@@ -332,15 +285,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         if groups is None:
             groups = num_groups
     if op != B.Adasum or B.size() == 1:
-        cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
-                   dict(_DistributedOptimizer.__dict__))
+        cls = type(optimizer.__class__.__name__, (_DistributedOptimizer, optimizer.__class__), {})
         return cls(optimizer.param_groups, named_parameters, compression,
                    backward_passes_per_step, op, gradient_predivide_factor, groups,
                    sparse_as_dense, process_set)
     # Adasum combines each rank's update, not its gradient (optimizer_adasum.py), as Horovod
     if process_set != global_process_set:
         raise NotImplementedError("Adasum does not support non-global process sets yet.")
-    from hvdc.torch.optimizer_adasum import _DistributedAdasumOptimizer
-    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
-               dict(_DistributedAdasumOptimizer.__dict__))
+    cls = type(optimizer.__class__.__name__, (_DistributedAdasumOptimizer, optimizer.__class__), {})
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step)

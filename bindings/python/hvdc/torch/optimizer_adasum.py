@@ -21,14 +21,14 @@ import torch
 from hvdc.common import basics as B
 from hvdc.torch import consistency
 from hvdc.torch import mpi_ops as M
-from hvdc.torch.optimizer import _count_backward_pass, _named_parameters
+from hvdc.torch.optimizer_params import count_backward_pass, named_parameters_of
 
 
 class _DistributedAdasumOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1):
-        super(self.__class__, self).__init__(params)
+        super().__init__(params)
         self._compression = compression
-        named_parameters = _named_parameters(self.param_groups, named_parameters)
+        named_parameters = named_parameters_of(self.param_groups, named_parameters)
         ordered = sorted(named_parameters, key=lambda kv: kv[0])
         self._parameter_names = {v: k for k, v in ordered}
         self.backward_passes_per_step = backward_passes_per_step
@@ -65,7 +65,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
             group["params"] = [p] if any(p is v for v in group["params"]) else []
         try:
             start.data.copy_(p)
-            super(self.__class__, self).step()
+            super().step()
             p.data.sub_(start)  # the delta: what this rank's step changed
         finally:
             for params, group in zip(stashed, self.param_groups):
@@ -78,7 +78,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
     def _make_hook(self, p):
         def hook(*ignore):
             handle, ctx = None, None
-            if _count_backward_pass(self, p):
+            if count_backward_pass(self, p):
                 handle, ctx = self._allreduce_grad_async(p)
             self._handles[p] = (handle, ctx)
         return hook
@@ -117,4 +117,4 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
                                  "before optimizer.step() or optimizer.synchronize(). This is "
                                  "prohibited as it can cause a race condition.")
-        return super(self.__class__, self).zero_grad(*args, **kwargs)
+        return super().zero_grad(*args, **kwargs)

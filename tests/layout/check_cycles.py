@@ -19,9 +19,16 @@ preprocessor removes (both sides of an #if) - a false circle is fixed by moving 
 hidden - and it misses calls through function pointers, which are how a lower file calls back
 up on purpose (a hook the upper file registers).
 
+Python: the modules of a package (--python PKG_DIR, e.g. bindings/python/hvdc) must not import
+each other in a circle either: a.py -> b.py when a.py imports b anywhere in it, inside a function
+too (a deferred import hides a circle from the interpreter, not from the reader). `from pkg
+import name` is an import of pkg.name when that is a module, else of pkg; read with ast.
+
 Usage: check_cycles.py SRC_DIR        (exit 0: no circle; 1: each circle listed with its edges)
+       check_cycles.py --python PKG_DIR
        check_cycles.py --self-test    (made-up folders with planted circles must fail)
 """
+import ast
 import os
 import re
 import sys
@@ -220,6 +227,62 @@ def main(src):
     return 1 if problems else 0
 
 
+def python_modules(pkg):
+    """{dotted module name: path} of the package rooted at pkg (its folder name is the top)."""
+    top = os.path.basename(os.path.normpath(pkg))
+    base = os.path.dirname(os.path.normpath(pkg))
+    modules = {}
+    for root, _, files in os.walk(pkg):
+        for name in files:
+            if name.endswith(".py"):
+                rel = os.path.relpath(os.path.join(root, name), base)[:-3].split(os.sep)
+                if rel[-1] == "__init__":
+                    rel = rel[:-1]
+                modules[".".join(rel)] = os.path.join(root, name)
+    assert top in modules or not modules, "a package has an __init__.py"
+    return modules
+
+
+def python_imports(module, path, modules):
+    """{imported module of the package: first line} for one module, from every import in it."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    is_package = path.endswith("__init__.py")
+    found = {}
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the module's package, up level - 1
+                parts = module.split(".")
+                parts = parts if is_package else parts[:-1]
+                parts = parts[:len(parts) - (node.level - 1)]
+                base = ".".join(parts + ([base] if base else []))
+            targets = [base + "." + a.name if base + "." + a.name in modules else base
+                       for a in node.names]
+        for t in targets:
+            if t in modules and t != module:
+                found.setdefault(t, node.lineno)
+    return found
+
+
+def python_main(pkg):
+    modules = python_modules(pkg)
+    edges = {m: {t: ["line %d" % n] for t, n in python_imports(m, p, modules).items()}
+             for m, p in modules.items()}
+    problems = [describe(os.path.basename(os.path.normpath(pkg)), c, edges, "imports")
+                for c in circles(modules, edges)]
+    for p in problems:
+        print("check_cycles: " + p)
+    print("check_cycles: %d Python modules, %d imports inside the package, %d circles" %
+          (len(modules), sum(len(v) for v in edges.values()), len(problems)))
+    if problems:
+        print("check_cycles: break each circle: move what both modules need into a module of "
+              "its own below them")
+    return 1 if problems else 0
+
+
 def plant(src, files):
     for path, text in files.items():
         os.makedirs(os.path.dirname(os.path.join(src, path)), exist_ok=True)
@@ -265,6 +328,29 @@ def self_test():
             if main(src) == 0:
                 print("self-test: %s was not caught" % what)
                 return 1
+    python_ok = {
+        "p/__init__.py": "from p import low\nfrom p.high import top\n",
+        "p/low.py": "import os\n\ndef f():\n    return os.sep\n",
+        "p/high.py": "from p import low\nfrom .low import f\n\ndef top():\n    return f()\n",
+    }
+    python_cases = [
+        ("a Python circle through a deferred import",
+         {"p/low.py": "def f():\n    from p.high import top\n    return top\n"}),
+        ("a Python circle through a relative import",
+         {"p/low.py": "from . import high\n"}),
+    ]
+    with tempfile.TemporaryDirectory() as src:
+        plant(src, python_ok)
+        if python_main(os.path.join(src, "p")) != 0:
+            print("self-test: a package whose modules import one way was refused")
+            return 1
+    for what, change in python_cases:
+        with tempfile.TemporaryDirectory() as src:
+            plant(src, python_ok)
+            plant(src, change)
+            if python_main(os.path.join(src, "p")) == 0:
+                print("self-test: %s was not caught" % what)
+                return 1
     print("self-test: OK (each planted circle was caught)")
     return 0
 
@@ -272,4 +358,6 @@ def self_test():
 if __name__ == "__main__":
     if sys.argv[1:] == ["--self-test"]:
         sys.exit(self_test())
+    if sys.argv[1:2] == ["--python"] and len(sys.argv) == 3:
+        sys.exit(python_main(sys.argv[2]))
     sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "libhvdc/src"))

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/fault.h"
 #include "base/nodes.h"
 #include "gpu/cuda_check.h"
@@ -205,15 +206,12 @@ fail:
 
 /* Gives the stream up to DRAIN_SECONDS to finish what it holds. @return 1 when it did. */
 static int drain(hvdc_gpu *gpu) {
-    struct timespec start, now, pause = {0, 200000}; /* 0.2 ms */
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    struct timespec pause = {0, 200000}; /* 0.2 ms */
+    double until = hvdc__now_seconds() + DRAIN_SECONDS;
     for (;;) {
         cudaError_t err = cudaStreamQuery(gpu->stream);
         if (err != cudaErrorNotReady) return err == cudaSuccess;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((double)(now.tv_sec - start.tv_sec) + 1e-9 * (double)(now.tv_nsec - start.tv_nsec) >
-            DRAIN_SECONDS)
-            return 0;
+        if (hvdc__now_seconds() > until) return 0;
         nanosleep(&pause, NULL); /* teardown only, bounded: never on the hot path */
     }
 }

@@ -305,7 +305,7 @@ static void hvd_call(const char *name, const void *send, void *recv, size_t coun
         BENCH_CHECK_HVD(hvd_allreduce(name, send, recv, count, o->dtype, o->op));
         return;
     }
-    hvd_options opts = HVD_OPTIONS_DEFAULT;
+    hvd_options opts = HVD_OPTIONS_INIT;
     opts.device = device;
     hvd_handle h = HVD_HANDLE_NULL;
     BENCH_CHECK_HVD(hvd_allreduce_async(name, send, recv, count, o->dtype, o->op, &opts, &h));

@@ -105,7 +105,7 @@ long fusion_model_check(const fusion_model *m, int size, int parity, int step) {
 }
 
 double fusion_step_hvd(const fusion_model *m, int parity, hvd_handle *handles, double split[2]) {
-    hvd_options opts = HVD_OPTIONS_DEFAULT;
+    hvd_options opts = HVD_OPTIONS_INIT;
     opts.device = m->device;
     BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     double t0 = bench_now_us();

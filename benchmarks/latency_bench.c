@@ -163,7 +163,7 @@ static void nccl_call(int rc) {
 static double run_once(bench *b, int kind, int it, int checked) {
     int n = is_single(kind) ? 1 : b->batch;
     int gpu = b->device >= 0;
-    hvd_options opts = HVD_OPTIONS_DEFAULT;
+    hvd_options opts = HVD_OPTIONS_INIT;
     opts.device = b->device;
     fill(b, n, it);
     if (gpu && checked) to_device(b, n);

@@ -141,7 +141,11 @@ typedef enum hvd_reduce_op {
 /* Where a tensor's memory lives. */
 #define HVD_DEVICE_CPU (-1)
 
-/* Options of the _async calls; NULL means HVD_OPTIONS_DEFAULT. Scale factors other than 1.0
+/* Options of the _async calls; NULL means HVD_OPTIONS_INIT. Start from HVD_OPTIONS_INIT, which
+ * sets struct_size, then change fields: a later libhvdc may add fields at the end, and reads
+ * only as many as struct_size says the caller has (struct_size 0, as an initializer that names
+ * fields leaves it, means this header's size). Fields this library does not know must be
+ * zero, else HVD_ERR_UNSUPPORTED. Scale factors other than 1.0
  * apply to reductions only (elsewhere HVD_ERR_INVALID_ARG), need a numeric dtype (not bool,
  * else HVD_ERR_INVALID_ARG) and must be finite. Integers are scaled as Horovod scales them: in
  * float64, truncated toward zero (clamped to the type's range); an integer HVD_AVERAGE with a
@@ -152,6 +156,7 @@ typedef enum hvd_reduce_op {
  * process_set sends the operation to a process set (hvd_add_process_set): only its ranks take
  * part, and ranks, roots, counts and sizes are the set's (see "Process sets" below). */
 typedef struct hvd_options {
+    size_t struct_size; /* sizeof(hvd_options) as the caller was compiled: HVD_OPTIONS_INIT */
     double prescale;   /* inputs are multiplied by this before reducing */
     double postscale;  /* the result is multiplied by this after reducing */
     int device;        /* HVD_DEVICE_CPU, or a CUDA device ordinal (GPU builds only); device
@@ -171,7 +176,9 @@ typedef struct hvd_options {
     int ndim;          /* dimensions in shape (0..64; 0 with a non-NULL shape: a scalar) */
 } hvd_options;
 #define HVD_PROCESS_SET_GLOBAL 0
-#define HVD_OPTIONS_DEFAULT {1.0, 1.0, HVD_DEVICE_CPU, NULL, HVD_PROCESS_SET_GLOBAL, NULL, 0}
+#define HVD_OPTIONS_INIT                                                                     \
+    {sizeof(hvd_options), 1.0, 1.0, HVD_DEVICE_CPU, NULL, HVD_PROCESS_SET_GLOBAL, NULL, 0}
+#define HVD_OPTIONS_DEFAULT HVD_OPTIONS_INIT /* its first name, kept for existing programs */
 
 /* An in-flight operation. 0 is never a valid handle. A handle is released by exactly one
  * successful hvd_wait; using it afterwards returns HVD_ERR_INVALID_ARG (it is never a crash).

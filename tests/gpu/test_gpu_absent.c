@@ -32,7 +32,7 @@ static void cpu_allreduce_works(mt_ctx *t, const char *name) {
 
 /* An empty device all-reduce (no buffer to allocate, so every rank can ask for any device). */
 static hvd_status device_request(const char *name, int device) {
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     o.device = device;
     hvd_handle h = HVD_HANDLE_NULL;
     hvd_status st = hvd_allreduce_async(name, NULL, NULL, 0, HVD_FLOAT32, HVD_SUM, &o, &h);
@@ -96,7 +96,7 @@ int main(int argc, char **argv) {
 
     mt_begin(&t, "device request without a usable GPU");
     float host[16] = {0};
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     o.device = local;
     hvd_handle h = HVD_HANDLE_NULL;
     /* host memory on purpose: where the request is refused, nothing may touch it */

@@ -105,7 +105,7 @@ int main(int argc, char **argv) {
     }
     signal(SIGALRM, hung);
     alarm(HANG_S);
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     o.device = local;
     float *dev = gt_alloc(COUNT * sizeof(float));
     float *host = malloc(COUNT * sizeof(float));

@@ -45,7 +45,7 @@ static int gpu_reduces(hvd_dtype dt) { return dt != HVD_INT16 && dt != HVD_UINT1
 
 static void test_refused(hvd_dtype dt) {
     void *d = gt_alloc(64);
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     o.device = local_rank;
     hvd_handle h;
     mt_begin(&T, "gpu.allreduce.%s refused", mt_dtype_name(dt));
@@ -112,7 +112,7 @@ static void test_adasum(void) {
     MT_CHECK(&T, !runs || n.consecutive, "the test assumes node k holds ranks k*%d..", n.local_size);
     float *d[NT], *host = malloc(total * sizeof(float)), *got = malloc(total * sizeof(float));
     double *ref = malloc(total * sizeof(double));
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     o.device = local_rank;
     o.prescale = 0.5;
     o.postscale = 2.0;
@@ -222,7 +222,7 @@ static void test_allreduce_at(hvd_dtype dt, hvd_reduce_op op, size_t count, doub
     mt_begin(&T, "%s", name);
     mt_fill(host, dt, op, T.rank, 0, count, 1);
     to_dev(send, host, nb);
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     o.device = local_rank;
     o.prescale = pre;
     o.postscale = post;
@@ -267,7 +267,7 @@ static void test_grouped(hvd_dtype dt, int n, int on_stream) {
         sends[i] = s;
         recvs[i] = i % 2 ? s : gt_alloc(counts[i] * es); /* half in place */
     }
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     o.device = local_rank;
     hvd_handle h;
     if (MT_EXPECT(&T, hvd_grouped_allreduce_async(n, names, sends, recvs, counts, dt, HVD_SUM, &o,
@@ -319,7 +319,7 @@ static void test_grouped_direct(hvd_dtype dt, hvd_reduce_op op, double pre, doub
         sends[i] = s;
         recvs[i] = i >= 2 ? s : gt_alloc(counts[i] * es); /* 0, 1 out of place; 2, 3 in place */
     }
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     o.device = local_rank;
     o.prescale = pre;
     o.postscale = post;
@@ -359,7 +359,7 @@ static void test_ready_events(void) {
     cudaMallocHost((void **)&h, n * es);
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     o.device = local_rank;
     o.ready_event = ev;
     hvd_handle hd;
@@ -462,7 +462,7 @@ static void test_movers(hvd_dtype dt) {
     size_t my_n = base + ((size_t)T.rank < extra);
     mt_fill(h, dt, HVD_SUM, T.rank, 0, rs_count, 9);
     to_dev(d, h, rs_count * es);
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     o.device = local_rank;
     hvd_handle hd;
     if (MT_EXPECT(&T, hvd_reducescatter_async("gpu.rs", d, d2, rs_count, dt, HVD_SUM, &o, &got_n,
@@ -549,7 +549,7 @@ static void test_completion(void) {
     int32_t *host = malloc(count * 4);
     cudaStream_t side;
     cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     o.device = local_rank;
     for (int mode = 0; mode < 3; mode++) { /* blocking, polled, waited on a stream */
         static const char *const modes[3] = {"wait", "poll", "on_stream"};

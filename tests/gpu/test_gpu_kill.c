@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     int local = 0;
-    device_step d = {malloc(COUNT * sizeof(float)), NULL, 0, 1, HVD_OPTIONS_DEFAULT};
+    device_step d = {malloc(COUNT * sizeof(float)), NULL, 0, 1, HVD_OPTIONS_INIT};
     hvd_rank(&d.rank);
     hvd_size(&d.size);
     hvd_local_rank(&local);

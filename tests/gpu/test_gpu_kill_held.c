@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
     int victim = size - 1;
     double after_s = mt_arg_double(argc, argv, "--after-s", 1.0);
     float *dev = NULL, host[4] = {1, 2, 3, 4};
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     o.device = local;
     if (cudaSetDevice(local) != cudaSuccess ||
         cudaMalloc((void **)&dev, (2 * LARGE + SMALL) * sizeof(float)) != cudaSuccess ||

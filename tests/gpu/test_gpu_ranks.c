@@ -33,7 +33,7 @@ static mt_ctx T;
 static int local_rank;
 
 static hvd_options on_device(void) {
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     o.device = local_rank;
     return o;
 }

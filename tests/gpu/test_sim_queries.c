@@ -51,7 +51,7 @@ static void test_host(void) {
 }
 
 static hvd_status device_allreduce(const char *name, float *d) {
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     o.device = local_rank;
     hvd_handle h = HVD_HANDLE_NULL;
     hvd_status st = hvd_allreduce_async(name, d, d, 8, HVD_FLOAT32, HVD_SUM, &o, &h);

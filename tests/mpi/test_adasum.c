@@ -144,7 +144,7 @@ static void test_dtype(mt_ctx *t, hvd_dtype dt) {
     mt_end(t);
 
     mt_begin(t, "adasum %s: in place, prescale 0.5, postscale 2", mt_dtype_name(dt));
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     o.prescale = 0.5;
     o.postscale = 2.0;
     fill(recv, t->rank, dt);
@@ -215,7 +215,7 @@ static void test_refusals(mt_ctx *t) {
                    HVD_ERR_INVALID_ARG, "hvd_allreduce and hvd_grouped_allreduce only");
     int ranks[1] = {0}, set = -1; /* at np 1 that would be the global set's ranks */
     if (t->size > 1 && MT_EXPECT(t, hvd_add_process_set(ranks, 1, &set), HVD_OK)) {
-        hvd_options o = HVD_OPTIONS_DEFAULT;
+        hvd_options o = HVD_OPTIONS_INIT;
         o.process_set = set;
         hvd_handle h = HVD_HANDLE_NULL;
         expect_refusal(t, hvd_allreduce_async("adasum.set", f, f, 4, HVD_FLOAT32, HVD_ADASUM, &o, &h),

@@ -65,7 +65,7 @@ static void process_set_caches(mt_ctx *t) {
     int n = t->rank % 2 ? no : ne;
     int set_sum = 0;
     for (int i = 0; i < n; i++) set_sum += members[i] + 1;
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     o.process_set = mine;
     int all = t->size * (t->size + 1) / 2;
     for (int step = 0; step < 10; step++) {

@@ -86,7 +86,7 @@ static void every_collective_refuses(mt_ctx *t) {
     expect_refused(t, hvd_allreduce("huge.allreduce", x, x, HUGE_FLOATS, HVD_FLOAT32, HVD_SUM), "huge.allreduce");
     expect_refused(t, hvd_allreduce("huge.allreduce.max", x, y, SIZE_MAX, HVD_FLOAT32, HVD_SUM), "huge.allreduce.max");
     expect_refused(t, hvd_allreduce("huge.allreduce.u8", x, x, SIZE_MAX / 2, HVD_UINT8, HVD_MAX), "huge.allreduce.u8");
-    hvd_options device = HVD_OPTIONS_DEFAULT; /* refused before anything looks at the device */
+    hvd_options device = HVD_OPTIONS_INIT; /* refused before anything looks at the device */
     device.device = 0;
     expect_refused(t, hvd_allreduce_async("huge.allreduce.device", x, x, HUGE_FLOATS, HVD_FLOAT32, HVD_SUM, &device, &h),
                    "huge.allreduce.device");
@@ -166,7 +166,7 @@ static void in_a_process_set(mt_ctx *t) {
         return;
     }
     if (t->rank < members) {
-        hvd_options o = HVD_OPTIONS_DEFAULT;
+        hvd_options o = HVD_OPTIONS_INIT;
         o.process_set = set;
         float x[8] = {0};
         hvd_handle h = HVD_HANDLE_NULL;

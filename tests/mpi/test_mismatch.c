@@ -112,7 +112,7 @@ static void test_mismatches(mt_ctx *t) {
     mt_begin(t, "mismatch shape: 6 elements as [2, 3] on rank 0, [3, 2] elsewhere");
     {
         int64_t mine[2] = {other ? 3 : 2, other ? 2 : 3};
-        hvd_options o = HVD_OPTIONS_DEFAULT;
+        hvd_options o = HVD_OPTIONS_INIT;
         o.shape = mine, o.ndim = 2;
         hvd_handle h = HVD_HANDLE_NULL;
         fill_sentinel(recv, 64);
@@ -230,7 +230,7 @@ static void test_bad_args(mt_ctx *t) {
     mt_begin(t, "local argument errors -> HVD_ERR_INVALID_ARG");
     {
         int64_t negative[2] = {2, -4}, many[HVDC_TEST_DIMS + 1] = {0};
-        hvd_options o = HVD_OPTIONS_DEFAULT;
+        hvd_options o = HVD_OPTIONS_INIT;
         o.shape = negative, o.ndim = 2;
         EXPECT_INVALID(t, hvd_allreduce_async("bad.shape.neg", buf, out, 8, HVD_INT32, HVD_SUM, &o, &h));
         o.shape = many, o.ndim = HVDC_TEST_DIMS + 1;
@@ -283,7 +283,7 @@ static void test_bad_args(mt_ctx *t) {
     EXPECT_INVALID(t, hvd_allreduce("bad.dtype", buf, out, 8, (hvd_dtype)HVD_DTYPE_COUNT, HVD_SUM));
     EXPECT_INVALID(t, hvd_alltoall("bad.counts", buf, NULL, out, 8, HVD_INT32, NULL, NULL));
     {
-        hvd_options scaled = HVD_OPTIONS_DEFAULT;
+        hvd_options scaled = HVD_OPTIONS_INIT;
         scaled.postscale = 2.0;
         void *got = NULL;
         EXPECT_INVALID(t, hvd_allgather_alloc_async("bad.alloc", buf, 1, HVD_FLOAT32, &scaled,

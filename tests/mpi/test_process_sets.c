@@ -14,7 +14,7 @@
 #include "mpitest.h"
 
 static hvd_options in_set(int id) {
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     o.process_set = id;
     return o;
 }

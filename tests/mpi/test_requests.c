@@ -179,7 +179,7 @@ static void metrics_disagreements(mt_ctx *t) {
  * reduce, so a scale factor is refused, on the caller's rank, before anything is announced. */
 static void plain_options(mt_ctx *t) {
     mt_begin(t, "broadcast, allgather, alltoall with options");
-    hvd_options o = HVD_OPTIONS_DEFAULT;
+    hvd_options o = HVD_OPTIONS_INIT;
     hvd_handle h = HVD_HANDLE_NULL;
     int32_t b[4] = {t->rank, t->rank + 1, t->rank + 2, t->rank + 3}, g[64], a[64], a2[64];
     if (MT_EXPECT(t, hvd_broadcast_async("opts.bc", b, 4, HVD_INT32, t->size - 1, &o, &h), HVD_OK) &&

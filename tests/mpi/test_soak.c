@@ -195,7 +195,7 @@ static void setup_buffers(soak_op *o, int rank, int size) {
 }
 
 static hvd_status submit(soak_op *o, int rank, int size) {
-    hvd_options opts = HVD_OPTIONS_DEFAULT;
+    hvd_options opts = HVD_OPTIONS_INIT;
     opts.prescale = o->prescale;
     opts.postscale = o->postscale;
     switch (o->kind) {

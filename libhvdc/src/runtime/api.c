@@ -20,7 +20,30 @@
 #include "runtime/runtime.h"
 #include "runtime/set_table.h"
 
-static const hvd_options default_options = HVD_OPTIONS_DEFAULT;
+static const hvd_options default_options = HVD_OPTIONS_INIT;
+
+/* The caller's options as this library reads them, copied into *o: NULL is HVD_OPTIONS_INIT;
+ * struct_size 0 is this header's size. A caller built with a newer hvdc.h may pass a larger
+ * struct: accepted when every field this library does not know is zero (unset). */
+static hvd_status take_options(const char *fn, const char *name, const hvd_options *given,
+                               hvd_options *o) {
+    *o = default_options;
+    if (!given) return HVD_OK;
+    size_t size = given->struct_size ? given->struct_size : sizeof *o;
+    if (size < sizeof *o)
+        return hvdc__fail(HVD_ERR_INVALID_ARG, "%s '%s': options->struct_size is %zu, smaller than "
+                          "any hvd_options (%zu bytes); start from HVD_OPTIONS_INIT", fn, name,
+                          size, sizeof *o);
+    for (size_t k = sizeof *o; k < size; k++)
+        if (((const unsigned char *)given)[k] != 0)
+            return hvdc__fail(HVD_ERR_UNSUPPORTED, "%s '%s': the options set fields this libhvdc "
+                              "(%s) does not know (struct_size %zu, it knows %zu bytes); run with "
+                              "the libhvdc whose hvdc.h the program was built with", fn, name,
+                              hvd_version(), size, sizeof *o);
+    memcpy(o, given, sizeof *o);
+    o->struct_size = sizeof *o;
+    return HVD_OK;
+}
 
 /* ---- local validation ---- */
 
@@ -247,8 +270,10 @@ static hvd_status hvd_allreduce_async_entered(const char *name, const void *send
                                hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
                                hvd_handle *handle) {
     const char *fn = "hvd_allreduce";
-    const hvd_options *o = options ? options : &default_options;
-    hvd_status st;
+    hvd_options o_;
+    hvd_status st = take_options(fn, name ? name : "", options, &o_);
+    if (st != HVD_OK) return st;
+    const hvd_options *o = &o_;
     hvdc_op *req = NULL;
     int send_device;
     CHECK(check_reduction(fn, name, handle, dtype, op, sendbuf, count, o, &send_device));
@@ -283,8 +308,10 @@ static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const n
                                        void *const recvbufs[], const size_t counts[], hvd_dtype dtype,
                                        hvd_reduce_op op, const hvd_options *options, hvd_handle *handle) {
     const char *fn = "hvd_grouped_allreduce";
-    const hvd_options *o = options ? options : &default_options;
-    hvd_status st;
+    hvd_options o_;
+    hvd_status st = take_options(fn, names && n > 0 && names[0] ? names[0] : "", options, &o_);
+    if (st != HVD_OK) return st;
+    const hvd_options *o = &o_;
     if (n <= 0 || !names || !sendbufs || !recvbufs || !counts || !handle)
         return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: expected n > 0 (got %d) and non-NULL names, sendbufs, recvbufs, counts and handle", fn, n);
     size_t names_bytes = 0;
@@ -359,8 +386,10 @@ static hvd_status check_plain_options(const char *fn, const char *name, const hv
 static hvd_status hvd_broadcast_async_entered(const char *name, void *buf, size_t count, hvd_dtype dtype, int root,
                                const hvd_options *options, hvd_handle *handle) {
     const char *fn = "hvd_broadcast";
-    const hvd_options *o = options ? options : &default_options;
-    hvd_status st;
+    hvd_options o_;
+    hvd_status st = take_options(fn, name ? name : "", options, &o_);
+    if (st != HVD_OK) return st;
+    const hvd_options *o = &o_;
     hvdc_op *req = NULL;
     CHECK(check_call(fn, name, handle, dtype));
     CHECK(check_buffer(fn, name, "buf", buf, count, dtype));
@@ -428,8 +457,10 @@ static hvd_status hvd_allgather_async_entered(const char *name, const void *send
                                size_t *rank_counts, hvd_handle *handle, void **alloc_out,
                                const hvd_options *options) {
     const char *fn = alloc_out ? "hvd_allgather_alloc" : "hvd_allgather";
-    const hvd_options *o = options ? options : &default_options;
-    hvd_status st;
+    hvd_options o_;
+    hvd_status st = take_options(fn, name ? name : "", options, &o_);
+    if (st != HVD_OK) return st;
+    const hvd_options *o = &o_;
     hvdc_op *req = NULL;
     CHECK(check_call(fn, name, handle, dtype));
     CHECK(check_buffer(fn, name, "sendbuf", sendbuf, count, dtype));
@@ -458,8 +489,10 @@ static hvd_status hvd_reducescatter_async_entered(const char *name, const void *
                                    hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
                                    size_t *recv_count, hvd_handle *handle) {
     const char *fn = "hvd_reducescatter";
-    const hvd_options *o = options ? options : &default_options;
-    hvd_status st;
+    hvd_options o_;
+    hvd_status st = take_options(fn, name ? name : "", options, &o_);
+    if (st != HVD_OK) return st;
+    const hvd_options *o = &o_;
     hvdc_op *req = NULL;
     int device;
     CHECK(check_reduction(fn, name, handle, dtype, op, sendbuf, count, o, &device));
@@ -491,8 +524,10 @@ static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendb
                               size_t recvcounts[], hvd_handle *handle, void **alloc_out,
                               const hvd_options *options) {
     const char *fn = alloc_out ? "hvd_alltoall_alloc" : "hvd_alltoall";
-    const hvd_options *o = options ? options : &default_options;
-    hvd_status st;
+    hvd_options o_;
+    hvd_status st = take_options(fn, name ? name : "", options, &o_);
+    if (st != HVD_OK) return st;
+    const hvd_options *o = &o_;
     hvdc_op *req = NULL;
     CHECK(check_name(fn, name));
     if (!handle || !sendcounts)
@@ -535,11 +570,14 @@ hvd_status hvd_alltoall(const char *name, const void *sendbuf, const size_t send
 /* Barriers are named by their count in their set's runtime. */
 static hvd_status hvd_barrier_async_entered(const hvd_options *options, hvd_handle *handle) {
     const char *fn = "hvd_barrier";
-    int set = options ? options->process_set : HVD_PROCESS_SET_GLOBAL, slot = 0;
+    hvd_options o;
+    hvd_status st = take_options(fn, "", options, &o);
+    if (st != HVD_OK) return st;
+    int set = o.process_set, slot = 0;
     hvdc_op *req = NULL;
     hvdc_runtime *rt = NULL;
     if (!handle) return hvdc__fail(HVD_ERR_INVALID_ARG, "%s: handle is NULL", fn);
-    hvd_status st = hvdc__set_acquire(set, fn, &rt, &slot);
+    st = hvdc__set_acquire(set, fn, &rt, &slot);
     if (st != HVD_OK) return st;
     char name[64];
     pthread_mutex_lock(&rt->queue_mutex);

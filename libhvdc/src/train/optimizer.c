@@ -258,7 +258,7 @@ static hvd_status param_init(hvd_optimizer *opt, int i, const hvd_param *p) {
 /* The options for a collective on q's memory: a device parameter's request names its device
  * and waits (on the device) for what the caller queued on cfg.stream so far. */
 static hvd_status device_options(const hvd_optimizer *opt, hvdc__opt_param *q, hvd_options *o) {
-    *o = (hvd_options)HVD_OPTIONS_DEFAULT;
+    *o = (hvd_options)HVD_OPTIONS_INIT;
     if (q->p.device < 0) return HVD_OK;
     o->device = q->p.device;
     o->ready_event = q->event;

@@ -22,7 +22,7 @@ import os
 
 from hvdc.common.exceptions import HvdcValueError, HorovodInternalError
 
-# hvd_status (libhvdc/include/hvdc.h)
+# hvd_status (libhvdc/include/hvdc.h; tests/python/check_abi.py compares these with it)
 OK = 0
 ERR_INVALID_ARG = 1
 ERR_NOT_INITIALIZED = 2
@@ -46,18 +46,26 @@ UINT8, INT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64, INT16, UINT16, B
 SUM, AVERAGE, MIN, MAX, PRODUCT, ADASUM = range(6)
 
 DEVICE_CPU = -1
+PROCESS_SET_GLOBAL = 0
 NOT_INITIALIZED_MESSAGE = "Horovod has not been initialized; use hvd.init()."
 
 
 class Options(ctypes.Structure):
-    """hvd_options: keep in step with hvdc.h."""
-    _fields_ = [("prescale", ctypes.c_double),
+    """hvd_options, made as HVD_OPTIONS_INIT makes it (tests/python/check_abi.py compares the
+    layout with hvdc.h's)."""
+    _fields_ = [("struct_size", ctypes.c_size_t),
+                ("prescale", ctypes.c_double),
                 ("postscale", ctypes.c_double),
                 ("device", ctypes.c_int),
                 ("ready_event", ctypes.c_void_p),
                 ("process_set", ctypes.c_int),
                 ("shape", ctypes.POINTER(ctypes.c_int64)),
                 ("ndim", ctypes.c_int)]
+
+    def __init__(self, prescale=1.0, postscale=1.0, device=DEVICE_CPU, ready_event=None,
+                 process_set=PROCESS_SET_GLOBAL, shape=None, ndim=0):
+        super().__init__(ctypes.sizeof(Options), prescale, postscale, device, ready_event,
+                         process_set, shape, ndim)
 
 
 def _candidates():
@@ -110,7 +118,7 @@ _int_p = ctypes.POINTER(ctypes.c_int)
 
 
 class ElasticInfo(ctypes.Structure):
-    """hvd_elastic_info: keep in step with hvdc.h."""
+    """hvd_elastic_info (tests/python/check_abi.py compares the layout with hvdc.h's)."""
     _fields_ = [("restored", ctypes.c_int),
                 ("sequence", ctypes.c_uint64),
                 ("committed_size", ctypes.c_int),

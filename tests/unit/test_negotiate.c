@@ -137,5 +137,27 @@ int main(void) {
     dup.items[0] = req("layer1.grad", HVDC_KIND_ALLREDUCE, HVD_FLOAT32, 1000);
     CHECK_TRUE(hvdc__negotiator_add(n, 0, &dup) == HVD_ERR_INTERNAL, "duplicate announcement");
     hvdc__negotiator_destroy(n); /* frees the still-pending entry */
+
+    /* an alltoall's response carries every rank's send counts, so no rank exchanges them
+     * again: row r is rank r's (size 2: rank 0 sends 1 and 2, rank 1 sends 3 and 4) */
+    n = hvdc__negotiator_create(2, NULL);
+    for (int r = 0; r < 2; r++) {
+        hvdc_request_list a2a = {.n = 1, .items = calloc(1, sizeof(hvdc_wire_request))};
+        a2a.items[0] = req("a2a", HVDC_KIND_ALLTOALL, HVD_INT32, (uint64_t)(2 * r + 1));
+        a2a.items[0].counts = realloc(a2a.items[0].counts, 2 * sizeof(uint64_t));
+        a2a.items[0].counts[1] = (uint64_t)(2 * r + 2);
+        a2a.items[0].n_counts = 2;
+        a2a.items[0].capacity = 100;
+        CHECK_TRUE(hvdc__negotiator_add(n, r, &a2a) == HVD_OK, "alltoall add");
+    }
+    CHECK_TRUE(hvdc__negotiator_respond(n, 0, 0, &out) == HVD_OK, "respond");
+    const uint64_t matrix[4] = {1, 2, 3, 4};
+    CHECK_TRUE(out.n == 1 && out.items[0].type == HVDC_RESPONSE_EXECUTE &&
+                   out.items[0].n_rank_counts == 4 &&
+                   memcmp(out.items[0].rank_counts, matrix, sizeof matrix) == 0,
+               "the alltoall response carries the send-count matrix (%u values)",
+               out.n ? out.items[0].n_rank_counts : 0);
+    hvdc__response_list_free(&out);
+    hvdc__negotiator_destroy(n);
     return check_verdict("negotiation");
 }

@@ -51,6 +51,7 @@ struct hvdc_negotiator {
     hvdc_buffer ready, errors, items, picked; /* respond's working lists (respond_lists),
                                                  kept between rounds */
     int fault_add;         /* tests (base/fault.h): recording announcements runs out of memory */
+    int fault_no_matrix;   /* tests: alltoall responses leave the send counts out (wire.h) */
 };
 
 void hvdc__negotiator_set_time(hvdc_negotiator *n, double now) { n->now = now; }
@@ -61,6 +62,7 @@ hvdc_negotiator *hvdc__negotiator_create(int size, const hvdc_cache *cache) {
     n->size = size;
     n->cache = cache;
     n->fault_add = hvdc__fault("negotiator_add"); /* read once, off the hot path */
+    n->fault_no_matrix = hvdc__fault("alltoall_no_matrix");
     n->joined = calloc((size_t)size, 1);
     uint32_t capacity = hvdc__cache_capacity(cache);
     n->by_slot = calloc(capacity ? capacity : 1, sizeof *n->by_slot);
@@ -605,7 +607,8 @@ static hvd_status describe_for_joined(hvdc_wire_response *s, const respond_lists
 }
 
 /* What an executed response carries beyond its names: every rank's count for an allgather,
- * the last rank to join for a join, the tensors' layout for joined ranks. */
+ * every rank's send counts for an alltoall (small jobs), the last rank to join for a join, the
+ * tensors' layout for joined ranks. */
 static hvd_status add_payload(hvdc_negotiator *n, hvdc_wire_response *s, const entry *e,
                               const respond_lists *l, size_t n_group) {
     if (s->kind == HVDC_KIND_ALLGATHER) {
@@ -618,6 +621,13 @@ static hvd_status add_payload(hvdc_negotiator *n, hvdc_wire_response *s, const e
         if (!s->rank_counts) return HVD_ERR_NO_MEMORY;
         s->n_rank_counts = 1;
         s->rank_counts[0] = (uint64_t)n->last_joined;
+    } else if (s->kind == HVDC_KIND_ALLTOALL && n->size <= HVDC_ALLTOALL_MATRIX_RANKS &&
+               !n->fault_no_matrix) {
+        size_t size = (size_t)n->size;
+        if (!(s->rank_counts = malloc(size * size * sizeof *s->rank_counts))) return HVD_ERR_NO_MEMORY;
+        s->n_rank_counts = (uint32_t)(size * size);
+        for (size_t r = 0; r < size; r++) /* validated: each rank sent size counts */
+            memcpy(&s->rank_counts[r * size], e->by_rank[r].counts, size * sizeof *s->rank_counts);
     } else if (s->kind == HVDC_KIND_ALLREDUCE) {
         s->n_joined = joined_missing(n, e);
         if (s->n_joined > 0) return describe_for_joined(s, l, n_group);

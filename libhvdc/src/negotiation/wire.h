@@ -69,6 +69,11 @@ typedef struct hvdc_wire_request {
 #define HVDC_ABORT_FLAGS(status) (HVDC_FLAG_ABORT | ((uint32_t)(status) << 16))
 #define HVDC_ABORT_STATUS(flags) ((hvd_status)((flags) >> 16))
 
+/* Up to this many ranks an alltoall's response carries every rank's send counts (at most
+ * 32 KiB), sparing the executors an exchange of counts per call. Beyond, rank 0 would send
+ * size^3 * 8 bytes per alltoall, more than the exchange costs the whole job. */
+#define HVDC_ALLTOALL_MATRIX_RANKS 64
+
 typedef struct hvdc_request_list {
     uint32_t flags;
     uint32_t n;
@@ -89,7 +94,10 @@ typedef struct hvdc_wire_response {
                                             names from its cache); else NULL */
     uint32_t n_rank_counts;
     uint64_t *rank_counts;               /* allgather: (size) each rank's count;
-                                            join: (1) the rank that joined last */
+                                            join: (1) the rank that joined last;
+                                            alltoall: (size * size) the send counts, row s
+                                            rank s's, while size <= HVDC_ALLTOALL_MATRIX_RANKS
+                                            (else none: the ranks exchange them) */
     char *error;                         /* HVDC_RESPONSE_ERROR: the message for every rank */
     /* All-reduce while ranks have joined (hvd_join): those ranks hold no op for these names,
      * so the response carries what they need to contribute neutral values of the right shape. */

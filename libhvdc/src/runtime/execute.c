@@ -13,6 +13,7 @@
  * bits. Background thread.
  */
 #include "runtime/execute.h"
+#include "runtime/alltoall_counts.h"
 #include "runtime/working_memory.h"
 
 #include <limits.h>
@@ -477,7 +478,7 @@ static hvdc_outcome execute_reducescatter(hvdc_executor *ex, hvdc_op *op) {
     return hvdc__ran(reducescatter_data(ex, op, acc));
 }
 
-static hvdc_outcome execute_alltoall(hvdc_executor *ex, hvdc_op *op) {
+static hvdc_outcome execute_alltoall(hvdc_executor *ex, hvdc_op *op, const hvdc_wire_response *r) {
     hvd_status st = HVD_OK;
     hvdc_outcome out;
     MPI_Datatype type = MPI_DATATYPE_NULL;
@@ -488,9 +489,7 @@ static hvdc_outcome execute_alltoall(hvdc_executor *ex, hvdc_op *op) {
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "alltoall '%s': out of memory", op->desc.name);
         goto fail;
     }
-    MPI_Request request;
-    CHECK_MPI(MPI_Ialltoall(op->desc.counts, 1, MPI_UINT64_T, recv64, 1, MPI_UINT64_T, ex->comm, &request));
-    CHECK(hvdc__wait_requests(1, &request, ex->liveness));
+    CHECK(hvdc__alltoall_recv_counts(ex, op, r, recv64));
     int *scounts = ints, *sdispls = ints + n, *rcounts = ints + 2 * n, *rdispls = ints + 3 * n;
     size_t sent = 0, received = 0; /* the coordinator checked both stay below 2^31 */
     for (size_t i = 0; i < n; i++) {
@@ -505,6 +504,7 @@ static hvdc_outcome execute_alltoall(hvdc_executor *ex, hvdc_op *op) {
     out = allocate_agreed(ex, op, received);
     if (out.status != HVD_OK) goto done;
     const hvdc_tensor *t = &op->tensors[0];
+    MPI_Request request;
     CHECK_MPI(MPI_Ialltoallv(t->send, scounts, sdispls, type, t->recv, rcounts, rdispls, type, ex->comm, &request));
     CHECK(hvdc__wait_requests(1, &request, ex->liveness));
     if (op->recv_count_out) *op->recv_count_out = received;
@@ -534,7 +534,7 @@ hvdc_outcome hvdc__execute(hvdc_executor *ex, const hvdc_wire_response *response
     case HVDC_KIND_BROADCAST: return hvdc__ran(execute_broadcast(ex, ops[0]));
     case HVDC_KIND_ALLGATHER: return execute_allgather(ex, ops[0], response);
     case HVDC_KIND_REDUCESCATTER: return execute_reducescatter(ex, ops[0]);
-    case HVDC_KIND_ALLTOALL: return execute_alltoall(ex, ops[0]);
+    case HVDC_KIND_ALLTOALL: return execute_alltoall(ex, ops[0], response);
     case HVDC_KIND_BARRIER: return hvdc__ran(HVD_OK); /* negotiation synchronized every rank */
     case HVDC_KIND_JOIN: /* every rank has joined: report which joined last */
         if (response->n_rank_counts == 1 && ops[0]->recv_count_out)

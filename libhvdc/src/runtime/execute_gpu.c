@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "gpu/gpu.h"
+#include "runtime/alltoall_counts.h"
 #include "runtime/execute.h"
 
 /* st of an agreed setup step (gpu.h): refused on every rank alike, unless the agreement
@@ -110,10 +111,9 @@ hvdc_outcome hvdc__execute_gpu_allreduce_as(hvdc_executor *ex, hvdc_op **ops, si
     return hvdc__ran(gpu_allreduce(ex, ops, n_ops, op, prescale, postscale, ready, pending));
 }
 
-/* Every rank's receive counts are the matching column of the send counts: one MPI all-to-all
- * of the counts, then the device all-to-all. */
-static hvd_status gpu_alltoall(hvdc_executor *ex, hvdc_op *op, void *ready,
-                               hvdc_gpu_pending **pending) {
+/* The receive counts (alltoall_counts.h), then the device all-to-all. */
+static hvd_status gpu_alltoall(hvdc_executor *ex, hvdc_op *op, const hvdc_wire_response *r,
+                               void *ready, hvdc_gpu_pending **pending) {
     hvd_status st = HVD_OK;
     const hvdc_tensor *t = &op->tensors[0];
     size_t n = (size_t)ex->topo->size;
@@ -123,9 +123,7 @@ static hvd_status gpu_alltoall(hvdc_executor *ex, hvdc_op *op, void *ready,
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "alltoall '%s': out of memory for the counts", op->desc.name);
         goto fail;
     }
-    MPI_Request request;
-    CHECK_MPI(MPI_Ialltoall(op->desc.counts, 1, MPI_UINT64_T, recv64, 1, MPI_UINT64_T, ex->comm, &request));
-    CHECK(hvdc__wait_requests(1, &request, ex->liveness));
+    CHECK(hvdc__alltoall_recv_counts(ex, op, r, recv64));
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         send[i] = (size_t)op->desc.counts[i];
@@ -178,7 +176,7 @@ static hvd_status gpu_collective(hvdc_executor *ex, const hvdc_wire_response *r,
                                   ((size_t)ex->topo->rank < t->count % (size_t)ex->topo->size ? 1 : 0);
         return st;
     case HVDC_KIND_ALLTOALL:
-        return gpu_alltoall(ex, op, ready, pending);
+        return gpu_alltoall(ex, op, r, ready, pending);
     case HVDC_KIND_BARRIER:
     case HVDC_KIND_JOIN:
     case HVDC_KIND_COUNT:

@@ -266,7 +266,7 @@ static void set_reduction(hvdc_op *req, hvd_reduce_op op, const hvd_options *o, 
     req->ready_event = o->ready_event;
 }
 
-static hvd_status hvd_allreduce_async_entered(const char *name, const void *sendbuf, void *recvbuf, size_t count,
+static hvd_status allreduce_async_entered(const char *name, const void *sendbuf, void *recvbuf, size_t count,
                                hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
                                hvd_handle *handle) {
     const char *fn = "hvd_allreduce";
@@ -304,7 +304,7 @@ static uint64_t hash_names(int n, const char *const names[]) {
     return h;
 }
 
-static hvd_status hvd_grouped_allreduce_async_entered(int n, const char *const names[], const void *const sendbufs[],
+static hvd_status grouped_allreduce_async_entered(int n, const char *const names[], const void *const sendbufs[],
                                        void *const recvbufs[], const size_t counts[], hvd_dtype dtype,
                                        hvd_reduce_op op, const hvd_options *options, hvd_handle *handle) {
     const char *fn = "hvd_grouped_allreduce";
@@ -383,7 +383,7 @@ static hvd_status check_plain_options(const char *fn, const char *name, const hv
     return check_options(fn, name, o, HVD_UINT8);
 }
 
-static hvd_status hvd_broadcast_async_entered(const char *name, void *buf, size_t count, hvd_dtype dtype, int root,
+static hvd_status broadcast_async_entered(const char *name, void *buf, size_t count, hvd_dtype dtype, int root,
                                const hvd_options *options, hvd_handle *handle) {
     const char *fn = "hvd_broadcast";
     hvd_options o_;
@@ -452,7 +452,7 @@ fail:
     return st;
 }
 
-static hvd_status hvd_allgather_async_entered(const char *name, const void *sendbuf, size_t count, void *recvbuf,
+static hvd_status allgather_async_entered(const char *name, const void *sendbuf, size_t count, void *recvbuf,
                                size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
                                size_t *rank_counts, hvd_handle *handle, void **alloc_out,
                                const hvd_options *options) {
@@ -485,7 +485,7 @@ hvd_status hvd_allgather(const char *name, const void *sendbuf, size_t count, vo
     return wait_for(hvd_allgather_async(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count, rank_counts, NULL, &h), &h);
 }
 
-static hvd_status hvd_reducescatter_async_entered(const char *name, const void *sendbuf, void *recvbuf, size_t count,
+static hvd_status reducescatter_async_entered(const char *name, const void *sendbuf, void *recvbuf, size_t count,
                                    hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
                                    size_t *recv_count, hvd_handle *handle) {
     const char *fn = "hvd_reducescatter";
@@ -519,7 +519,7 @@ hvd_status hvd_reducescatter(const char *name, const void *sendbuf, void *recvbu
     return wait_for(hvd_reducescatter_async(name, sendbuf, recvbuf, count, dtype, op, NULL, recv_count, &h), &h);
 }
 
-static hvd_status hvd_alltoall_async_entered(const char *name, const void *sendbuf, const size_t sendcounts[],
+static hvd_status alltoall_async_entered(const char *name, const void *sendbuf, const size_t sendcounts[],
                               void *recvbuf, size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
                               size_t recvcounts[], hvd_handle *handle, void **alloc_out,
                               const hvd_options *options) {
@@ -568,7 +568,7 @@ hvd_status hvd_alltoall(const char *name, const void *sendbuf, const size_t send
 }
 
 /* Barriers are named by their count in their set's runtime. */
-static hvd_status hvd_barrier_async_entered(const hvd_options *options, hvd_handle *handle) {
+static hvd_status barrier_async_entered(const hvd_options *options, hvd_handle *handle) {
     const char *fn = "hvd_barrier";
     hvd_options o;
     hvd_status st = take_options(fn, "", options, &o);
@@ -591,7 +591,7 @@ fail:
     return st;
 }
 
-static hvd_status hvd_join_entered(int *last_joined_rank) {
+static hvd_status join_entered(int *last_joined_rank) {
     hvdc_op *req = NULL;
     hvd_status st = single_op("hvd_join", HVDC_KIND_JOIN, HVDC_JOIN_NAME, NULL, NULL, 0, HVD_UINT8, &req);
     if (st != HVD_OK) return st;
@@ -606,24 +606,24 @@ static hvd_status hvd_join_entered(int *last_joined_rank) {
 /* ---- public entry points: enter, run, leave ---- */
 
 hvd_status hvd_join(int *last_joined_rank) {
-    HVDC_GATED("hvd_join", hvd_join_entered(last_joined_rank));
+    HVDC_GATED("hvd_join", join_entered(last_joined_rank));
 }
 
 hvd_status hvd_allreduce_async(const char *name, const void *sendbuf, void *recvbuf, size_t count,
                                hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
                                hvd_handle *handle) {
-    HVDC_GATED("hvd_allreduce", hvd_allreduce_async_entered(name, sendbuf, recvbuf, count, dtype, op, options, handle));
+    HVDC_GATED("hvd_allreduce", allreduce_async_entered(name, sendbuf, recvbuf, count, dtype, op, options, handle));
 }
 
 hvd_status hvd_grouped_allreduce_async(int n, const char *const names[], const void *const sendbufs[],
                                        void *const recvbufs[], const size_t counts[], hvd_dtype dtype,
                                        hvd_reduce_op op, const hvd_options *options, hvd_handle *handle) {
-    HVDC_GATED("hvd_grouped_allreduce", hvd_grouped_allreduce_async_entered(n, names, sendbufs, recvbufs, counts, dtype, op, options, handle));
+    HVDC_GATED("hvd_grouped_allreduce", grouped_allreduce_async_entered(n, names, sendbufs, recvbufs, counts, dtype, op, options, handle));
 }
 
 hvd_status hvd_broadcast_async(const char *name, void *buf, size_t count, hvd_dtype dtype, int root,
                                const hvd_options *options, hvd_handle *handle) {
-    HVDC_GATED("hvd_broadcast", hvd_broadcast_async_entered(name, buf, count, dtype, root, options, handle));
+    HVDC_GATED("hvd_broadcast", broadcast_async_entered(name, buf, count, dtype, root, options, handle));
 }
 
 hvd_status hvd_allgather_async(const char *name, const void *sendbuf, size_t count, void *recvbuf,
@@ -631,39 +631,39 @@ hvd_status hvd_allgather_async(const char *name, const void *sendbuf, size_t cou
                                size_t *rank_counts, const hvd_options *options, hvd_handle *handle) {
     /* SIZE_MAX is the _alloc variant's marker: no caller's buffer holds that many elements */
     if (recv_capacity == SIZE_MAX) recv_capacity = SIZE_MAX - 1;
-    HVDC_GATED("hvd_allgather", hvd_allgather_async_entered(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count, rank_counts, handle, NULL, options));
+    HVDC_GATED("hvd_allgather", allgather_async_entered(name, sendbuf, count, recvbuf, recv_capacity, dtype, recv_count, rank_counts, handle, NULL, options));
 }
 
 hvd_status hvd_allgather_alloc_async(const char *name, const void *sendbuf, size_t count,
                                      hvd_dtype dtype, const hvd_options *options, void **recvbuf,
                                      size_t *recv_count, size_t *rank_counts, hvd_handle *handle) {
-    HVDC_GATED("hvd_allgather_alloc", hvd_allgather_async_entered(name, sendbuf, count, NULL, SIZE_MAX, dtype, recv_count, rank_counts, handle, recvbuf, options));
+    HVDC_GATED("hvd_allgather_alloc", allgather_async_entered(name, sendbuf, count, NULL, SIZE_MAX, dtype, recv_count, rank_counts, handle, recvbuf, options));
 }
 
 hvd_status hvd_reducescatter_async(const char *name, const void *sendbuf, void *recvbuf, size_t count,
                                    hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
                                    size_t *recv_count, hvd_handle *handle) {
-    HVDC_GATED("hvd_reducescatter", hvd_reducescatter_async_entered(name, sendbuf, recvbuf, count, dtype, op, options, recv_count, handle));
+    HVDC_GATED("hvd_reducescatter", reducescatter_async_entered(name, sendbuf, recvbuf, count, dtype, op, options, recv_count, handle));
 }
 
 hvd_status hvd_alltoall_async(const char *name, const void *sendbuf, const size_t sendcounts[],
                               void *recvbuf, size_t recv_capacity, hvd_dtype dtype, size_t *recv_count,
                               size_t recvcounts[], const hvd_options *options, hvd_handle *handle) {
     if (recv_capacity == SIZE_MAX) recv_capacity = SIZE_MAX - 1;
-    HVDC_GATED("hvd_alltoall", hvd_alltoall_async_entered(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count, recvcounts, handle, NULL, options));
+    HVDC_GATED("hvd_alltoall", alltoall_async_entered(name, sendbuf, sendcounts, recvbuf, recv_capacity, dtype, recv_count, recvcounts, handle, NULL, options));
 }
 
 hvd_status hvd_alltoall_alloc_async(const char *name, const void *sendbuf,
                                     const size_t sendcounts[], hvd_dtype dtype,
                                     const hvd_options *options, void **recvbuf,
                                     size_t *recv_count, size_t recvcounts[], hvd_handle *handle) {
-    HVDC_GATED("hvd_alltoall_alloc", hvd_alltoall_async_entered(name, sendbuf, sendcounts, NULL, SIZE_MAX, dtype, recv_count, recvcounts, handle, recvbuf, options));
+    HVDC_GATED("hvd_alltoall_alloc", alltoall_async_entered(name, sendbuf, sendcounts, NULL, SIZE_MAX, dtype, recv_count, recvcounts, handle, recvbuf, options));
 }
 
 void hvd_free(void *buf) { free(buf); }
 
 hvd_status hvd_barrier_async(const hvd_options *options, hvd_handle *handle) {
-    HVDC_GATED("hvd_barrier", hvd_barrier_async_entered(options, handle));
+    HVDC_GATED("hvd_barrier", barrier_async_entered(options, handle));
 }
 
 hvd_status hvd_barrier(void) {

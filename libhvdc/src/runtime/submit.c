@@ -111,7 +111,7 @@ static hvdc_runtime *handle_runtime(hvd_handle handle, int *slot) {
 
 #define HANDLE_IN_SET(h) ((h) & (((hvd_handle)1 << HVDC_HANDLE_SLOT_SHIFT) - 1))
 
-static hvd_status hvd_poll_entered(hvd_handle handle, int *done) {
+static hvd_status poll_entered(hvd_handle handle, int *done) {
     if (!done) return hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_poll: done is NULL");
     int slot;
     hvdc_runtime *rt = handle_runtime(handle, &slot);
@@ -176,7 +176,7 @@ hvd_status hvd_wait_on_stream(hvd_handle *handle, void *stream) {
 }
 
 hvd_status hvd_poll(hvd_handle handle, int *done) {
-    HVDC_GATED("hvd_poll", hvd_poll_entered(handle, done));
+    HVDC_GATED("hvd_poll", poll_entered(handle, done));
 }
 
 hvd_status hvdc__submit_wait(const char *fn, int process_set, hvdc_op *op) {

@@ -12,8 +12,8 @@
  *          hvd_version, hvd_build_info; and, through hvdc_train.h (which it includes), the
  *          training API
  *
- * How it works. Any user thread submits named tensors. A background thread, the only one that
- * talks to the network, negotiates with the other ranks which names are ready everywhere, checks
+ * How it works. Any user thread submits named tensors. A background thread, which runs every
+ * negotiation and collective, agrees with the other ranks which names are ready everywhere, checks
  * that every rank asked for the same thing (dtype, count, op, root), fuses ready all-reduces into
  * one buffer and runs one all-reduce over it, then completes the handles. All ranks execute
  * the same operations in the same order, whatever order they submitted in.

@@ -396,9 +396,9 @@ HVD_API hvd_status hvd_check_consistency_every(int *steps);
  * like a checkpoint), so rank 0 of the next run must see what rank 0 of the last one wrote: a
  * directory on a filesystem every host shares. Everything registered must be the same on
  * every rank (rank 0's values are the ones saved). The steps since the last commit are lost
- * on a failure: commit often enough, but not every step (a commit of examples/train's MLP,
- * 2.8 MB, takes 10-25 ms on a 2-core machine; docs/elastic.md). Threads: one thread at a time per state. Collective calls (marked so) are made by every
- * rank in the same order. */
+ * on a failure: commit often enough, but not every step (docs/elastic.md says what a commit
+ * costs). Threads: one thread at a time per state. Collective calls (marked so) are made by
+ * every rank in the same order. */
 typedef struct hvd_elastic hvd_elastic;
 
 /* What hvd_elastic_restore found. */

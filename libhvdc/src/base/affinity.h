@@ -2,9 +2,8 @@
  * affinity.h - the CPUs processes may run on (sched_getaffinity).
  * hvd_init warns when a rank has only one: Open MPI binds each rank to one core by default at
  * np <= 2 (and with --bind-to core), and the background thread then shares that core with the
- * training loop, so communication no longer overlaps compute (issue 17: 0.03 of it hidden at
- * np 8, against 0.98 with --bind-to none). And background waits spin only where the node has a
- * CPU for every rank (base/poll.h).
+ * training loop, so communication no longer overlaps compute (docs/performance.md). And
+ * background waits spin only where the node has a CPU for every rank (base/poll.h).
  * defines: hvdc__cpus_allowed, hvdc__node_cpus
  * Any thread (hvdc__node_cpus: the thread that calls hvd_init).
  */

@@ -99,7 +99,7 @@ static int task_exiting(const char *path) {
     char stat[512];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
-    ssize_t n = read(fd, stat, sizeof stat - 1); /* ~2 us, as often as kill(2): every 50 ms */
+    ssize_t n = read(fd, stat, sizeof stat - 1); /* as often as kill(2): every period */
     close(fd);
     if (n <= 0) return -1;
     stat[n] = '\0';
@@ -113,8 +113,8 @@ static int task_exiting(const char *path) {
 
 /* Whether process pid has ended: gone (ESRCH), or every one of its threads exiting. A killed
  * rank stays visible to kill(2) until its launcher reaps it, which can be only once all its
- * threads have exited and its memory is torn down: a killed TSan rank stayed a zombie for 6 s
- * under load here, the survivors waiting meanwhile. Its threads show exiting from the start.
+ * threads have exited and its memory is torn down (seconds, under load); its threads show
+ * exiting from the start.
  * Not the main thread alone: one that called pthread_exit is a zombie while the process lives
  * on. Without /proc, or if it cannot be read: kill(2) alone. */
 static int process_ended(int pid) {

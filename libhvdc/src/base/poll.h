@@ -4,10 +4,8 @@
  * give the core away otherwise.
  *
  * Why not always yield: sched_yield is a system call, and a message that arrives during one is
- * seen only after it returns. Where system calls are dear (1.2-1.4 us each on the VMs we
- * measure on) a negotiation round, which waits twice, paid several of them: spinning through
- * the first SPIN_NS of a wait cut a lone 4-byte hvd_allreduce at np 2 by a fifth
- * (benchmarks/results/archive/poll_spin_np2.txt).
+ * seen only after it returns; where system calls are dear a negotiation round, which waits
+ * twice, pays several (docs/performance.md: what spinning saved).
  * Why not always spin: a spinning thread holds its core. So a wait spins only while
  *   - an application thread is blocked waiting for this runtime (hvd_wait and the calls built
  *     on it: app_waiting > 0) - not while it submits or computes, which needs the core; and
@@ -19,7 +17,7 @@
  * background thread waiting for the next op) spin too, for HVDC_SPIN_NS before they sleep,
  * where the node has two CPUs for every rank (handoff_spin_ns > 0): then the other side of the
  * hand-off runs on a CPU of its own, and waking a sleeping thread there costs a system call on
- * one CPU and a wake-up from idle on the other (7-15 us each way on the VMs we measure on).
+ * one CPU and a wake-up from idle on the other.
  * With fewer CPUs the two threads of a rank share one, and a spinning thread would only delay
  * the thread it waits for.
  *

@@ -45,7 +45,7 @@
  * defines: hvdc__allreduce, hvdc__hierarchical_allreduce (allreduce.c),
  *          hvdc__direct_reduce_scatter, hvdc__direct_allreduce (direct.c),
  *          hvdc__small_allreduce (small.c), and the scratch each needs (*_scratch_bytes)
- * Background thread (the only MPI caller).
+ * Background thread.
  */
 #ifndef HVDC_ALLREDUCE_H
 #define HVDC_ALLREDUCE_H

@@ -15,7 +15,7 @@
  * collective (HVD_ERR_RANK_FAILED) instead of hanging it.
  *
  * defines: hvdc__ring_allgather_blocks
- * Background thread (the only MPI caller).
+ * Background thread.
  */
 #ifndef HVDC_RING_H
 #define HVDC_RING_H

@@ -34,11 +34,9 @@
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "the arrival counters must be lock-free to be shared");
 
 /* Bytes per rank and step: HVDC_SHM_SLOT_BYTES (shm.h). Fewer, bigger steps win while a step
- * stays in cache: each step costs two arrivals and hands every slot line from core to core;
- * 1 MiB steps made hvd_allreduce 1.3-1.5x faster than 256 KiB ones from 1 to 64 MiB, and
- * larger ones gained nothing more (benchmarks/results/archive/shm_slot_bytes_np2.txt). With many
- * ranks a slot shrinks so that the N + 1 slots a step touches stay within STEP_BUDGET (a
- * node's L3), never below SLOT_MIN. */
+ * stays in cache: each step costs two arrivals and hands every slot line from core to core
+ * (docs/performance.md has the sizes measured). With many ranks a slot shrinks so that the
+ * N + 1 slots a step touches stay within STEP_BUDGET (a node's L3), never below SLOT_MIN. */
 enum {
     SLOT_MAX = HVDC_SHM_SLOT_BYTES,
     SLOT_MIN = 64 * 1024,
@@ -192,9 +190,8 @@ void hvdc__shm_destroy(hvdc_shm *s) {
  * every rank has done so, so the result slot is whole and the slots may be written again.
  * out is memory this rank wrote last and nobody else reads: its own output, or its own part
  * of its slot (staged); it may be own (in place). Why not fold straight into the result slot:
- * its lines were read by the other ranks in the step before, and storing into them took 1.4x
- * as long as folding here and copying; the all-reduce took 1.3x as long at 1-4 MiB
- * (benchmarks/results/archive/shm_fold_into_output_np2.txt). */
+ * its lines were read by the other ranks in the step before, so storing into them costs more
+ * than folding here and copying (docs/performance.md). */
 static hvd_status fold_step(hvdc_shm *s, size_t off, size_t n, size_t elem, const void *own,
                             void *out, hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch) {
     hvd_status st = HVD_OK;

@@ -222,7 +222,7 @@ hvd_status hvdc__gpu_node_comm(hvdc_gpu *gpu, const hvdc_gpu_config *config);
 hvd_status hvdc__gpu_pending_poll(hvdc_gpu_pending *pending, int *done);
 
 /* Queues the wake-up of the background thread (gpu_waker.h) behind pending's work: called once
- * the waiters have its event, so the host function's queuing (~3 us of CUDA calls) is not
+ * the waiters have its event, so the host function's queuing (CUDA calls) is not
  * between the collective and them. Never fails: should CUDA refuse, it wakes the thread at once
  * and the thread polls (as it does every DEVICE_POLL_S). NULL-safe. */
 void hvdc__gpu_pending_notify(hvdc_gpu_pending *pending);

@@ -8,7 +8,7 @@
  *              (sum of wants - n), rounded down: each keeps one block, and the rest of the
  *              budget is shared in proportion to what each wanted beyond it
  *
- *   1 x 32 MiB + 127 x 4 KiB float32, max_blocks 528 (an H100):
+ *   1 x 32 MiB + 127 x 4 KiB float32, max_blocks 528 (132 SMs):
  *     blocks  |528|1|1|1| .. |1|            655 blocks, within the budget of 4224
  *     first   0   528 529 530 .. 654 655    (prefix sums: the 1-D grid has first[n] blocks)
  *

@@ -1,8 +1,8 @@
 /*
  * gpu_complete.c - how a queued collective completes (see gpu.h): an event from a pool after
  * its work, a host function behind it that wakes the background thread (gpu_waker.h; queued
- * once the waiters have the event: the ~3 us of CUDA calls it takes are then off a lone op's
- * path, 24-30 -> 17.5-19.4 us on the H100), polls that never block, and aborting the
+ * once the waiters have the event, so its CUDA calls are off a lone op's path), polls that
+ * never block, and aborting the
  * communicators when NCCL reports an asynchronous error or the runtime stops.
  *
  *   stream: ... NCCL ... unpack | record(event) | next collective ...
@@ -12,7 +12,7 @@
  *
  * A caller waiting in hvd_wait may instead wait on the event itself (hvdc__gpu_event_finished,
  * on its own thread): that skips two thread wake-ups (host function -> background thread ->
- * waiter), which cost 20-80 us per blocking call on the H100.
+ * waiter) per blocking call.
  *
  * Events are reused because creating one per collective costs a driver call each time; a
  * pooled event is re-recorded only after its record was freed, so it never marks two things.

@@ -27,8 +27,8 @@
  *   an integer average never takes the hierarchical path (each level would truncate)
  *
  * Which NCCL op (hvdc__gpu_reduce_plan): NCCL 2.28.9's ncclAvg on a one-rank communicator
- * writes wrong values into the last 1-3 elements when it runs out of place (issue 17; in place
- * and ncclSum are right). So libhvdc never hands NCCL an out-of-place average: a floating
+ * writes wrong values into the last 1-3 elements when it runs out of place (in place and ncclSum
+ * are right). So libhvdc never hands NCCL an out-of-place average: a floating
  * average is a sum with the division folded into the scaling it already does (the unpack copy
  * of a fused buffer, at no extra cost: on the way out for float32/float64, on the way in for
  * float16/bfloat16, as the host path does), an integer average (ncclAvg's truncating division)
@@ -60,8 +60,8 @@ extern "C" {
 
 /* A fused tensor this large is reduced where it lies, by an NCCL call of its own in the
  * response's group, rather than copied into the fusion buffer and back: the pack and unpack
- * are two passes over its bytes (4 MiB: ~7 us at the H100's copy rate, pack_bench), more than
- * one more call in an NCCL group costs, and a tensor this size gains nothing from sharing a
+ * are two passes over its bytes, more than one more call in an NCCL group costs
+ * (docs/performance.md), and a tensor this size gains nothing from sharing a
  * call. Horovod packs every tensor of a fused response. */
 #define HVDC_GPU_DIRECT_BYTES ((size_t)4 << 20)
 

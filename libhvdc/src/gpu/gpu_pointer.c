@@ -12,8 +12,8 @@
  *
  * A device buffer's allocation is remembered, per thread, among the last RECENT_RANGES seen:
  * a model's tensors live in a few allocations (PyTorch's caching allocator, one parameter
- * buffer), so most submissions find their buffers there, without the two driver calls per
- * tensor that cost the fused path time on the H100. A remembered range is trusted until it is
+ * buffer), so most submissions find their buffers there, without two driver calls per tensor
+ * on the submission path. A remembered range is trusted until it is
  * pushed out: memory freed and given back for another device's allocation within that time
  * would be taken for the first device's (libhvdc runs one device per rank; CUDA keeps freed
  * device ranges for device memory, never the host's).
@@ -103,8 +103,8 @@ int hvdc__gpu_pointer_device(const void *ptr) {
     if (known >= 0) return known;
     CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr;
     /* The plural query answers memory CUDA never saw with type 0 and success, where the
-     * singular one fails with CUDA_ERROR_INVALID_VALUE: compute-sanitizer reported that as an
-     * API error on every host submission (H100, issue 17). */
+     * singular one fails with CUDA_ERROR_INVALID_VALUE, which compute-sanitizer reports as an
+     * API error on every host submission. */
     unsigned int type = 0;
     int ordinal = -2;
     CUpointer_attribute which[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,

@@ -34,8 +34,8 @@ static_assert(sizeof(hvdc_gpu_batch) + sizeof(hvdc_gpu_block_map) <= 4096,
               "the copy kernel's by-value arguments pass CUDA's 4 KiB parameter limit");
 
 /* d[i] = fn(s[i]) for words [0, words), grid-strided, four words in flight per thread (loads
- * first, then stores): with one word per iteration the H100 copied 64 MiB at about a third of
- * cudaMemcpyAsync's rate, and scaled it at 0.65x of a plain copy's. */
+ * first, then stores): one word per iteration leaves the memory system idle between a load
+ * and its store (docs/performance.md has the rates). */
 template <typename W, typename Fn>
 __device__ void map_words(const W *s, W *d, uint64_t words, uint64_t tid, uint64_t stride,
                           Fn fn) {
@@ -165,8 +165,7 @@ __device__ uint32_t segment_of(const hvdc_gpu_block_map &map, uint32_t n, uint32
 
 /* Each block strides over its own segment with that segment's blocks (map, see the top of
  * this file), so a large tensor gets many blocks and a small one few, side by side in one
- * launch. (Walking all segments in every thread cost O(segments) per thread: 128 tensors of
- * 4 KiB took 57 us on the H100.) */
+ * launch, and no thread walks every segment. */
 template <bool kScaled>
 __global__ void __launch_bounds__(kThreads) copy_scale_kernel(const hvdc_gpu_batch batch,
                                                                const hvdc_gpu_block_map map) {
@@ -204,15 +203,12 @@ extern "C" int hvdc__gpu_launch_copy_scale(const hvdc_gpu_batch *batch, int max_
     if (d < 0 || d >= HVD_DTYPE_COUNT) return static_cast<int>(cudaErrorInvalidValue);
     if (batch->factor != 1.0 && d == HVD_BOOL) return static_cast<int>(cudaErrorInvalidValue);
     /* Blocks per segment from its own length (gpu_block_map.h; it also refuses n and
-     * max_blocks out of range). The grid used to give every segment the same number, capped
-     * at 8 * max_blocks / n: on the H100 one 32 MiB tensor among 127 of 4 KiB got 33 blocks
-     * (of the 528 one segment may have) and packed at 0.55x of one cudaMemcpyAsync of the
-     * total bytes (0.08x when scaled), while the small ones held blocks they could not use. */
+     * max_blocks out of range): a large tensor among small ones gets the blocks it can use. */
     hvdc_gpu_block_map map;
     if (hvdc__gpu_split_blocks(batch, max_blocks, &map) != HVD_OK)
         return static_cast<int>(cudaErrorInvalidValue);
-    /* two kernels: one holding both paths took 48 registers on sm_90 (32 each apart), which
-     * would cut the plain copy's occupancy too */
+    /* two kernels: one holding both paths needs more registers than either, which would cut
+     * the plain copy's occupancy too */
     if (batch->factor == 1.0)
         copy_scale_kernel<false><<<map.first[batch->n], kThreads, 0,
                                    static_cast<cudaStream_t>(stream)>>>(*batch, map);

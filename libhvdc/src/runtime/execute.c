@@ -36,10 +36,10 @@
 
 /* MPI can move at most INT_MAX of a datatype per call; larger buffers go in pieces. */
 #define MPI_PIECE_BYTES ((size_t)1 << 30)
-/* HVD_CPU_ALLREDUCE=mpi: below this, Open MPI's blocking MPI_Allreduce (its nonblocking one,
- * libnbc's, took 1.7x as long at 1 MiB and 1.4x at 4 MiB here, np 2); from it on the nonblocking
- * one, which hvd_allreduce ran at 1.66-1.82x raw MPI_Allreduce's busbw at 64-256 MiB
- * (benchmarks/results/archive/allreduce_mpi_before_after.txt). */
+/* HVD_CPU_ALLREDUCE=mpi: below this, Open MPI's blocking MPI_Allreduce, faster than its
+ * nonblocking one for small buffers; from it on the nonblocking one, polled between liveness
+ * checks and faster for large buffers (docs/performance.md, "Where the code's constants come
+ * from"). */
 #define MPI_NONBLOCKING_BYTES ((size_t)32 << 20)
 
 static MPI_Datatype mpi_native_type(hvd_dtype dtype) {

@@ -6,7 +6,7 @@
  *          hvdc__execute_gpu, hvdc__execute_gpu_allreduce_as,
  *          hvdc__execute_gpu_prepare, hvdc__execute_gpu_node_comm, hvdc__execute_adasum,
  *          hvdc__execute_adasum_gpu, hvdc__adasum_nodes_free
- * Background thread (the only MPI caller).
+ * Background thread.
  */
 #ifndef HVDC_EXECUTE_H
 #define HVDC_EXECUTE_H

@@ -66,8 +66,8 @@ hvdc_op *hvdc__op_create(size_t n_tensors) {
     } else if (!(op = malloc(bytes))) {
         return NULL;
     }
-    /* zeroed but for the name's room, a third of the op (one submission's largest cost here):
-     * the name is read only up to its NUL */
+    /* zeroed but for the name's room, a third of the op (zeroing it would be a submission's
+     * largest cost): the name is read only up to its NUL */
     _Static_assert(offsetof(hvdc_op, desc.name) == 0, "the name's room comes first");
     op->desc.name[0] = '\0';
     memset((char *)op + sizeof op->desc.name, 0, bytes - sizeof op->desc.name);

@@ -9,6 +9,13 @@
  *          hvdc__background_main, hvdc__submit, hvdc__submit_wait, hvdc__runtime_start_child,
  *          hvdc__runtime_stop_child, hvdc__runtime_free_child, hvdc__runtime_on_shutdown
  * (the process sets' table, which runtime an op of a set goes to: set_table.h)
+ *
+ * Who calls MPI after hvd_init: each runtime's background thread makes every negotiation and
+ * collective call. Two other threads call MPI, never collectively on a runtime's communicators
+ * (MPI runs with MPI_THREAD_MULTIPLE): hvd_add_process_set's caller splits the set's
+ * communicator from sets_comm, which nothing else uses; and the watchdog (HVD_CPU_ALLREDUCE=mpi)
+ * probes control_comm for death notices while the background thread blocks in MPI_Allreduce
+ * (watchdog.h).
  */
 #ifndef HVDC_RUNTIME_H
 #define HVDC_RUNTIME_H

@@ -4,7 +4,7 @@
  * for one rank's memory fails on every rank alone and the runtime goes on. Its own file so that
  * each executor (execute.c, execute_adasum.c) uses it without calling into the other.
  * defines: hvdc__reserve_agreed
- * Background thread (the only MPI caller).
+ * Background thread.
  */
 #ifndef HVDC_WORKING_MEMORY_H
 #define HVDC_WORKING_MEMORY_H

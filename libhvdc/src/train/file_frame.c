@@ -13,10 +13,9 @@
 #include "train/le_bytes.h"
 
 /* CRC-32 (IEEE, reflected, as zlib's), eight bytes per step ("slicing-by-8"): table[k][b] is
- * the CRC of byte b followed by k zero bytes, so eight lookups fold eight bytes at once. The
- * bytes of a commit or checkpoint (megabytes) are checksummed on every save and load; one
- * byte per step (or half a byte, as this once was) made the checksum most of a commit's cost.
- * The tables are built once, by the first call (pthread_once: any thread). */
+ * the CRC of byte b followed by k zero bytes, so eight lookups fold eight bytes at once. Every
+ * save and load checksums megabytes; byte by byte, the checksum would be most of a commit's
+ * cost. The tables are built once, by the first call (pthread_once: any thread). */
 static uint32_t crc_table[8][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 

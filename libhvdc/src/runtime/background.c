@@ -68,8 +68,8 @@ static hvd_status between_steps(void *ctx, const char *doing) {
 /* Waits until there is a reason to run a round; returns the ops submitted meanwhile. *dead:
  * HVD_ERR_RANK_FAILED (message recorded) when a rank died while this one had device work in
  * flight and nothing to negotiate (NCCL on one node never notices a dead peer: its collective
- * would wait forever), or the error of device work that failed (hvdc__device_work_finish); nothing is
- * taken from the queue then. */
+ * would wait forever), or the error of device work that failed (hvdc__device_work_finish);
+ * nothing is taken from the queue then. */
 static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown, hvd_status *dead) {
     hvdc_runtime *rt = s->rt;
     struct timespec deadline = hvdc__deadline_in(s->cycle_ms * 1e-3);
@@ -355,7 +355,7 @@ static int wait_for_start(hvdc_runtime *rt) {
  * exchange, autotuning. */
 static hvd_status round_setup(round_state *s) {
     hvdc_runtime *rt = s->rt;
-    rt->executor.gpu_wake = hvdc__device_work_wake; /* before any device response creates the backend */
+    rt->executor.gpu_wake = hvdc__device_work_wake; /* before a device response makes the backend */
     rt->executor.gpu_wake_ctx = rt;
     rt->executor.gpu_aborted = &rt->device_aborted;
     s->fault_encode = hvdc__fault("encode_requests"); /* tests: read once, off the hot path */

@@ -299,8 +299,8 @@ static hvd_status reduce_alone(hvdc_executor *ex, const hvdc_tensor *t, const hv
     return st;
 }
 
-/* HVD_AVERAGE divides by the number of ranks in the set (ex->topo->size), joined ones included: they
- * contribute neutral values (zeros to the sum) and still count, as in Horovod, where a joined
+/* HVD_AVERAGE divides by the number of ranks in the set (ex->topo->size), joined ones included:
+ * they contribute neutral values (zeros to the sum) and still count, as in Horovod, where a joined
  * rank's zeros are averaged in; so the average of x at np 2 with one rank joined is x/2. Pieces
  * are laid out in the accumulation type (the element type, or a wider one for HVD_AVERAGE of
  * narrow types). */

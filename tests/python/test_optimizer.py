@@ -131,10 +131,14 @@ def test_zero_grad_between_backward_and_step():
 
 def test_user_subclass_of_the_returned_optimizer():
     """A subclass of the class DistributedOptimizer returns (a user's logging or scheduling
-    wrapper) steps as the class does; its methods used to recurse forever."""
+    wrapper) steps as the class does; its methods used to recurse forever. And super(type(opt),
+    opt) stays the wrapped optimizer's class, as in Horovod: broadcast_optimizer_state steps it
+    that way (a distributed step there would wait for gradients no rank sends)."""
     rank, size = hvd.rank(), hvd.size()
     net, ref = model(seed=100), model(seed=100)
     opt = hvd.DistributedOptimizer(sgd(net.parameters()), named_parameters=net.named_parameters())
+    assert type(opt).__bases__ == (torch.optim.SGD,), f"bases {type(opt).__bases__}"
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
 
     class Counted(type(opt)):
         def step(self, closure=None):

@@ -31,17 +31,18 @@ from hvdc.torch import consistency
 from hvdc.torch import mpi_ops as M
 from hvdc.torch.compression import Compression
 from hvdc.torch.optimizer_adasum import _DistributedAdasumOptimizer
-from hvdc.torch.optimizer_params import count_backward_pass, find_duplicates, named_parameters_of
+from hvdc.torch.optimizer_params import (count_backward_pass, find_duplicates, named_parameters_of,
+                                         wrapped_class)
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
-    """Put in front of the wrapped optimizer's class (DistributedOptimizer makes the class), so
-    super() is that class from here, however the user subclasses the result."""
+    """Its methods are copied into a subclass of the wrapped optimizer's class
+    (optimizer_params.wrapped_class), which they reach as super(self._hvdc_wrapper, self)."""
 
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
                  op=B.Average, gradient_predivide_factor=1.0, groups=None,
                  sparse_as_dense=False, process_set=global_process_set):
-        super().__init__(params)
+        super(self._hvdc_wrapper, self).__init__(params)
         self._compression = compression
         named_parameters = named_parameters_of(self.param_groups, named_parameters)
         self._parameter_names = {v: k for k, v in sorted(named_parameters, key=lambda kv: kv[0])}
@@ -257,7 +258,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "optimizer.synchronize() in your code.")
             self.synchronize()
         self._synchronized = False
-        loss = super().step(closure)
+        loss = super(self._hvdc_wrapper, self).step(closure)
         if self._check_every:
             consistency.after_step(self, with_state=True)
         return loss
@@ -267,7 +268,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
                                  "before optimizer.step() or optimizer.synchronize(). This is "
                                  "prohibited as it can cause a race condition.")
-        return super().zero_grad(*args, **kwargs)
+        return super(self._hvdc_wrapper, self).zero_grad(*args, **kwargs)
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
@@ -285,12 +286,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         if groups is None:
             groups = num_groups
     if op != B.Adasum or B.size() == 1:
-        cls = type(optimizer.__class__.__name__, (_DistributedOptimizer, optimizer.__class__), {})
+        cls = wrapped_class(_DistributedOptimizer, optimizer.__class__)
         return cls(optimizer.param_groups, named_parameters, compression,
                    backward_passes_per_step, op, gradient_predivide_factor, groups,
                    sparse_as_dense, process_set)
     # Adasum combines each rank's update, not its gradient (optimizer_adasum.py), as Horovod
     if process_set != global_process_set:
         raise NotImplementedError("Adasum does not support non-global process sets yet.")
-    cls = type(optimizer.__class__.__name__, (_DistributedAdasumOptimizer, optimizer.__class__), {})
+    cls = wrapped_class(_DistributedAdasumOptimizer, optimizer.__class__)
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step)

@@ -26,7 +26,7 @@ from hvdc.torch.optimizer_params import count_backward_pass, named_parameters_of
 
 class _DistributedAdasumOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1):
-        super().__init__(params)
+        super(self._hvdc_wrapper, self).__init__(params)
         self._compression = compression
         named_parameters = named_parameters_of(self.param_groups, named_parameters)
         ordered = sorted(named_parameters, key=lambda kv: kv[0])
@@ -65,7 +65,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
             group["params"] = [p] if any(p is v for v in group["params"]) else []
         try:
             start.data.copy_(p)
-            super().step()
+            super(self._hvdc_wrapper, self).step()
             p.data.sub_(start)  # the delta: what this rank's step changed
         finally:
             for params, group in zip(stashed, self.param_groups):
@@ -117,4 +117,4 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
                                  "before optimizer.step() or optimizer.synchronize(). This is "
                                  "prohibited as it can cause a race condition.")
-        return super().zero_grad(*args, **kwargs)
+        return super(self._hvdc_wrapper, self).zero_grad(*args, **kwargs)

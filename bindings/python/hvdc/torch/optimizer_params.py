@@ -1,8 +1,19 @@
-"""What both DistributedOptimizers (optimizer.py, optimizer_adasum.py) do with their
-parameters: name them as Horovod checks them, and count backward passes before the gradient
-goes out. A module of its own, below both, so neither imports the other for it.
+"""What both DistributedOptimizers (optimizer.py, optimizer_adasum.py) share: the class they
+return, naming their parameters as Horovod checks them, and counting backward passes before a
+gradient goes out. A module of its own, below both, so neither imports the other for it.
 Main (training) thread; count_backward_pass on autograd's thread (hooks).
 """
+
+
+def wrapped_class(cls, base):
+    """The class DistributedOptimizer returns for an optimizer of class base: base with cls's
+    methods copied in, as Horovod makes it, so super(type(opt), opt) is base (hvd's
+    broadcast_optimizer_state steps the wrapped optimizer that way). The methods reach base
+    through _hvdc_wrapper, the class made here, which a user's subclass inherits:
+    super(self.__class__, self) would recurse forever in such a subclass."""
+    made = type(base.__name__, (base,), dict(cls.__dict__))
+    made._hvdc_wrapper = made
+    return made
 
 
 def find_duplicates(lst):

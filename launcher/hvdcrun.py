@@ -12,8 +12,9 @@ node need, ranks left unbound (--bind-to none: each rank's background thread nee
 its own, which Open MPI's default binding to one core takes away), libhvdc's settings from
 Horovod's flags, -x for every HVD_*/HOROVOD_*/NCCL_* variable, and checks of the hosts
 (hvdcrun_hosts.py), slots and program before anything starts (a bad one: a message saying what
-was wrong and what was expected, exit status 2). A plain run then becomes mpirun (exec), so
-signals and the exit status are mpirun's own.
+was wrong and what was expected, exit status 2). A plain run then runs mpirun as its child,
+with the exit status and the terminal mpirun's own, and ends the job when libhvdc names a lost
+host and mpirun does not (hvdcrun_supervise.py).
 
 Elastic mode (--min-np, --max-np or --host-discovery-script; hvdcrun_elastic.py): restart-based,
 like torchrun's elastic agent: when a rank fails the job ends, and hvdcrun starts it again on
@@ -26,7 +27,7 @@ in every directory and under ssh. meson writes build/hvdcrun (which uses the bui
 libhvdc and the modules in launcher/) and installs bin/hvdcrun (the installed libhvdc, and the
 modules in share/hvdc/launcher); pip install . installs it in the environment's bin/, run by the
 environment's Python, which finds the modules and libhvdc inside the hvdc package. Runs in one
-process: the main thread (elastic mode adds threads that echo mpirun's output).
+process: the main thread, and threads that echo mpirun's output.
 """
 import argparse
 import os
@@ -152,6 +153,11 @@ def options():
     g.add_argument("--stall-check-shutdown-time-seconds", type=non_negative,
                    help="HVD_STALL_SHUTDOWN_TIME")
     g.add_argument("--log-level", type=log_level, help="HVD_LOG_LEVEL")
+    g.add_argument("--report", type=non_negative, metavar="SECONDS",
+                   help="HVD_REPORT: rank 0 prints every SECONDS which rank the others wait for, "
+                        "steps/s, bus bandwidth")
+    g.add_argument("--host-timeout", type=non_negative, metavar="SECONDS",
+                   help="HVD_HOST_TIMEOUT: a host silent this long is lost (default 30; 0: never)")
     g = p.add_argument_group("elastic training (see docs/elastic.md)")
     g.add_argument("--min-np", type=positive_int,
                    help="fewest ranks to run on; a failure leaving fewer ends the job "
@@ -309,8 +315,8 @@ def main(argv):
         print(mpirun.show_command(cmd, shown), flush=True)
     if args.dry_run:
         return 0
-    os.execvpe(cmd[0], cmd, env)  # mpirun takes over: signals and exit status are its own
-    return 127
+    import hvdcrun_supervise
+    return hvdcrun_supervise.run(cmd, env, say)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ job in Open MPI 4).
     discover hosts ─> enough slots? ─no─> wait (--elastic-timeout) ─> still not: exit 1
           │ yes                   ^
           v                       │ back-off 1, 2, 4 .. 10 s; blacklist the failed host
-    mpirun on them ──fails────────┘ (a rank killed by a signal, a lost daemon)
+    mpirun on them ──fails────────┘ (a rank killed by a signal, a lost daemon, a host that
+          │                         libhvdc names lost: hvdcrun_supervise.py ends that run)
           │                         at most --max-restarts times
           ├─ exits 0 after a stop request (DIR/stop.ack) ─> restart on more slots (--scale-up)
           └─ exits 0 ─> done
@@ -33,6 +34,7 @@ import time
 
 import hvdcrun_hosts as hosts_mod
 import hvdcrun_mpirun as mpirun_mod
+import hvdcrun_supervise
 from hvdcrun_hosts import UsageError, hosts_text, say, take_slots
 
 
@@ -171,6 +173,9 @@ class ElasticDriver:
                 m = pattern.search(line)
                 if m:
                     self.blame(m.group(1))
+            lost = self.guard.scan(line)  # libhvdc named a lost host: mpirun may never end
+            if lost:
+                self.blame(lost)
 
     def blame(self, node):
         """The host of this run that mpirun calls node (it says the machine's own name, which
@@ -193,6 +198,7 @@ class ElasticDriver:
         self.rank_hosts = [h for h, slots in hosts for _ in range(slots)]  # --map-by slot
         self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, errors="replace")
+        self.guard = hvdcrun_supervise.Guard(self.proc, say)
         self.readers = [threading.Thread(target=self.echo, args=(s, o), daemon=True)
                         for s, o in ((self.proc.stdout, sys.stdout),
                                      (self.proc.stderr, sys.stderr))]
@@ -224,6 +230,7 @@ class ElasticDriver:
                 asked = True
 
     def finish(self, rc):
+        self.guard.cancel()
         for t in self.readers:
             t.join(timeout=5)  # a rank still holding the pipe must not hold hvdcrun
         return rc

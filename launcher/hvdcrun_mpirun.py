@@ -125,6 +125,10 @@ def settings_env(args):
         env["HVD_STALL_SHUTDOWN_TIME"] = repr(args.stall_check_shutdown_time_seconds)
     if args.log_level:
         env["HVD_LOG_LEVEL"] = args.log_level.lower()
+    if args.report is not None:
+        env["HVD_REPORT"] = repr(args.report)
+    if args.host_timeout is not None:
+        env["HVD_HOST_TIMEOUT"] = repr(args.host_timeout)
     if args.autotune:
         env["HVD_AUTOTUNE"] = "1"
     if args.autotune_log_file:

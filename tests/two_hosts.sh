@@ -378,6 +378,88 @@ if [ "$with_kill" = 1 ]; then
     kill_case "kill rank 3 on $N2 $on2 --enable-recovery: $what" 0 --enable-recovery
 fi
 
+# ---- node2 lost: its link cut, or every process of it stopped (SIGSTOP) -------------------------
+# Nothing dies and nothing is sent: only libhvdc's host watch can notice. node1's ranks must
+# fail naming node2 and its ranks within HVD_HOST_TIMEOUT (+ 2 s), and hvdcrun must end the job
+# (mpirun's own abort waits for node2's daemon: hvdcrun stops it 10 s after the first rank named
+# the lost host). Last in the stage: the link comes back up, node2's processes are killed.
+# lost_case NAME FAULT TIMEOUT_S: FAULT is link or stop; TIMEOUT_S "" keeps the default (30 s).
+lost_case() {
+    local name=$1 fault=$2 timeout_s=$3 bound=${3:-30}
+    local limit=$((5 + bound + 10 + 20)) t0 t_fault r why=""
+    last_log=$logs/$(printf '%s' "$name" | tr -c 'A-Za-z0-9=.-' '_').log
+    t0=$(date +%s.%N)
+    timeout -k 10 "$limit" "${hvdcrun_2h[@]}" "${np4[@]}" \
+        ${timeout_s:+-x HVD_HOST_TIMEOUT=$timeout_s} \
+        "$t/test_lost_host" --max-s "$limit" > "$last_log" 2>&1 &
+    local job=$!
+    sleep 5
+    t_fault=$(date +%s.%N)
+    if [ "$fault" = link ]; then
+        ip -n "$N2" link set "veth-$N2" down
+    else
+        ip netns pids "$N2" | xargs -r kill -STOP
+    fi
+    wait "$job"
+    last_rc=$?
+    local ended_s
+    ended_s=$(awk -v a="$t_fault" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    ip -n "$N2" link set "veth-$N2" up 2>/dev/null
+    ip netns pids "$N2" | xargs -r kill -9 2>/dev/null
+    for r in 0 1; do
+        local line after
+        line=$(grep "^LOSTTEST rank=$r host=$N1 failed " "$last_log")
+        after=$(printf '%s' "$line" | sed -n 's/.* after_s=\([0-9.]*\) .*/\1/p')
+        if ! printf '%s' "$line" | grep -qF "host '$N2' (ranks 2-3) is lost"; then
+            why+="rank $r on $N1 did not fail naming host '$N2' (ranks 2-3); "
+        elif ! awk -v s="$after" -v b="$((bound + 2))" 'BEGIN { exit !(s <= b) }'; then
+            why+="rank $r on $N1 failed ${after} s after its last good step"
+            why+=" (bound $((bound + 2)) s); "
+        elif ! grep -q "^LOSTTEST rank=$r host=$N1 shutdown " "$last_log"; then
+            why+="rank $r on $N1: hvd_shutdown did not return; "
+        fi
+    done
+    [ "$last_rc" -ne 0 ] && [ "$last_rc" -ne 124 ] && [ "$last_rc" -ne 137 ] ||
+        why+="hvdcrun exit status $last_rc: the job did not end by itself; "
+    if [ -z "$why" ]; then
+        local failed_at
+        failed_at=$(grep -m1 -o "after_s=[0-9.]*" "$last_log")
+        verdict PASS "$name" "node1 failed $failed_at, job ended ${ended_s} s after the fault"
+        grep -m1 "^LOSTTEST rank=0 .* failed " "$last_log" | sed 's/^/    # /'
+    else
+        verdict FAIL "$name" "${why%; }" "$last_log"
+    fi
+}
+lost_case "node2's link cut $on2 HVD_HOST_TIMEOUT=5: node1 names it, hvdcrun ends the job" link 5
+lost_case "every process of node2 stopped (SIGSTOP) $on2, default HVD_HOST_TIMEOUT (30 s)" stop ""
+
+# Elastic: node2's link cut in epoch 2 of examples/train --elastic: hvdcrun leaves node2 out and
+# the job goes on at np 2 on node1 from its last commit, finishing every epoch.
+name="elastic $on2: node2's link cut, the job goes on on $N1 (HVD_HOST_TIMEOUT=5)"
+last_log=$logs/elastic-lost-host.log
+timeout -k 10 240 "${hvdcrun_2h[@]}" "${np4[@]}" --min-np 2 --max-np 4 -x HVD_HOST_TIMEOUT=5 \
+    --elastic-dir "$logs/elastic-lost-host" "$build/examples/train" --elastic \
+    "${elastic_args[@]}" --log-every 10 > "$last_log" 2>&1 &
+job=$!
+for _ in $(seq 1 240); do  # until the job is in epoch 2 (rank 0's step lines)
+    grep -q '^# step [0-9]* epoch 2 ' "$last_log" 2>/dev/null && break
+    sleep 0.5
+done
+ip -n "$N2" link set "veth-$N2" down
+wait "$job"
+last_rc=$?
+ip -n "$N2" link set "veth-$N2" up 2>/dev/null
+ip netns pids "$N2" | xargs -r kill -9 2>/dev/null
+if [ "$last_rc" -eq 0 ] && grep -q "host '$N2' (ranks 2-3) is lost" "$last_log" &&
+   grep -q "host $N2 failed" "$last_log" && grep -q "np 2 on $N1" "$last_log" &&
+   [ -n "$(accuracy "$last_log")" ]; then
+    verdict PASS "$name" "final accuracy $(accuracy "$last_log")"
+else
+    verdict FAIL "$name" \
+        "exit status $last_rc; expected 0, node2 named lost, left out, np 2 on $N1" \
+        "$last_log"
+fi
+
 echo "# two-host stage took $(( $(date +%s) - start )) s; logs in $logs"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -7,7 +7,8 @@
  *          hvd_allgather[_async], hvd_allgather_alloc_async, hvd_reducescatter[_async],
  *          hvd_alltoall[_async], hvd_alltoall_alloc_async, hvd_free, hvd_barrier[_async],
  *          hvd_join, hvd_add_process_set, hvd_remove_process_set, hvd_process_set_rank,
- *          hvd_process_set_size, hvd_start_timeline, hvd_stop_timeline,
+ *          hvd_process_set_size, hvd_start_timeline, hvd_stop_timeline, hvd_set_thread_dump,
+ *          hvd_report_get,
  *          hvd_poll, hvd_wait, hvd_wait_on_stream, hvd_status_string, hvd_last_error, hvd_dtype_size, hvd_gpu_built, hvd_nccl_built,
  *          hvd_version, hvd_build_info; and, through hvdc_train.h (which it includes), the
  *          training API
@@ -210,6 +211,8 @@ typedef uint64_t hvd_handle;
  *   HVD_SHM_STEP                                                   default 1M
  *   HVD_CHECK_CONSISTENCY                                          default 0
  *   HVD_SIGUSR1_DUMP                                               default 1
+ *   HVD_HOST_TIMEOUT                                               default 30
+ *   HVD_REPORT                                                     default 0
  *   (end settings)
  * @return HVD_OK; HVD_ERR_CONFIG for a malformed environment value (the message names the
  *         variable, its value and what is accepted); HVD_ERR_MPI if MPI cannot be started, or
@@ -451,6 +454,45 @@ HVD_API hvd_status hvd_start_timeline(const char *path, int mark_cycles);
  * event so far is in the file, which is closed. Does nothing when no timeline is being
  * written. @return HVD_OK; HVD_ERR_NOT_INITIALIZED. Blocks only for the file's last write. */
 HVD_API hvd_status hvd_stop_timeline(void);
+
+/* ---- Diagnostics ----------------------------------------------------------------------------- */
+
+/* Lets libhvdc show where this process's threads are, in rank 0's stall verdict and the SIGUSR1
+ * dump: when asked, libhvdc raises signum on one of its own threads and reads back what the
+ * handler wrote to fd, from the file's start (it empties the file first). The handler must be
+ * async-signal-safe and must not need the application's locks, so that a process stuck
+ * anywhere still answers: the Python binding registers faulthandler's, with
+ * faulthandler.register(signum, file, all_threads=True). signum -1 and fd -1: none (a C
+ * program's whereabouts are its last submission). May be called before hvd_init, from any
+ * thread. @return HVD_OK; HVD_ERR_INVALID_ARG for a signal that cannot be caught, or only one
+ * of the two -1. Never blocks. */
+HVD_API hvd_status hvd_set_thread_dump(int signum, int fd);
+
+/* The figures of HVD_REPORT's last period, as rank 0 printed them: what the job did, and which
+ * rank the others waited for. Rank 0 measures them (it sees every rank's announcement arrive,
+ * so no clocks are compared), so only rank 0 has them. */
+typedef struct hvd_report {
+    double period_s;         /* the period they cover; 0: none yet (HVD_REPORT unset, the first
+                                period not over, or not rank 0) */
+    double steps_per_s;      /* how often the period's first all-reduced name ran: one training
+                                step each, when every step reduces the same names */
+    double rounds_per_s;     /* negotiation rounds */
+    double wait_ms;          /* median time from a tensor's first announcement (some rank ready)
+                                to its last (every rank ready): the ranks' wait for each other */
+    int last_rank;           /* the rank that arrived last most often; -1: none */
+    char last_host[64];      /* its host */
+    double last_share;       /* the share of tensors it was last for, 0..1 */
+    double last_lateness_ms; /* its median lateness: after the rank before it, per tensor */
+    uint64_t bytes;          /* bytes all-reduced by each rank */
+    double busbw_gbs;        /* bus bandwidth of the host all-reduces, GB/s: their bytes *
+                                2(n-1)/n / the time spent inside them (device ones: not timed) */
+    uint64_t tensors, ops;   /* tensors executed, in ops operations (fused: one op) */
+} hvd_report;
+
+/* Copies the last period's figures into out (see hvd_report). @return HVD_OK (period_s 0 when
+ * there are none); HVD_ERR_NOT_INITIALIZED; HVD_ERR_INVALID_ARG for a NULL out. Never blocks on
+ * other ranks; any thread. */
+HVD_API hvd_status hvd_report_get(hvd_report *out);
 
 /* ---- Errors and misc ------------------------------------------------------------------------ */
 

@@ -119,7 +119,8 @@ static void encode_request_list(hvdc_bytes *out, const hvdc_request_list *l) {
     const hvdc_wire_request **ptrs = malloc((l->n ? l->n : 1) * sizeof *ptrs);
     FUZZ_CHECK(ptrs, "out of memory");
     for (uint32_t i = 0; i < l->n; i++) ptrs[i] = &l->items[i];
-    FUZZ_CHECK(hvdc__wire_encode_requests(out, l->flags, ptrs, l->n, l->slots, l->n_slots) == 0, "encode failed");
+    FUZZ_CHECK(hvdc__wire_encode_requests(out, l->flags, ptrs, l->n, l->slots, l->n_slots,
+                                          l->ready_us) == 0, "encode failed");
     free(ptrs);
 }
 
@@ -130,7 +131,8 @@ static void check_requests_decode_to(const hvdc_bytes *bytes, const hvdc_request
     FUZZ_CHECK(hvdc__wire_decode_requests(bytes->data, bytes->len, &got, &why) == 0,
                "an encoded request list does not decode: %s", why ? why : "(no reason)");
     check_request_invariants(&got);
-    FUZZ_CHECK(got.flags == want->flags && got.n == want->n, "header differs after round trip");
+    FUZZ_CHECK(got.flags == want->flags && got.n == want->n && got.ready_us == want->ready_us,
+               "header or readiness differs after round trip");
     for (uint32_t i = 0; i < got.n; i++)
         FUZZ_CHECK(same_request(&got.items[i], &want->items[i]), "request %u differs", i);
     FUZZ_CHECK(got.n_slots == want->n_slots &&
@@ -268,6 +270,7 @@ static void fuzz_build_requests(const uint8_t *data, size_t len) {
     list.slots = malloc((list.n_slots ? list.n_slots : 1) * sizeof *list.slots);
     FUZZ_CHECK(list.slots, "out of memory");
     for (uint32_t k = 0; k < list.n_slots; k++) list.slots[k] = (uint32_t)take(&s, 4);
+    list.ready_us = (int32_t)(uint32_t)take(&s, 4);
     hvdc_bytes bytes = {0};
     encode_request_list(&bytes, &list);
     check_requests_decode_to(&bytes, &list);

@@ -34,7 +34,7 @@ static void write_seed(const char *name, uint8_t mode, const uint8_t *data, size
 static void seed_requests(const char *name, uint32_t flags, const hvdc_wire_request *const *items,
                           uint32_t n, const uint32_t *slots, uint32_t n_slots) {
     hvdc_bytes b = {0};
-    if (hvdc__wire_encode_requests(&b, flags, items, n, slots, n_slots) != 0) {
+    if (hvdc__wire_encode_requests(&b, flags, items, n, slots, n_slots, -1500) != 0) {
         fprintf(stderr, "%s: encode failed\n", name);
         failures++;
         return;

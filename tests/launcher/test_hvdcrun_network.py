@@ -33,7 +33,7 @@ def command(env, network_interfaces=None, x=()):
         fusion_threshold_mb=None, cycle_time_ms=None, timeline_filename=None,
         timeline_mark_cycles=False, hierarchical_allreduce=None, no_stall_check=False,
         stall_check_warning_time_seconds=None, stall_check_shutdown_time_seconds=None,
-        log_level=None, autotune=False, autotune_log_file=None)
+        log_level=None, report=None, host_timeout=None, autotune=False, autotune_log_file=None)
     argv, run_env, _ = mpirun.mpirun_command(args, [("localhost", 2)], 2, env, cpus=64)
     return [argv[i + 1] for i, a in enumerate(argv) if a == "-x"], argv, run_env
 

@@ -8,16 +8,23 @@
  *   usage: test_stall idle|busy [WITHHOLDER [cached]]   (the withholding rank sleeps, or
  *          keeps submitting others; "cached": every rank first all-reduces "withheld" once
  *          together, so the others then announce it from the response cache, by slot)
+ * The test starts MPI itself: after a stall hvd_shutdown leaves a MPI it started unfinalized (a
+ * stalled rank may never finalize), which mpirun would count as a failure; here every rank,
+ * the withholder too, reaches MPI_Finalize once the stop has reached it.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <mpi.h>
+
 #include "mpitest.h"
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "idle";
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     mt_ctx t;
     if (mt_start(&t) != 0) return 1;
     int rank = t.rank, size = t.size;
@@ -66,8 +73,12 @@ int main(int argc, char **argv) {
     MT_CHECK(&t, later == HVD_ERR_STALLED, "a later op got %s", hvd_status_string(later));
     MT_CHECK(&t, strstr(hvd_last_error(), "stopped") && strstr(hvd_last_error(), "HVD_STALL_SHUTDOWN_TIME"),
              "a later op's message says the runtime stopped and why: %s", hvd_last_error());
+    hvd_status down = hvd_shutdown();
+    MT_CHECK(&t, down == HVD_ERR_STALLED && strstr(hvd_last_error(), "stall"),
+             "hvd_shutdown says the job stopped on a stall: %s: %s", hvd_status_string(down),
+             hvd_last_error());
     mt_end(&t);
-    hvd_shutdown();
+    MPI_Finalize();
     /* the job is stopped, so verdicts cannot be combined through libhvdc: each rank's own */
     return mt_exit_code(&t);
 }

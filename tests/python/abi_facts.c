@@ -1,8 +1,8 @@
 /*
  * abi_facts.c - prints what hvdc.h says about the types the Python bindings mirror by hand
  * (bindings/python/hvdc/common/library.py): every status, dtype and reduce op with its value,
- * the constants, and the size and field offsets of hvd_options and hvd_elastic_info, as the
- * compiler lays them out. check_abi.py compares library.py with these lines.
+ * the constants, and the size and field offsets of hvd_options, hvd_elastic_info and hvd_report,
+ * as the compiler lays them out. check_abi.py compares library.py with these lines.
  * Output: one fact a line: "<kind> <name> <value> [<size>]".
  */
 #include <stddef.h>
@@ -50,5 +50,18 @@ int main(void) {
     FIELD(hvd_elastic_info, sequence);
     FIELD(hvd_elastic_info, committed_size);
     FIELD(hvd_elastic_info, age_s);
+    printf("struct hvd_report %zu\n", sizeof(hvd_report));
+    FIELD(hvd_report, period_s);
+    FIELD(hvd_report, steps_per_s);
+    FIELD(hvd_report, rounds_per_s);
+    FIELD(hvd_report, wait_ms);
+    FIELD(hvd_report, last_rank);
+    FIELD(hvd_report, last_host);
+    FIELD(hvd_report, last_share);
+    FIELD(hvd_report, last_lateness_ms);
+    FIELD(hvd_report, bytes);
+    FIELD(hvd_report, busbw_gbs);
+    FIELD(hvd_report, tensors);
+    FIELD(hvd_report, ops);
     return 0;
 }

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """check_abi.py - fails when bindings/python/hvdc/common/library.py, which mirrors hvdc.h by
 hand for ctypes, disagrees with it: every status, dtype and reduce op value; the constants; the
-size of hvd_options and hvd_elastic_info and each field's offset and size (as the compiler lays
-them out: abi_facts prints them). Both directions: a value library.py has that hvdc.h lacks
-fails too.
+size of hvd_options, hvd_elastic_info and hvd_report and each field's offset and size (as the
+compiler lays them out: abi_facts prints them). Both directions: a value library.py has that
+hvdc.h lacks fails too.
 
 Usage: check_abi.py ABI_FACTS        (the built tests/python/abi_facts; needs libhvdc loadable:
                                       HVDC_LIBRARY, as the suite sets it)
@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 PREFIXES = {"status": "", "dtype": "", "op": "", "const": ""}
-STRUCTS = {"hvd_options": "Options", "hvd_elastic_info": "ElasticInfo"}
+STRUCTS = {"hvd_options": "Options", "hvd_elastic_info": "ElasticInfo", "hvd_report": "Report"}
 
 
 def read_facts(program):

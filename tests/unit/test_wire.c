@@ -19,12 +19,15 @@ int main(void) {
     const hvdc_wire_request *items[2] = {&a, &b};
     hvdc_bytes bytes = {0};
     uint32_t slots[3] = {0, 7, 1023};
-    CHECK_TRUE(hvdc__wire_encode_requests(&bytes, HVDC_FLAG_SHUTDOWN, items, 2, slots, 3) == 0, "encode");
+    CHECK_TRUE(
+        hvdc__wire_encode_requests(&bytes, HVDC_FLAG_SHUTDOWN, items, 2, slots, 3, -40000) == 0,
+        "encode");
     hvdc_request_list list;
     const char *why = NULL;
     CHECK_TRUE(hvdc__wire_decode_requests(bytes.data, bytes.len, &list, &why) == 0, "decode: %s", why);
     CHECK_TRUE(list.flags == HVDC_FLAG_SHUTDOWN && list.n == 2, "header");
     CHECK_TRUE(list.n_slots == 3 && list.slots[1] == 7 && list.slots[2] == 1023, "cached slots");
+    CHECK_TRUE(list.ready_us == -40000, "when the sender was ready: %d us", list.ready_us);
     if (list.n == 2) {
         hvdc_wire_request *x = &list.items[0], *y = &list.items[1];
         CHECK_TRUE(strcmp(x->name, "layer1.grad") == 0 && x->op == HVD_AVERAGE && x->prescale == 0.5 &&
@@ -72,7 +75,7 @@ int main(void) {
         {.type = HVDC_RESPONSE_ERROR, .kind = HVDC_KIND_ALLREDUCE, .n_names = 1, .names = names,
          .error = "count differs"},
     };
-    hvdc_response_list rl = {0, 2, r, NULL, 0, 0}, back;
+    hvdc_response_list rl = {0, 2, r, NULL, 0, 0, NULL}, back;
     CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &rl) == 0, "encode responses");
     CHECK_TRUE(hvdc__wire_decode_responses(bytes.data, bytes.len, &back, &why) == 0, "decode: %s", why);
     CHECK_TRUE(back.n == 2 && back.items[0].n_names == 2 && strcmp(back.items[0].names[1], "b.c") == 0 &&
@@ -92,7 +95,7 @@ int main(void) {
     hvdc_wire_response j = {.type = HVDC_RESPONSE_EXECUTE, .kind = HVDC_KIND_ALLREDUCE, .n_names = 2,
                             .names = names, .n_joined = 1, .dtype = HVD_INT64, .op = HVD_MAX,
                             .tensors_per_name = per_name, .n_counts = 3, .counts = layout};
-    hvdc_response_list jl = {HVDC_ABORT_FLAGS(HVD_ERR_STALLED), 1, &j, "why", 0, 0};
+    hvdc_response_list jl = {HVDC_ABORT_FLAGS(HVD_ERR_STALLED), 1, &j, "why", 0, 0, NULL};
     CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &jl) == 0, "encode joined layout");
     CHECK_TRUE(hvdc__wire_decode_responses(bytes.data, bytes.len, &back, &why) == 0, "decode: %s", why);
     CHECK_TRUE(back.n == 1 && back.items[0].n_joined == 1 && back.items[0].op == HVD_MAX &&
@@ -102,7 +105,7 @@ int main(void) {
     hvdc__response_list_free(&back);
     /* autotuning's cycle time and shared-memory step reach every rank (HVDC_FLAG_TUNE); out of
      * range is refused */
-    hvdc_response_list tl = {HVDC_FLAG_TUNE, 1, &j, NULL, 2.5, 512 * 1024};
+    hvdc_response_list tl = {HVDC_FLAG_TUNE, 1, &j, NULL, 2.5, 512 * 1024, NULL};
     CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &tl) == 0, "encode tune");
     CHECK_TRUE(hvdc__wire_decode_responses(bytes.data, bytes.len, &back, &why) == 0, "decode: %s", why);
     CHECK_TRUE(back.flags == HVDC_FLAG_TUNE && back.cycle_time_ms == 2.5 && back.n == 1 &&
@@ -134,7 +137,7 @@ int main(void) {
     uint32_t cached_slots[2] = {4, 9};
     hvdc_wire_response c = {.type = HVDC_RESPONSE_EXECUTE, .kind = HVDC_KIND_ALLREDUCE, .n_names = 2,
                             .names = long_names, .slots = cached_slots};
-    hvdc_response_list cl = {0, 1, &c, NULL, 0, 0};
+    hvdc_response_list cl = {0, 1, &c, NULL, 0, 0, NULL};
     CHECK_TRUE(hvdc__wire_encode_responses(&bytes, &cl) == 0, "encode cached");
     size_t cached_len = bytes.len;
     CHECK_TRUE(cached_len < 60, "a cached response of 2 names takes %zu bytes", cached_len);

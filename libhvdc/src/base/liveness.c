@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,28 @@ struct hvdc_liveness {
     hvd_status failed;
     char message[NOTICE_MAX];
 };
+
+/* The process-wide declaration (hvdc__liveness_declare): its text is written once, by the
+ * declarer that won `declaring`, before `declared` publishes it. */
+static atomic_int declaring, declared;
+static char declared_why[NOTICE_MAX];
+
+void hvdc__liveness_declare(const char *why) {
+    if (atomic_exchange(&declaring, 1)) return;
+    snprintf(declared_why, sizeof declared_why, "%s", why);
+    atomic_store_explicit(&declared, 1, memory_order_release);
+}
+
+int hvdc__liveness_declared(char *why, size_t len) {
+    if (!atomic_load_explicit(&declared, memory_order_acquire)) return 0;
+    if (why && len) snprintf(why, len, "%s", declared_why);
+    return 1;
+}
+
+void hvdc__liveness_forget_declared(void) {
+    atomic_store(&declared, 0);
+    atomic_store(&declaring, 0);
+}
 
 hvd_status hvdc__liveness_create(MPI_Comm comm, hvdc_liveness **out) {
     hvd_status st = HVD_OK;
@@ -164,6 +187,10 @@ static int take_notice(hvdc_liveness *l, double seconds) {
 hvd_status hvdc__liveness_check(hvdc_liveness *l) {
     if (!l) return HVD_OK;
     if (l->failed != HVD_OK) return hvdc__fail(l->failed, "%s", l->message);
+    if (hvdc__liveness_declared(l->message, sizeof l->message)) {
+        l->failed = HVD_ERR_RANK_FAILED;
+        return hvdc__fail(l->failed, "%s", l->message);
+    }
     double now = hvdc__now_seconds();
     if (now < l->next_check) return HVD_OK;
     l->next_check = now + HVDC_LIVENESS_PERIOD_S;

@@ -11,14 +11,19 @@
  * memory, say) is alive but will not answer either: it sends the same notice. A neighbour gone
  * after such a notice (a survivor that failed and exited) is not named dead: a notice that has come
  * is taken first, also once the gone process is seen.
- * Limits: a node running a single rank has no neighbour to watch it. Under mpirun's default
- * policy the launcher itself tears the whole job down first (see docs/troubleshooting.md).
+ * A rank on another host that stops answering (the host is down, frozen or cut off) is noticed
+ * by the host watch (runtime/watch.h), which declares it here for the whole process: every check
+ * of every runtime in the process fails from then on.
+ * Limits: a node running a single rank has no neighbour to watch its pid (the host watch still
+ * notices it once it stops answering). Under mpirun's default policy the launcher itself tears
+ * the whole job down first (see docs/troubleshooting.md).
  *
  * Its waits pause between polls as the runtime's poll policy says (base/poll.h).
  *
  * defines: hvdc_liveness, hvdc__liveness_create, _destroy, _check, _tell_stopped, _set_poll,
- *          _poll_policy, hvdc__wait_requests
- * Thread that calls hvd_init (create), then the background thread only.
+ *          _poll_policy, _declare, _declared, _forget_declared, hvdc__wait_requests
+ * Thread that calls hvd_init (create), then the background thread only; _declare and _declared:
+ * any thread.
  */
 #ifndef HVDC_LIVENESS_H
 #define HVDC_LIVENESS_H
@@ -51,6 +56,15 @@ const hvdc_poll_policy *hvdc__liveness_poll_policy(const hvdc_liveness *liveness
  * it, so their waits fail with HVD_ERR_RANK_FAILED naming it instead of waiting forever. Not
  * for failures every rank meets anyway (a death, rank 0's abort). */
 void hvdc__liveness_tell_stopped(hvdc_liveness *liveness, const char *why); /* NULL-safe */
+
+/* Declares, for every liveness watch of this process, that a rank stopped answering (why names
+ * it): their checks fail with HVD_ERR_RANK_FAILED and why from now on. The first declaration
+ * wins. */
+void hvdc__liveness_declare(const char *why);
+/* Whether a declaration was made; its text into why (when not NULL, at most len bytes). */
+int hvdc__liveness_declared(char *why, size_t len);
+/* hvd_init: a new start owes nothing to an earlier one's declaration. */
+void hvdc__liveness_forget_declared(void);
 
 /* Completes n requests like MPI_Waitall, but checks liveness while it waits (NULL: plain).
  * On a failure the requests are left incomplete (the job is stopping). */

@@ -29,3 +29,8 @@ void hvdc__log(hvdc_log_level level, const char *fmt, ...) {
     va_end(ap);
     fprintf(stderr, "[hvdc %s rank %d] %s\n", level_names[level], current_rank, line);
 }
+
+void hvdc__log_block(hvdc_log_level level, const char *text) {
+    if (hvdc__log_enabled(level))
+        fprintf(stderr, "[hvdc %s rank %d] %s\n", level_names[level], current_rank, text);
+}

@@ -1,6 +1,7 @@
 /*
  * log.h - leveled logging to stderr, prefixed with the rank.
- * defines: hvdc_log_level, hvdc__log_init, hvdc__log_enabled, hvdc__log_rank, hvdc__log, HVDC_LOG
+ * defines: hvdc_log_level, hvdc__log_init, hvdc__log_enabled, hvdc__log_rank, hvdc__log,
+ *          hvdc__log_block, HVDC_LOG
  * Any thread.
  */
 #ifndef HVDC_LOG_H
@@ -19,6 +20,8 @@ int hvdc__log_enabled(hvdc_log_level level);
 /* The rank set by hvdc__log_init (the runtime's rank, as the user knows it), or -1 before. */
 int hvdc__log_rank(void);
 void hvdc__log(hvdc_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Logs text of any length (several lines: the prefix goes on the first) if level is enabled. */
+void hvdc__log_block(hvdc_log_level level, const char *text);
 
 #define HVDC_LOG(level, ...)                                                                 \
     do {                                                                                     \

@@ -19,6 +19,12 @@ typedef enum hvdc_tag {
     HVDC_TAG_ALLGATHER = 11,      /* the ring's all-gather */
     HVDC_TAG_SMALL = 12,          /* the one-step all-reduce of small buffers */
     HVDC_TAG_ADASUM = 13,         /* Adasum's halves and dot products (adasum.h) */
+    /* the host watch's communicator (runtime/watch.h) */
+    HVDC_TAG_HEARTBEAT = 20,      /* "still here", to the next rank of the ring */
+    HVDC_TAG_BYE = 21,            /* "stopping: expect no more heartbeats", likewise */
+    HVDC_TAG_LOST = 22,           /* "rank r stopped answering": every rank declares it too */
+    HVDC_TAG_WHERE_ASK = 23,      /* rank 0 asks a stalled rank for its whereabouts */
+    HVDC_TAG_WHERE_TELL = 24,     /* the answer */
 } hvdc_tag;
 
 #endif

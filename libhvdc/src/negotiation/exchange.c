@@ -19,6 +19,7 @@
 #include "base/poll.h"
 #include "base/status.h"
 #include "base/tags.h"
+#include "base/peers.h"
 #include "base/tell.h"
 
 
@@ -28,12 +29,15 @@ static int reserve_message(hvdc_bytes *b, size_t n) {
     return hvdc__bytes_reserve(b, n);
 }
 
-/* Rank 0: one rank's announcements into the negotiator. */
+/* Rank 0: one rank's announcements into the negotiator, dated when that rank was ready with
+ * them: its ready_us after the last answer, which every rank received when rank 0 sent it
+ * (answered_at), so no clocks are compared across ranks (arrivals.h). */
 static hvd_status take_announcement(hvdc_exchange *x, int rank, const uint8_t *data, size_t len) {
     hvdc_request_list list;
     const char *why = NULL;
     if (hvdc__wire_decode_requests(data, len, &list, &why) != 0)
         return hvdc__fail(HVD_ERR_INTERNAL, "rank %d sent a damaged negotiation message: %s", rank, why);
+    hvdc__negotiator_set_time(x->negotiator, x->answered_at + 1e-6 * list.ready_us);
     hvd_status st = hvdc__negotiator_add(x->negotiator, rank, &list);
     if (st == HVD_ERR_NO_MEMORY)
         return hvdc__fail(st, "rank 0 ran out of memory recording rank %d's announcements%s", rank,
@@ -52,33 +56,74 @@ static double inspect_period(const hvdc_exchange *x) {
     return 0;
 }
 
-/* Rank 0, every inspect_period: log the names some ranks wait for, and the ranks that have not
- * joined the current round (unless reports are off); past HVD_STALL_SHUTDOWN_TIME, stop the
- * job. */
+/* Rank 0: the line of the stall verdict for rank r, which holds up s->missing names, and has
+ * not joined the round for away_s seconds (0: it has). */
+static void stall_line(const hvdc_exchange *x, int r, const hvdc_rank_stall *s, double away_s,
+                       char *out, size_t len) {
+    char who[160];
+    size_t used =
+        (size_t)snprintf(out, len, "%s", hvdc__peers_say_rank(x->peers, r, who, sizeof who));
+    if (s->missing && used < len)
+        used += (size_t)snprintf(out + used, len - used, " has not submitted %zu operation%s the "
+                                 "others wait for (%s%s; the oldest for %.0f s)", s->missing,
+                                 s->missing == 1 ? "" : "s", s->names,
+                                 s->missing > 3 ? " and more" : "", s->oldest);
+    if (away_s > 0 && used < len)
+        snprintf(out + used, len - used, "%s has not joined negotiation for %.0f s (nothing in "
+                 "flight there: still computing, or stuck before submitting)",
+                 s->missing ? "; it" : "", away_s);
+}
+
+/* Rank 0, every inspect_period: one verdict grouped by rank, for the ranks that hold up names
+ * the others submitted, or that have not joined the round (round_started: when it began),
+ * unless reports are off; past HVD_STALL_SHUTDOWN_TIME, stop the job. */
 static hvd_status inspect_stalls(hvdc_exchange *x, double now, double round_started) {
     double limit = x->stall_check_s > 0 ? x->stall_check_s : x->stall_shutdown_s;
-    double oldest = 0, absent_for = now - round_started;
-    char report[1200];
-    size_t n = hvdc__negotiator_report_stalls(x->negotiator, now, limit, report, sizeof report, &oldest);
-    size_t len = strlen(report), n_absent = 0;
-    for (int r = 0; r < x->size && absent_for >= limit; r++) {
-        if (x->arrived[r] || len + 32 >= sizeof report) continue;
-        len += (size_t)snprintf(report + len, sizeof report - len, "%s%d",
-                                n_absent++ ? "," : (n ? "\nranks " : "ranks "), r);
+    double oldest = 0, away_s = now - round_started >= limit ? now - round_started : 0;
+    hvdc__negotiator_stalls_by_rank(x->negotiator, now, limit, x->stalls, &oldest);
+    int n = 0;
+    for (int r = 0; r < x->size && n < STALL_RANKS_MAX; r++) {
+        double away = x->arrived[r] ? 0 : away_s;
+        if (!x->stalls[r].missing && away <= 0) continue;
+        stall_line(x, r, &x->stalls[r], away, x->stall_lines[n], sizeof x->stall_lines[n]);
+        x->stall_ranks[n++] = r;
+        if (away > oldest) oldest = away;
     }
-    if (n_absent) {
-        snprintf(report + len, sizeof report - len, " have not joined negotiation for %.0f s "
-                 "(nothing in flight there: still computing, or stuck before submitting)", absent_for);
-        if (absent_for > oldest) oldest = absent_for;
+    if (n == 0) return HVD_OK;
+    if (x->stall_check_s > 0) {
+        char head[200];
+        const char *lines[STALL_RANKS_MAX];
+        for (int i = 0; i < n; i++) lines[i] = x->stall_lines[i];
+        snprintf(head, sizeof head, "stall: for %.0f s (HVD_STALL_CHECK_TIME=%g) the others "
+                 "have waited for %s:", oldest, limit, n == 1 ? "this rank" : "these ranks");
+        x->stall_verdict(x->ctx, head, x->stall_ranks, lines, n);
     }
-    if (n == 0 && n_absent == 0) return HVD_OK;
-    if (x->stall_check_s > 0)
-        HVDC_LOG(HVDC_LOG_WARNING, "stall: operations submitted on some ranks but not on others "
-                 "(HVD_STALL_CHECK_TIME=%g s):\n%s", limit, report);
-    if (x->stall_shutdown_s > 0 && oldest >= x->stall_shutdown_s)
-        return hvdc__fail(HVD_ERR_STALLED, "stopped after HVD_STALL_SHUTDOWN_TIME=%g s of stall: %s",
-                          x->stall_shutdown_s, report);
+    if (x->stall_shutdown_s > 0 && oldest >= x->stall_shutdown_s) {
+        char all[HVDC_ERROR_MAX] = "";
+        for (int i = 0, used = 0; i < n && used < (int)sizeof all; i++)
+            used += snprintf(all + used, sizeof all - (size_t)used, "%s%s", i ? "; " : "",
+                             x->stall_lines[i]);
+        return hvdc__fail(HVD_ERR_STALLED, "stopped after HVD_STALL_SHUTDOWN_TIME=%g s of stall: "
+                          "%s", x->stall_shutdown_s, all);
+    }
     return HVD_OK;
+}
+
+/* Rank 0: receives the announcement waiting (status from the probe) and takes it. */
+static hvd_status receive_announcement(hvdc_exchange *x, const MPI_Status *status) {
+    hvd_status st = HVD_OK;
+    int len = 0;
+    CHECK_MPI(MPI_Get_count(status, MPI_BYTE, &len));
+    if (reserve_message(&x->gathered, (size_t)len)) {
+        st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for %d bytes of requests", len);
+        goto fail;
+    }
+    CHECK_MPI(MPI_Recv(x->gathered.data, len, MPI_BYTE, status->MPI_SOURCE, HVDC_TAG_ANNOUNCE,
+                       x->comm, MPI_STATUS_IGNORE));
+    x->bytes_received += (uint64_t)len;
+    CHECK(take_announcement(x, status->MPI_SOURCE, x->gathered.data, (size_t)len));
+fail:
+    return st;
 }
 
 /* Rank 0: this round's announcement from every rank; inspects stalls while waiting. */
@@ -88,22 +133,13 @@ static hvd_status gather_announcements(hvdc_exchange *x) {
     double started = hvdc__now_seconds();
     hvdc_poll poll = hvdc__poll_begin(hvdc__liveness_poll_policy(x->liveness));
     memset(x->arrived, 0, (size_t)x->size);
-    hvdc__negotiator_set_time(x->negotiator, started);
     CHECK(take_announcement(x, 0, x->message.data, x->message.len));
     while (missing > 0) {
-        int flag = 0, len = 0;
+        int flag = 0;
         MPI_Status status;
         CHECK_MPI(MPI_Iprobe(MPI_ANY_SOURCE, HVDC_TAG_ANNOUNCE, x->comm, &flag, &status));
         if (flag) {
-            CHECK_MPI(MPI_Get_count(&status, MPI_BYTE, &len));
-            if (reserve_message(&x->gathered, (size_t)len)) {
-                st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for %d bytes of requests", len);
-                goto fail;
-            }
-            CHECK_MPI(MPI_Recv(x->gathered.data, len, MPI_BYTE, status.MPI_SOURCE, HVDC_TAG_ANNOUNCE,
-                               x->comm, MPI_STATUS_IGNORE));
-            x->bytes_received += (uint64_t)len;
-            CHECK(take_announcement(x, status.MPI_SOURCE, x->gathered.data, (size_t)len));
+            CHECK(receive_announcement(x, &status));
             missing--;
             continue;
         }
@@ -128,6 +164,7 @@ fail:
 /* Rank 0: answer every other rank with the same bytes. */
 static hvd_status send_answer(hvdc_exchange *x) {
     hvd_status st = HVD_OK;
+    x->answered_at = hvdc__now_seconds(); /* every rank receives it now (the next round's dates) */
     for (int r = 1; r < x->size; r++)
         CHECK_MPI(MPI_Isend(x->answer.data, (int)x->answer.len, MPI_BYTE, r, HVDC_TAG_ANSWER,
                             x->comm, &x->requests[r - 1]));
@@ -185,6 +222,7 @@ static hvd_status decide(hvdc_exchange *x) {
         st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory encoding %u responses", responses.n);
         goto fail;
     }
+    x->last_ranks = responses.last_ranks; /* not sent: for this rank's decoded copy */
 fail:
     hvdc__response_list_free(&responses);
     return st;
@@ -226,6 +264,7 @@ static hvd_status ask_coordinator(hvdc_exchange *x) {
                                MPI_STATUS_IGNORE));
             x->answer.len = (size_t)len;
             x->bytes_received += (uint64_t)len;
+            x->answered_at = hvdc__now_seconds(); /* rank 0 sent it now, on its clock */
             break;
         }
         if (x->stall_check_s > 0) {
@@ -251,13 +290,15 @@ fail:
 }
 
 hvd_status hvdc__exchange_init(hvdc_exchange *x) {
+    x->answered_at = hvdc__now_seconds(); /* until the first answer: every rank starts together */
     if (x->rank != 0) return HVD_OK;
     x->fault_respond = hvdc__fault("negotiate_respond"); /* read once, off the hot path */
     x->negotiator = hvdc__negotiator_create(x->size, x->cache);
     x->arrived = calloc((size_t)x->size, 1);
     x->requests = calloc((size_t)x->size, sizeof *x->requests);
+    x->stalls = calloc((size_t)x->size, sizeof *x->stalls);
     x->next_stall_check = hvdc__now_seconds() + inspect_period(x);
-    if (!x->negotiator || !x->arrived || !x->requests) {
+    if (!x->negotiator || !x->arrived || !x->requests || !x->stalls) {
         hvdc__exchange_free(x);
         return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory starting the coordinator");
     }
@@ -274,6 +315,8 @@ void hvdc__exchange_free(hvdc_exchange *x) {
     x->arrived = NULL;
     free(x->requests);
     x->requests = NULL;
+    free(x->stalls);
+    x->stalls = NULL;
 }
 
 int hvdc__exchange_awaited(hvdc_exchange *x) {
@@ -294,6 +337,8 @@ hvd_status hvdc__exchange_round(hvdc_exchange *x, hvdc_response_list *responses)
         st = hvdc__fail(HVD_ERR_INTERNAL, "damaged response list from rank 0: %s", why);
         goto fail;
     }
+    responses->last_ranks = x->last_ranks; /* rank 0's own, else NULL */
+    x->last_ranks = NULL;
     for (uint32_t i = 0; i < responses->n; i++) {
         hvdc_wire_response *r = &responses->items[i];
         if (!r->slots) continue;

@@ -26,9 +26,13 @@
 
 #include "base/bytes.h"
 #include "base/liveness.h"
+#include "base/peers.h"
 #include "hvdc.h"
 #include "negotiation/negotiate.h"
 #include "negotiation/wire.h"
+
+/* The most ranks one stall verdict lists (the first ones, by rank). */
+#define STALL_RANKS_MAX 32
 
 typedef struct hvdc_exchange {
     /* set by the owner before hvdc__exchange_init */
@@ -48,15 +52,27 @@ typedef struct hvdc_exchange {
     /* Called between two probes of every wait; a status other than HVD_OK ends the round, and
      * rank 0 answers no abort for it: the owner's own failure, which it tells the others. */
     hvd_status (*between_steps)(void *ctx, const char *doing);
+    /* Rank 0, with stall reports on: delivers a stall verdict (head, then a line for each of n
+     * ranks: what it holds up); the owner adds where those ranks are and logs it. */
+    void (*stall_verdict)(void *ctx, const char *head, const int *ranks,
+                          const char *const *lines, int n);
+    const hvdc_peers *peers;       /* every rank's host, for the verdict's lines */
     void *ctx;
-    /* this rank's announcements for the next round, encoded by the owner */
+    /* this rank's announcements for the next round, encoded by the owner (with when it was ready
+     * with them, relative to answered_at: hvdc_request_list.ready_us) */
     hvdc_bytes message;
     /* owned here */
     hvdc_bytes gathered, answer;
     hvdc_negotiator *negotiator; /* rank 0 */
     unsigned char *arrived;      /* (size) rank 0: whose announcement this round has */
+    hvdc_rank_stall *stalls;     /* (size) rank 0: what each rank holds up (inspect_stalls) */
+    int stall_ranks[STALL_RANKS_MAX]; /* rank 0: the ranks of the verdict being written */
+    char stall_lines[STALL_RANKS_MAX][512]; /* and their lines */
     MPI_Request *requests;       /* (size - 1) rank 0: answers in flight */
     double next_stall_check;     /* rank 0 */
+    double answered_at;          /* when this rank received (rank 0: sent) the last answer: the
+                                    moment every rank's next announcement is dated from */
+    const int32_t *last_ranks;   /* rank 0: the answer's hvdc_response_list.last_ranks */
     int fault_respond;           /* rank 0, tests (base/fault.h): responding fails */
     int aborted;                 /* rank 0: a failed round was answered with an abort */
     int owner_failed;            /* rank 0: this round's between_steps failed (not aborted) */

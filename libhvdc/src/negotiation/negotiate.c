@@ -18,6 +18,7 @@
 #include "base/dtype.h"
 #include "base/fault.h"
 #include "base/name_table.h"
+#include "negotiation/arrivals.h"
 #include "negotiation/fusion_policy.h"
 
 /* A name some ranks have announced. A named entry holds each rank's request; a slot entry
@@ -31,7 +32,9 @@ typedef struct entry {
     unsigned char *announced;   /* (size) in the entry's own allocation, after it */
     int n_announced;
     int queued; /* on the ready list */
-    double first_seen; /* when the first rank announced it */
+    double first_seen; /* when the first rank was ready with it (the earliest stamp) */
+    double latest, second; /* the latest stamp and the one before it */
+    int last_rank;     /* the rank with the latest stamp (-1: none yet) */
     struct entry *next_ready;   /* the ready list; the spare list once retired */
 } entry;
 
@@ -52,6 +55,8 @@ struct hvdc_negotiator {
                                                  kept between rounds */
     int fault_add;         /* tests (base/fault.h): recording announcements runs out of memory */
     int fault_no_matrix;   /* tests: alltoall responses leave the send counts out (wire.h) */
+    hvdc_arrivals *arrivals;   /* who arrives last, when the report asks (else NULL) */
+    hvdc_buffer last_ranks;    /* (int32_t) respond's hvdc_response_list.last_ranks */
 };
 
 void hvdc__negotiator_set_time(hvdc_negotiator *n, double now) { n->now = now; }
@@ -105,6 +110,8 @@ void hvdc__negotiator_destroy(hvdc_negotiator *n) {
     hvdc__buffer_free(&n->errors);
     hvdc__buffer_free(&n->items);
     hvdc__buffer_free(&n->picked);
+    hvdc__buffer_free(&n->last_ranks);
+    hvdc__arrivals_destroy(n->arrivals);
     hvdc__name_table_free(&n->table);
     for (uint32_t s = 0; s < hvdc__cache_capacity(n->cache); s++) entry_free(n->by_slot[s], n->size);
     free(n->by_slot);
@@ -159,6 +166,7 @@ static entry *entry_new(hvdc_negotiator *n, int64_t slot) {
     }
     e->announced = (unsigned char *)(e + 1);
     e->slot = slot;
+    e->last_rank = -1;
     if (slot < 0 && !(e->by_rank = calloc((size_t)n->size, sizeof *e->by_rank))) {
         free(e);
         return NULL;
@@ -166,16 +174,40 @@ static entry *entry_new(hvdc_negotiator *n, int64_t slot) {
     return e;
 }
 
-/* Counts rank's announcement of e (join bookkeeping, readiness). */
+/* Orders rank's stamp (n->now) among e's: who was ready last, and who before it. */
+static void note_stamp(hvdc_negotiator *n, entry *e, int rank) {
+    double t = n->now;
+    if (e->n_announced == 1) {
+        e->first_seen = e->latest = e->second = t;
+        e->last_rank = rank;
+        return;
+    }
+    if (t < e->first_seen) e->first_seen = t;
+    if (t > e->latest) {
+        e->second = e->latest;
+        e->latest = t;
+        e->last_rank = rank;
+    } else if (t > e->second || e->n_announced == 2) {
+        e->second = t;
+    }
+}
+
+/* Counts rank's announcement of e (join bookkeeping, readiness, who was ready last). */
 static void note_announced(hvdc_negotiator *n, entry *e, int rank) {
     e->announced[rank] = 1;
     e->n_announced++;
+    note_stamp(n, e, rank);
     if (entry_request(e, rank)->kind == HVDC_KIND_JOIN && !n->joined[rank]) {
         n->joined[rank] = 1;
         n->n_joined++;
         n->last_joined = rank;
     }
-    if (!e->queued && covered(n, e)) enqueue_ready(n, e);
+    if (!e->queued && covered(n, e)) {
+        if (n->arrivals && e->n_announced > 1)
+            hvdc__arrivals_note(n->arrivals, e->last_rank, e->latest - e->second,
+                                e->latest - e->first_seen);
+        enqueue_ready(n, e);
+    }
 }
 
 /* A slot entry becomes a named one (some rank sent the full request for its name): every rank
@@ -195,6 +227,9 @@ static entry *materialize(hvdc_negotiator *n, entry *slotted) {
     }
     e->n_announced = slotted->n_announced;
     e->first_seen = slotted->first_seen;
+    e->latest = slotted->latest;
+    e->second = slotted->second;
+    e->last_rank = slotted->last_rank;
     if (hvdc__name_table_put(&n->table, cached->name, e) != 0) {
         entry_free(e, n->size);
         return NULL;
@@ -536,6 +571,7 @@ typedef struct respond_lists {
     char **errors;           /* why each is refused, or NULL */
     hvdc_fusion_item *items; /* each as the fusion policy sees it */
     size_t *picked;          /* the entries of the response being made */
+    int32_t *last_ranks;     /* (NULL unless arrivals are noted) each response's last rank */
     size_t n;
 } respond_lists;
 
@@ -546,7 +582,11 @@ static hvd_status reserve_lists(hvdc_negotiator *n, size_t n_ready, respond_list
         hvdc__buffer_reserve(&n->items, n_ready * sizeof *l->items) != HVD_OK ||
         hvdc__buffer_reserve(&n->picked, n_ready * sizeof *l->picked) != HVD_OK)
         return HVD_ERR_NO_MEMORY;
-    *l = (respond_lists){n->ready.data, n->errors.data, n->items.data, n->picked.data, n_ready};
+    *l = (respond_lists){n->ready.data, n->errors.data, n->items.data, n->picked.data, NULL,
+                         n_ready};
+    /* kept only while someone reads them (timeline, report) */
+    if (n->arrivals && hvdc__buffer_reserve(&n->last_ranks, n_ready * sizeof(int32_t)) == HVD_OK)
+        l->last_ranks = n->last_ranks.data;
     for (size_t i = 0; i < n_ready; i++) l->errors[i] = NULL;
     return HVD_OK;
 }
@@ -635,6 +675,19 @@ static hvd_status add_payload(hvdc_negotiator *n, hvdc_wire_response *s, const e
     return HVD_OK;
 }
 
+/* The rank whose announcement made the latest of the response's entries ready. */
+static int32_t last_to_arrive(const respond_lists *l, size_t n_group) {
+    const entry *latest = l->ready[l->picked[0]];
+    for (size_t i = 1; i < n_group; i++)
+        if (l->ready[l->picked[i]]->latest > latest->latest) latest = l->ready[l->picked[i]];
+    return latest->last_rank;
+}
+
+hvdc_arrivals *hvdc__negotiator_arrivals(hvdc_negotiator *n) {
+    if (!n->arrivals) n->arrivals = hvdc__arrivals_create(n->size);
+    return n->arrivals;
+}
+
 /* The response's names: as slot numbers when every one is cached (every rank reads the names
  * from its cache), else in full. */
 static hvd_status name_group(hvdc_wire_response *s, const respond_lists *l, size_t n_group) {
@@ -676,6 +729,7 @@ static hvd_status respond_one(hvdc_negotiator *n, respond_lists *l, size_t lead,
         hvd_status st = add_payload(n, s, l->ready[lead], l, n_group);
         if (st != HVD_OK) return st;
     }
+    if (l->last_ranks) l->last_ranks[out->n - 1] = last_to_arrive(l, n_group);
     return name_group(s, l, n_group);
 }
 
@@ -711,6 +765,7 @@ hvd_status hvdc__negotiator_respond(hvdc_negotiator *n, size_t host_threshold,
     hvd_status st = reserve_lists(n, n_ready, &l);
     if (st == HVD_OK && !(out->items = malloc(n_ready * sizeof *out->items))) st = HVD_ERR_NO_MEMORY;
     if (st == HVD_OK) st = list_ready(n, &l, &n_refused);
+    out->last_ranks = l.last_ranks;
     int join_done = 0;
     for (size_t i = 0; i < n_ready && st == HVD_OK; i++) {
         if (!l.items[i].available && !l.errors[i]) continue; /* fused into an earlier one */
@@ -774,6 +829,42 @@ size_t hvdc__negotiator_report_stalls(const hvdc_negotiator *n, double now, doub
     for (uint32_t s = 0; s < hvdc__cache_capacity(n->cache); s++)
         if (n->by_slot[s]) scan_entry(n->by_slot[s], &scan);
     snprintf(out, len, "%s", scan.m.text);
+    *oldest = scan.oldest;
+    return scan.stalled;
+}
+
+typedef struct rank_scan {
+    const hvdc_negotiator *n;
+    double now, older_than, oldest;
+    size_t stalled;
+    hvdc_rank_stall *by_rank;
+} rank_scan;
+
+static void scan_entry_by_rank(void *value, void *ctx) {
+    rank_scan *scan = ctx;
+    const entry *e = value;
+    double age = scan->now - e->first_seen;
+    if (e->n_announced == scan->n->size || age < scan->older_than) return;
+    scan->stalled++;
+    if (age > scan->oldest) scan->oldest = age;
+    const char *name = entry_name(scan->n, e);
+    for (int r = 0; r < scan->n->size; r++) {
+        if (e->announced[r] || scan->n->joined[r]) continue;
+        hvdc_rank_stall *s = &scan->by_rank[r];
+        if (age > s->oldest) s->oldest = age;
+        size_t used = strlen(s->names);
+        if (s->missing++ < 3 && used + strlen(name) + 5 < sizeof s->names)
+            snprintf(s->names + used, sizeof s->names - used, "%s'%s'", used ? ", " : "", name);
+    }
+}
+
+size_t hvdc__negotiator_stalls_by_rank(const hvdc_negotiator *n, double now, double older_than,
+                                       hvdc_rank_stall *by_rank, double *oldest) {
+    rank_scan scan = {.n = n, .now = now, .older_than = older_than, .by_rank = by_rank};
+    memset(by_rank, 0, (size_t)n->size * sizeof *by_rank);
+    hvdc__name_table_each(&n->table, scan_entry_by_rank, &scan);
+    for (uint32_t s = 0; s < hvdc__cache_capacity(n->cache); s++)
+        if (n->by_slot[s]) scan_entry_by_rank(n->by_slot[s], &scan);
     *oldest = scan.oldest;
     return scan.stalled;
 }

@@ -3,8 +3,8 @@
  * which are now announced by every rank, whether the ranks agree about them, and how ready
  * all-reduces fuse. It sees only decoded messages, never MPI, so it is unit-tested alone.
  *
- * defines: hvdc_negotiator, hvdc__negotiator_create, _destroy, _add, _respond, _waiting,
- *          _set_time, _report_stalls
+ * defines: hvdc_negotiator, hvdc_rank_stall, hvdc__negotiator_create, _destroy, _add, _respond,
+ *          _waiting, _set_time, _report_stalls, _stalls_by_rank, _arrivals
  * Background thread of rank 0 (and tests).
  */
 #ifndef HVDC_NEGOTIATE_H
@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "hvdc.h"
+#include "negotiation/arrivals.h"
 #include "negotiation/cache.h"
 #include "negotiation/wire.h"
 
@@ -37,6 +38,10 @@ hvd_status hvdc__negotiator_add(hvdc_negotiator *negotiator, int rank, hvdc_requ
 hvd_status hvdc__negotiator_respond(hvdc_negotiator *negotiator, size_t fusion_threshold,
                                     size_t gpu_fusion_threshold, hvdc_response_list *out);
 
+/* Starts noting who arrives last (arrivals.h) and which rank made each response ready
+ * (hvdc_response_list.last_ranks), if it has not yet; its record, or NULL out of memory. */
+hvdc_arrivals *hvdc__negotiator_arrivals(hvdc_negotiator *negotiator);
+
 /* Names announced by some ranks but not yet by all. */
 size_t hvdc__negotiator_waiting(const hvdc_negotiator *negotiator);
 
@@ -48,5 +53,19 @@ void hvdc__negotiator_set_time(hvdc_negotiator *negotiator, double now);
  * @return how many such names; *oldest gets the longest wait (0 if none). */
 size_t hvdc__negotiator_report_stalls(const hvdc_negotiator *negotiator, double now,
                                       double older_than, char *out, size_t len, double *oldest);
+
+/* What one rank holds up: the names it has not announced that others have waited for. */
+typedef struct hvdc_rank_stall {
+    size_t missing;  /* how many */
+    double oldest;   /* the longest wait among them, seconds */
+    char names[200]; /* the first few, quoted: "'a', 'b'" */
+} hvdc_rank_stall;
+
+/* The same names grouped by the ranks that have not announced them (a joined rank holds nothing
+ * up): by_rank[r] for every rank r (size entries, overwritten). @return how many names have
+ * waited at least older_than; *oldest gets the longest wait (0 if none). */
+size_t hvdc__negotiator_stalls_by_rank(const hvdc_negotiator *negotiator, double now,
+                                       double older_than, hvdc_rank_stall *by_rank,
+                                       double *oldest);
 
 #endif

@@ -78,7 +78,7 @@ static int put_header(hvdc_bytes *b, uint32_t flags, uint32_t n) {
 
 int hvdc__wire_encode_requests(hvdc_bytes *out, uint32_t flags,
                                const hvdc_wire_request *const *items, uint32_t n,
-                               const uint32_t *slots, uint32_t n_slots) {
+                               const uint32_t *slots, uint32_t n_slots, int32_t ready_us) {
     if (put_header(out, flags, n)) return -1;
     for (uint32_t i = 0; i < n; i++) {
         const hvdc_wire_request *r = items[i];
@@ -94,7 +94,8 @@ int hvdc__wire_encode_requests(hvdc_bytes *out, uint32_t flags,
         for (uint32_t d = 0; d < r->ndim; d++)
             if (put_uint(out, r->shape[d], 8)) return -1;
     }
-    return put_uint(out, n_slots, 4) || put_u32_array(out, slots, n_slots) ? -1 : 0;
+    return put_uint(out, n_slots, 4) || put_u32_array(out, slots, n_slots) ||
+                   put_uint(out, (uint32_t)ready_us, 4) ? -1 : 0;
 }
 
 int hvdc__wire_encode_responses(hvdc_bytes *out, const hvdc_response_list *list) {
@@ -324,7 +325,8 @@ static int decode_list(const uint8_t *data, size_t len, size_t min_bytes, size_t
     return 0;
 }
 
-/* After a request list's items: the slots announced from the cache. */
+/* After a request list's items: the slots announced from the cache, then when the sender was
+ * ready with the newest request. */
 static int get_request_tail(reader *r, uint32_t flags, void *ctx) {
     hvdc_request_list *out = ctx;
     (void)flags;
@@ -334,6 +336,9 @@ static int get_request_tail(reader *r, uint32_t flags, void *ctx) {
     if (!out->slots) return fail_read(r, "out of memory");
     for (uint32_t k = 0; k < out->n_slots; k++)
         if (get_u32(r, &out->slots[k])) return -1;
+    uint32_t ready;
+    if (get_u32(r, &ready)) return -1;
+    out->ready_us = (int32_t)ready;
     return 0;
 }
 

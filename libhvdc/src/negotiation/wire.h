@@ -23,7 +23,7 @@
 #include "hvdc.h"
 
 #define HVDC_WIRE_MAGIC 0x48564443u /* "HVDC" */
-#define HVDC_WIRE_VERSION 6u
+#define HVDC_WIRE_VERSION 7u
 
 typedef enum hvdc_kind {
     HVDC_KIND_ALLREDUCE = 0,
@@ -80,6 +80,9 @@ typedef struct hvdc_request_list {
     hvdc_wire_request *items; /* (n) */
     uint32_t n_slots;
     uint32_t *slots;          /* (n_slots) cached requests announced by slot (cache.h) */
+    int32_t ready_us;         /* when the sender was ready with the newest of these requests:
+                                 microseconds after it received rank 0's last answer (negative:
+                                 before), so rank 0 dates it on its own clock (arrivals.h) */
 } hvdc_request_list;
 
 typedef enum hvdc_response_type { HVDC_RESPONSE_EXECUTE = 0, HVDC_RESPONSE_ERROR = 1 } hvdc_response_type;
@@ -116,12 +119,15 @@ typedef struct hvdc_response_list {
     double cycle_time_ms;      /* HVDC_FLAG_TUNE: the cycle time every rank uses next */
     uint64_t shm_step_bytes;   /* HVDC_FLAG_TUNE: the shared-memory all-reduce's step
                                   (collectives/shm.h) every rank uses next; 0: unchanged */
+    const int32_t *last_ranks; /* rank 0, never sent: (n) the rank whose announcement made each
+                                  response ready last (-1: not known), or NULL; the
+                                  negotiator's, valid until its next response */
 } hvdc_response_list;
 
 /* Encoders append to out (cleared first). @return 0, or -1 when out of memory. */
 int hvdc__wire_encode_requests(hvdc_bytes *out, uint32_t flags,
                                const hvdc_wire_request *const *items, uint32_t n,
-                               const uint32_t *slots, uint32_t n_slots);
+                               const uint32_t *slots, uint32_t n_slots, int32_t ready_us);
 int hvdc__wire_encode_responses(hvdc_bytes *out, const hvdc_response_list *list);
 
 /* Decoders fill a list the caller frees. @return 0, or -1 with *why set to a static string

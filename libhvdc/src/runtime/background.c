@@ -33,7 +33,9 @@
 #include "collectives/shm.h"
 #include "runtime/complete.h"
 #include "runtime/device_work.h"
+#include "runtime/report.h"
 #include "runtime/round.h"
+#include "runtime/watch.h"
 
 /* Records phase on the timeline row of every tensor of op. */
 static void op_span(hvdc_timeline *tl, const hvdc_op *op, const char *phase, int64_t start,
@@ -55,6 +57,23 @@ static hvd_status between_steps(void *ctx, const char *doing) {
     serve_dump(s, doing);
     hvd_status st = hvdc__device_work_finish_due(s);
     return st != HVD_OK ? st : hvdc__liveness_check(s->rt->executor.liveness);
+}
+
+/* The stall check's verdict (rank 0): the host watch asks those ranks where they are before it
+ * logs it (watch.h); without a watch (a process set's runtime, HVD_HOST_TIMEOUT=0) it is logged
+ * as it is. */
+static void deliver_verdict(void *ctx, const char *head, const int *ranks,
+                            const char *const *lines, int n) {
+    round_state *s = ctx;
+    if (s->rt->watch) {
+        hvdc__watch_verdict(s->rt->watch, head, ranks, lines, n);
+        return;
+    }
+    HVDC_LOG(HVDC_LOG_WARNING, "%s", head);
+    for (int i = 0; i < n; i++) HVDC_LOG(HVDC_LOG_WARNING, "  %s", lines[i]);
+    if (s->rt->peers) /* the global runtime: its watch is off */
+        HVDC_LOG(HVDC_LOG_WARNING, "  (where those ranks are is not known: the host watch that "
+                 "asks them is off, HVD_HOST_TIMEOUT=0)");
 }
 
 /* A burst of submissions is gathered until it pauses this long, for at most BURST_MAX_NS. */
@@ -270,20 +289,37 @@ static hvd_status run_joined(round_state *s, hvdc_wire_response *r, hvdc_op **op
     return st;
 }
 
-/* The timeline's rows for ops up to rank 0's answer: the wait for other ranks, then the
- * negotiation. */
+/* The timeline's rows for ops up to rank 0's answer (at answered): the wait for other ranks,
+ * WAIT_FOR_RANKS in earlier rounds, then NEGOTIATE in the one that answered, each naming
+ * last_rank, the rank it waited for last (-1: not known). */
 static void negotiation_spans(round_state *s, hvdc_op **ops, size_t n, int64_t answered,
-                              int64_t group) {
+                              int64_t group, int last_rank) {
     hvdc_timeline *tl = s->rt->executor.timeline;
     if (!hvdc__timeline_recording(tl)) return; /* else no call a tensor (rank 0 has tl) */
     for (size_t i = 0; i < n; i++) {
         int64_t from = ops[i]->announced_us;
-        if (from < s->round_started_us) {
-            op_span(tl, ops[i], "WAIT_FOR_RANKS", from, s->round_started_us, group);
-            from = s->round_started_us;
+        for (size_t k = 0; k < ops[i]->n_tensors; k++) {
+            const char *name = ops[i]->tensors[k].name;
+            if (from < s->round_started_us)
+                hvdc__timeline_wait_span(tl, name, "WAIT_FOR_RANKS", from, s->round_started_us,
+                                         group, last_rank);
+            hvdc__timeline_wait_span(tl, name, "NEGOTIATE",
+                                     from < s->round_started_us ? s->round_started_us : from,
+                                     answered, group, last_rank);
         }
-        op_span(tl, ops[i], "NEGOTIATE", from, answered, group);
     }
+}
+
+/* HVD_REPORT on rank 0: a response that ran, seconds of host work. */
+static void report_response(round_state *s, const hvdc_wire_response *r, hvdc_op *const *ops,
+                            size_t n, double seconds) {
+    size_t tensors = 0;
+    uint64_t bytes = 0, elem = hvd_dtype_size((hvd_dtype)ops[0]->desc.dtype);
+    for (size_t i = 0; i < n; i++) {
+        tensors += ops[i]->n_tensors;
+        for (size_t k = 0; k < ops[i]->n_tensors; k++) bytes += ops[i]->tensors[k].count * elem;
+    }
+    hvdc__report_response(s->rt->report, r, s->cache, tensors, bytes, seconds);
 }
 
 /* Executes an EXECUTE response over this rank's ops and completes them (device work: once it
@@ -294,10 +330,12 @@ static hvd_status execute_response(round_state *s, hvdc_wire_response *r, hvdc_o
     hvdc_timeline *tl = rt->executor.timeline;
     hvdc__clear_error();
     hvdc_gpu_pending *pending = NULL;
+    double started = rt->report ? hvdc__now_seconds() : 0;
     hvdc_outcome out = hvdc__execute(&rt->executor, r, ops, n, &pending);
     /* a watchdog that fired failed the ops (maybe freed now) and made execute fail */
     if (out.status != HVD_OK && hvdc__watchdog_fired(rt->executor.watchdog)) return out.status;
     if (out.status == HVD_OK) {
+        if (rt->report) report_response(s, r, ops, n, pending ? 0 : hvdc__now_seconds() - started);
         remember(s, r, ops, n);
         autotune_observe(s, r, ops, n);
     }
@@ -316,8 +354,9 @@ static hvd_status execute_response(round_state *s, hvdc_wire_response *r, hvdc_o
     return out.in_step ? HVD_OK : out.status;
 }
 
-/* Runs one response and completes its ops. @return HVD_OK while the ranks stay in step. */
-static hvd_status run_response(round_state *s, hvdc_wire_response *r) {
+/* Runs one response and completes its ops; last_rank: the rank it waited for last (rank 0 with
+ * a timeline or HVD_REPORT; else -1). @return HVD_OK while the ranks stay in step. */
+static hvd_status run_response(round_state *s, hvdc_wire_response *r, int last_rank) {
     hvdc_runtime *rt = s->rt;
     if (s->fault_run ||
         hvdc__buffer_reserve(&s->response_ops, (r->n_names ? r->n_names : 1) * sizeof(hvdc_op *)) != HVD_OK)
@@ -334,12 +373,24 @@ static hvd_status run_response(round_state *s, hvdc_wire_response *r) {
         return hvdc__fail(HVD_ERR_INTERNAL, "rank 0 scheduled '%s', which this rank never announced",
                           r->names[0]);
     int64_t answered = hvdc__timeline_now_us(rt->executor.timeline), group = ++rt->executor.group;
-    negotiation_spans(s, ops, n, answered, group);
+    negotiation_spans(s, ops, n, answered, group, last_rank);
     if (r->type == HVDC_RESPONSE_EXECUTE) return execute_response(s, r, ops, n, answered, group);
     /* a mismatch: refused on every rank alike */
     hvdc__complete_ops(rt, ops, n, HVD_ERR_MISMATCH, r->error);
     s->n_in_flight -= n;
     return HVD_OK;
+}
+
+/* When this rank was ready with the newest of the ops it is about to announce: microseconds
+ * after it received rank 0's last answer (capped), from which rank 0 dates it on its own clock
+ * (negotiation/arrivals.h). */
+static int32_t ready_us(const round_state *s, const hvdc_op *fresh) {
+    int64_t newest = 0;
+    for (const hvdc_op *op = fresh; op; op = op->next)
+        if (op->phase_at[HVDC_PHASE_QUEUED] > newest) newest = op->phase_at[HVDC_PHASE_QUEUED];
+    if (!newest) return 0;
+    double us = ((double)newest * 1e-9 - s->exchange.answered_at) * 1e6;
+    return us < INT32_MIN ? INT32_MIN : us > INT32_MAX ? INT32_MAX : (int32_t)us;
 }
 
 /* Holds the thread until hvd_init has agreed with every rank. @return 1 to run. */
@@ -370,10 +421,12 @@ static hvd_status round_setup(round_state *s) {
         .fusion_threshold = rt->config.fusion_threshold_bytes,
         .gpu_fusion_threshold = rt->config.gpu_fusion_threshold_bytes,
         .liveness = rt->executor.liveness, .cache = s->cache, .between_steps = between_steps,
-        .ctx = s, .tune_cycle_ms = -1,
+        .stall_verdict = deliver_verdict, .peers = rt->peers, .ctx = s, .tune_cycle_ms = -1,
     };
     hvd_status st = hvdc__exchange_init(&s->exchange);
     if (st != HVD_OK) return st;
+    if (rt->report)
+        hvdc__report_attach(rt->report, hvdc__negotiator_arrivals(s->exchange.negotiator));
     s->cycle_ms = rt->config.cycle_time_ms;
     s->tuning = rt->config.autotune && rt->topo.rank == 0;
     if (s->tuning)
@@ -409,6 +462,8 @@ static hvd_status announce(round_state *s, hvdc_op *fresh, int shutdown, size_t 
     s->round_started_us = hvdc__timeline_now_us(tl);
     hvdc__timeline_cycle(tl, s->round_started_us, ++s->rounds);
     int spans = hvdc__timeline_recording(tl);
+    if (spans && s->exchange.negotiator) /* rank 0: the spans name the last rank */
+        hvdc__negotiator_arrivals(s->exchange.negotiator);
     for (hvdc_op *op = fresh; op; op = op->next) {
         int64_t slot = hvdc__cache_lookup(s->cache, &op->desc);
         if (slot >= 0) {
@@ -427,7 +482,7 @@ static hvd_status announce(round_state *s, hvdc_op *fresh, int shutdown, size_t 
     if (s->fault_encode ||
         hvdc__wire_encode_requests(&s->exchange.message, shutdown ? HVDC_FLAG_SHUTDOWN : 0,
                                    s->fresh_descs, (uint32_t)n_fresh, s->fresh_slots,
-                                   (uint32_t)n_slots) != 0)
+                                   (uint32_t)n_slots, ready_us(s, fresh)) != 0)
         return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory encoding %zu requests%s", n_fresh,
                           s->fault_encode ? " (HVDC_TEST_FAULTS=encode_requests)" : "");
     return HVD_OK;
@@ -467,7 +522,12 @@ static hvd_status run_round(round_state *s, hvdc_op *fresh, int shutdown, int *p
         return st;
     }
     for (uint32_t i = 0; i < responses.n && st == HVD_OK; i++)
-        st = run_response(s, &responses.items[i]);
+        st = run_response(s, &responses.items[i],
+                          responses.last_ranks ? responses.last_ranks[i] : -1);
+    if (s->rt->report) {
+        hvdc__report_round(s->rt->report);
+        hvdc__report_tick(s->rt->report, hvdc__now_seconds());
+    }
     *progressed = n_announced > 0 || responses.n > 0;
     *stop_now = (responses.flags & HVDC_FLAG_SHUTDOWN) != 0;
     hvdc__response_list_free(&responses);

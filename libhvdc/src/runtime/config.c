@@ -105,6 +105,18 @@ const hvdc_setting hvdc__settings[] = {
      NULL, "`1`",
      "`0`: do not install the SIGUSR1 state dump (it is never installed over an "
      "application's own handler)", 0, 0},
+    {"HVD_HOST_TIMEOUT", NULL, HVDC_SETTING_SECONDS, FIELD(host_timeout_s), 0, WEEK_S, NULL,
+     NULL, "30",
+     "seconds without a heartbeat after which a rank's host counts as lost (down, frozen or cut "
+     "off from the network): every rank's operations fail with `HVD_ERR_RANK_FAILED` naming "
+     "the host and its ranks; `0` turns the watch off (for a debugger that pauses a rank; the "
+     "stall verdict then cannot ask the ranks where they are)",
+     0, 0},
+    {"HVD_REPORT", NULL, HVDC_SETTING_SECONDS, FIELD(report_s), 0, WEEK_S, NULL, NULL, "0",
+     "every this many seconds rank 0 prints a report: steps and rounds per second, the time "
+     "ranks waited for each other, the rank that arrived last most often (its host, its median "
+     "lateness), bytes reduced and bus bandwidth, tensors per fused operation; `0`: none",
+     0, 0},
 };
 const size_t hvdc__n_settings = sizeof hvdc__settings / sizeof hvdc__settings[0];
 
@@ -118,6 +130,7 @@ void hvdc__config_default(hvdc_config *config) {
         .stall_check_s = 60.0,
         .stall_shutdown_s = 0.0,
         .sigusr1_dump = 1,
+        .host_timeout_s = 30.0,
         .cache_capacity = 1024,
         .shm_step_bytes = HVDC_SHM_SLOT_BYTES,
     };

@@ -18,6 +18,7 @@
 #include "base/dtype.h"
 #include "base/status.h"
 #include "runtime/round.h"
+#include "runtime/whereabouts.h"
 
 static int pipe_fds[2] = {-1, -1};
 static pthread_t watcher;
@@ -131,5 +132,9 @@ void hvdc__dump_state(round_state *s, const char *doing) {
         fprintf(stderr, "[hvdc rank 0]   coordinator: %zu names wait for other ranks%s%s\n", n,
                 n ? ":\n" : "", report);
     }
+    char indent[32], where[12288];
+    snprintf(indent, sizeof indent, "[hvdc rank %d]   ", rt->topo.rank);
+    hvdc__whereabouts_write(rt, indent, where, sizeof where);
+    fprintf(stderr, "%s\n", where);
 }
 

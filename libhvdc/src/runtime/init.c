@@ -21,12 +21,16 @@
 #include "base/fault.h"
 #include "base/log.h"
 #include "base/nodes.h"
+#include "base/peers.h"
 #include "base/status.h"
 #include "runtime/agree.h"
 #include "runtime/autotune.h"
 #include "runtime/complete.h"
 #include "runtime/dump.h"
+#include "runtime/report.h"
 #include "runtime/runtime.h"
+#include "runtime/watch.h"
+#include "runtime/whereabouts.h"
 
 hvdc_runtime *hvdc__runtime = NULL;
 
@@ -258,6 +262,9 @@ static const char *cpu_allreduce_name(const hvdc_runtime *rt) {
 
 static void runtime_free(hvdc_runtime *rt) {
     if (!rt || rt->left_behind) return; /* its thread may still be inside MPI, using it */
+    hvdc__watch_stop(rt->watch); /* says goodbye: this rank's silence is no loss */
+    hvdc__report_destroy(rt->report);
+    hvdc__peers_destroy(rt->peers);
     if (rt->sets_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->sets_comm);
     if (rt->control_comm != MPI_COMM_NULL) MPI_Comm_free(&rt->control_comm);
     if (rt->autotune_log) fclose(rt->autotune_log);
@@ -290,6 +297,24 @@ static void fail_all_ops(void *ctx, const char *why) {
 static hvd_status start_watchdog(hvdc_runtime *rt) {
     if (rt->executor.cpu_allreduce != HVDC_CPU_ALLREDUCE_MPI) return HVD_OK;
     return hvdc__watchdog_start(rt->executor.liveness, fail_all_ops, rt, &rt->executor.watchdog);
+}
+
+static void describe_rank(void *ctx, const char *indent, char *out, size_t len) {
+    hvdc__whereabouts_write(ctx, indent, out, len);
+}
+
+/* Every rank's host and pid; the host watch (watch.h), which needs a peer to watch and is off
+ * with HVD_HOST_TIMEOUT=0; HVD_REPORT's figures on rank 0 (after the collective steps: it can
+ * fail on rank 0 alone). */
+static hvd_status start_watch(hvdc_runtime *rt) {
+    hvd_status st = hvdc__peers_create(rt->control_comm, &rt->peers);
+    if (st == HVD_OK && rt->topo.size > 1 && rt->config.host_timeout_s > 0)
+        st = hvdc__watch_start(rt->control_comm, rt->peers, rt->config.host_timeout_s,
+                               describe_rank, rt, &rt->watch);
+    if (st == HVD_OK && rt->config.report_s > 0 && rt->topo.rank == 0 &&
+        !(rt->report = hvdc__report_create(rt->config.report_s, rt->topo.size, rt->peers)))
+        st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for HVD_REPORT's figures");
+    return st;
 }
 
 /* How long hvd_shutdown waits for a background thread that the watchdog gave up on. */
@@ -375,6 +400,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     hvdc_runtime *rt = runtime_alloc();
     if (!rt) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory starting libhvdc");
     hvdc__device_abort_reset(); /* a new start's device results owe nothing to an old abort */
+    hvdc__liveness_forget_declared(); /* nor its waits to an old job's lost host */
 
     /* a malformed setting is reported once every rank can hear about it */
     char parse_message[HVDC_ERROR_MAX] = "";
@@ -413,6 +439,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
                       hvdc__liveness_create(rt->control_comm, &rt->executor.liveness)));
     hvdc__liveness_set_poll(rt->executor.liveness, &rt->poll);
     CHECK(hvdc__agree(rt->control_comm, start_watchdog(rt)));
+    CHECK(hvdc__agree(rt->control_comm, start_watch(rt)));
     st = HVD_OK;
     if (rt->topo.rank == 0) /* recording from the start only with HVD_TIMELINE */
         st = hvdc__timeline_open(timeline_from_start(&rt->config), rt->topo.rank,
@@ -541,14 +568,20 @@ hvd_status hvd_shutdown(void) {
     pthread_mutex_unlock(&gate_mutex);
     int we_initialized = rt->we_initialized_mpi;
     /* finalizing waits for every process, which a dead rank never answers: leave MPI as is;
-     * so do the others after this rank told them it stopped (they count it as dead) */
+     * so do the others after this rank told them it stopped (they count it as dead), and after
+     * a stall stopped the job (the stalled rank may never get to finalizing) */
     hvd_status stop_status;
     char stop_message[sizeof rt->stop_message];
     int told;
     hvdc__stop_reason(rt, &stop_status, stop_message, sizeof stop_message, &told);
     int peer_died = stop_status == HVD_ERR_RANK_FAILED;
+    int stalled = stop_status == HVD_ERR_STALLED;
     runtime_free(rt);
-    if (we_initialized && !peer_died && !told) MPI_Finalize();
+    if (we_initialized && !peer_died && !told && !stalled) MPI_Finalize();
+    if (stalled)
+        return hvdc__fail(HVD_ERR_STALLED, "hvd_shutdown: the job stopped on a stall (%s)%s",
+                          stop_message, we_initialized ? "; MPI was not finalized, as the stalled "
+                          "rank may never get there: exit the process with a non-zero status" : "");
     if (peer_died)
         return hvdc__fail(HVD_ERR_RANK_FAILED, "hvd_shutdown: a rank died or stopped (%s), so MPI "
                           "was not finalized; exit the process with a non-zero status",
@@ -568,6 +601,15 @@ hvd_status hvdc__negotiation_stats(uint64_t *rounds, uint64_t *bytes_sent, uint6
     *bytes_received = atomic_load(&hvdc__runtime->stat_bytes_received);
     hvdc__leave();
     return HVD_OK;
+}
+
+hvd_status hvd_report_get(hvd_report *out) {
+    hvd_status st = hvdc__enter("hvd_report_get");
+    if (st != HVD_OK) return st;
+    if (out) hvdc__report_copy(hvdc__runtime->report, out);
+    else st = hvdc__fail(HVD_ERR_INVALID_ARG, "hvd_report_get: out is NULL");
+    hvdc__leave();
+    return st;
 }
 
 static hvd_status topology_value(const char *what, int *out, size_t offset) {

@@ -41,6 +41,10 @@ typedef struct hvdc_runtime {
     MPI_Comm control_comm; /* negotiation rounds */
     MPI_Comm sets_comm;    /* the global runtime's: process sets' communicators are split from
                               it, by hvd_add_process_set's caller (no other use) */
+    struct hvdc_peers *peers; /* every rank's host and pid (the global runtime; NULL in a set's) */
+    struct hvdc_watch *watch; /* the host watch (the global runtime at np > 1; else NULL) */
+    struct hvdc_report *report; /* HVD_REPORT's figures (rank 0 of the global runtime, when set;
+                                   else NULL): the background thread adds, any thread copies */
 
     /* the request queue: user threads push, the background thread drains */
     pthread_mutex_t queue_mutex;
@@ -56,6 +60,9 @@ typedef struct hvdc_runtime {
     int told_stopped;       /* it stopped on an error of its own and told every rank so (the
                                others then do not finalize MPI: neither may this one) */
     unsigned long long barrier_count; /* names the n-th hvd_barrier */
+    char last_submitted[HVD_MAX_NAME_LEN + 1]; /* the last name queued, and when (hvdc__now_ns):
+                                                  what a stuck rank did last (whereabouts.h) */
+    int64_t last_submitted_ns;
     /* negotiation's cost so far, copied from the exchange after every round */
     atomic_ullong stat_rounds, stat_bytes_sent, stat_bytes_received;
     hvdc_phase_totals phases; /* where host ops' time went (phases.h), added by their waiters

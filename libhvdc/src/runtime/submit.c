@@ -77,6 +77,9 @@ static hvd_status queue_op(const char *fn, hvdc_runtime *rt, hvdc_op *op, hvd_ha
         if (rt->queue_tail) rt->queue_tail->next = op;
         else rt->queue_head = op;
         rt->queue_tail = op;
+        size_t name_len = strlen(op->desc.name); /* a name fits (hvdc_op_desc) */
+        memcpy(rt->last_submitted, op->desc.name, name_len + 1);
+        rt->last_submitted_ns = op->phase_at[HVDC_PHASE_QUEUED];
         atomic_fetch_add_explicit(&rt->queue_seq, 1, memory_order_relaxed); /* a spinning
                                        background thread takes it before the signal comes */
     } else {

@@ -301,18 +301,32 @@ static int lock_if_recording(hvdc_timeline *tl) {
     return 0;
 }
 
-void hvdc__timeline_span(hvdc_timeline *tl, const char *name, const char *phase, int64_t start_us,
-                         int64_t end_us, int64_t group) {
+/* A complete event on name's row; args: the JSON object's members after "group". */
+static void span(hvdc_timeline *tl, const char *name, const char *phase, int64_t start_us,
+                 int64_t end_us, int64_t group, const char *args) {
     if (!lock_if_recording(tl)) return;
     int id = row_locked(tl, name);
     char event[256];
     int n = snprintf(event, sizeof event,
                      ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%lld,\"dur\":%lld,"
-                     "\"args\":{\"group\":%lld}}",
+                     "\"args\":{\"group\":%lld%s}}",
                      phase, tl->rank, id, (long long)start_us,
-                     (long long)(end_us > start_us ? end_us - start_us : 0), (long long)group);
+                     (long long)(end_us > start_us ? end_us - start_us : 0), (long long)group,
+                     args);
     record_locked(tl, event, (size_t)n);
     pthread_mutex_unlock(&tl->mutex);
+}
+
+void hvdc__timeline_span(hvdc_timeline *tl, const char *name, const char *phase, int64_t start_us,
+                         int64_t end_us, int64_t group) {
+    span(tl, name, phase, start_us, end_us, group, "");
+}
+
+void hvdc__timeline_wait_span(hvdc_timeline *tl, const char *name, const char *phase,
+                              int64_t start_us, int64_t end_us, int64_t group, int last_rank) {
+    char args[40] = "";
+    if (last_rank >= 0) snprintf(args, sizeof args, ",\"last_rank\":%d", last_rank);
+    span(tl, name, phase, start_us, end_us, group, args);
 }
 
 void hvdc__timeline_cycle(hvdc_timeline *tl, int64_t at_us, uint64_t round) {

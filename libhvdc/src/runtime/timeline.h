@@ -8,15 +8,16 @@
  * One row per tensor name, with its phases as complete events: QUEUED (submitted, not yet
  * picked up), NEGOTIATE (announced, in the round that answered it), WAIT_FOR_RANKS (announced,
  * other ranks had not submitted it yet), PACK / ALLREDUCE / UNPACK (or the collective's name)
- * while executing; events of one fused response carry the same "group" argument. With
+ * while executing; events of one fused response carry the same "group" argument, and the
+ * waits name the rank the response waited for last ("last_rank"). With
  * HVD_TIMELINE_MARK_CYCLES=1, every negotiation round is an instant event.
  *
  * The file stays valid JSON at every moment: each flush rewrites the closing bracket after the
  * new events in one write, so a job that ends early or is killed leaves a loadable file.
  * Events are buffered in memory; a writer thread does the file I/O, off the background thread.
  *
- * defines: hvdc_timeline, hvdc__timeline_open, _close, _start, _stop, _now_us, _us_at, _span, _recording,
- *          _cycle
+ * defines: hvdc_timeline, hvdc__timeline_open, _close, _start, _stop, _now_us, _us_at, _span,
+ *          _wait_span, _recording, _cycle
  * The background thread records; the writer thread writes; open/close on the hvd_init thread;
  * start/stop on any user thread (serialized by the timeline's own lock).
  */
@@ -51,6 +52,11 @@ int64_t hvdc__timeline_us_at(const hvdc_timeline *timeline, int64_t now_ns);
  * Rows are labelled with the tensor name on first use in each file. No-op unless recording. */
 void hvdc__timeline_span(hvdc_timeline *timeline, const char *name, const char *phase,
                          int64_t start_us, int64_t end_us, int64_t group);
+
+/* The same for a wait for other ranks (WAIT_FOR_RANKS, NEGOTIATE): its args name the rank whose
+ * announcement ended it, last_rank (none when -1). */
+void hvdc__timeline_wait_span(hvdc_timeline *timeline, const char *name, const char *phase,
+                              int64_t start_us, int64_t end_us, int64_t group, int last_rank);
 
 /* Whether timeline (NULL-safe) records now: a caller with many spans to give skips them all
  * when it does not (a hint: recording may start or stop meanwhile, and spans check again). */

@@ -11,6 +11,7 @@ import itertools
 import threading
 
 from hvdc.common import library as L
+from hvdc.common.diagnostics import register_thread_dump
 from hvdc.common.exceptions import HorovodInternalError, HvdcValueError  # noqa: F401
 from hvdc.common.process_sets import ProcessSet, global_process_set, _registry
 
@@ -49,6 +50,7 @@ def init(comm=None, process_sets=None):
     global _homogeneous, _atexit_registered
     if L.fast.hvd_is_initialized():
         return
+    register_thread_dump()  # rank 0's stall verdict and SIGUSR1 show every Python thread
     if comm is None or isinstance(comm, (list, tuple, range)):
         status = L.lib.hvd_init()
     else:

@@ -130,6 +130,22 @@ class NamedBuffer(ctypes.Structure):
                 ("data", ctypes.c_void_p),
                 ("nbytes", ctypes.c_size_t)]
 
+
+class Report(ctypes.Structure):
+    """hvd_report: keep in step with hvdc.h."""
+    _fields_ = [("period_s", ctypes.c_double),
+                ("steps_per_s", ctypes.c_double),
+                ("rounds_per_s", ctypes.c_double),
+                ("wait_ms", ctypes.c_double),
+                ("last_rank", ctypes.c_int),
+                ("last_host", ctypes.c_char * 64),
+                ("last_share", ctypes.c_double),
+                ("last_lateness_ms", ctypes.c_double),
+                ("bytes", ctypes.c_uint64),
+                ("busbw_gbs", ctypes.c_double),
+                ("tensors", ctypes.c_uint64),
+                ("ops", ctypes.c_uint64)]
+
 _opt_p = ctypes.POINTER(Options)
 
 
@@ -183,6 +199,8 @@ for _h in (lib, fast):
     _declare(_h, "hvd_wait_on_stream", ctypes.c_int, [_handle_p, _vp])
     _declare(_h, "hvd_start_timeline", ctypes.c_int, [ctypes.c_char_p, ctypes.c_int])
     _declare(_h, "hvd_stop_timeline", ctypes.c_int, [])
+    _declare(_h, "hvd_set_thread_dump", ctypes.c_int, [ctypes.c_int, ctypes.c_int])
+    _declare(_h, "hvd_report_get", ctypes.c_int, [ctypes.POINTER(Report)])
     _declare(_h, "hvd_status_string", ctypes.c_char_p, [ctypes.c_int])
     _declare(_h, "hvd_last_error", ctypes.c_char_p, [])
     _declare(_h, "hvd_gpu_built", ctypes.c_int, [])

@@ -17,6 +17,7 @@ from hvdc.common.basics import (init, shutdown, is_initialized, rank, size, loca
                                 gloo_built, nccl_built, cuda_built, rocm_built, ddl_built,
                                 ccl_built, sycl_built, start_timeline, stop_timeline)
 from hvdc.common.basics import Average, Sum, Adasum, Min, Max, Product
+from hvdc.common.diagnostics import report
 from hvdc.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 from hvdc.common.process_sets import (ProcessSet, global_process_set, add_process_set,
                                       remove_process_set)

@@ -474,8 +474,9 @@ HVD_API hvd_status hvd_set_thread_dump(int signum, int fd);
 typedef struct hvd_report {
     double period_s;         /* the period they cover; 0: none yet (HVD_REPORT unset, the first
                                 period not over, or not rank 0) */
-    double steps_per_s;      /* how often the period's first all-reduced name ran: one training
-                                step each, when every step reduces the same names */
+    double steps_per_s;      /* how often the period's first all-reduced name ran (libhvdc's
+                                own, "hvdc.*" and "hvd.*", aside): one training step each,
+                                when every step reduces the same names */
     double rounds_per_s;     /* negotiation rounds */
     double wait_ms;          /* median time from a tensor's first announcement (some rank ready)
                                 to its last (every rank ready): the ranks' wait for each other */

@@ -46,12 +46,18 @@ void hvdc__report_attach(hvdc_report *r, hvdc_arrivals *arrivals) { r->arrivals 
 
 void hvdc__report_round(hvdc_report *r) { r->rounds++; }
 
-/* Counts the runs of the period's first all-reduced name. */
+/* libhvdc's and its bindings' own collectives ("hvdc.init.local_sizes", "hvd.consistency.*")
+ * run once, not every step: they never mark a step. */
+static int own_name(const char *name) {
+    return strncmp(name, "hvdc.", 5) == 0 || strncmp(name, "hvd.", 4) == 0;
+}
+
+/* Counts the runs of the period's first all-reduced name of the application's. */
 static void count_steps(hvdc_report *r, const hvdc_wire_response *resp, const hvdc_cache *cache) {
     for (uint32_t i = 0; i < resp->n_names; i++) {
         const char *name = resp->slots ? hvdc__cache_name(cache, resp->slots[i]) : resp->names[i];
         if (!name || !name[0]) continue;
-        if (!r->marker[0]) snprintf(r->marker, sizeof r->marker, "%s", name);
+        if (!r->marker[0] && !own_name(name)) snprintf(r->marker, sizeof r->marker, "%s", name);
         if (strcmp(name, r->marker) == 0) r->marker_runs++;
     }
 }
@@ -97,8 +103,12 @@ static void print(const hvdc_report *r, const hvd_report *f) {
         snprintf(who, sizeof who, "rank %d (host '%s'), for %.0f %% of %llu tensors, median "
                  "%.1f ms after the rank before it", f->last_rank, f->last_host,
                  100 * f->last_share, (unsigned long long)(f->tensors), f->last_lateness_ms);
+    char marker[HVD_MAX_NAME_LEN + 40] = "no all-reduce of the application's yet";
+    if (r->marker[0])
+        snprintf(marker, sizeof marker, "'%s' ran %llu times", r->marker,
+                 (unsigned long long)r->marker_runs);
     fprintf(stderr,
-            "[hvdc report rank 0] last %.1f s (np %d): %.1f steps/s ('%s' ran %llu times), "
+            "[hvdc report rank 0] last %.1f s (np %d): %.1f steps/s (%s), "
             "%.1f rounds/s\n"
             "[hvdc report rank 0]   waiting for each other: a tensor waited %.1f ms (median) "
             "from the first rank ready to the last\n"
@@ -106,8 +116,7 @@ static void print(const hvdc_report *r, const hvd_report *f) {
             "[hvdc report rank 0]   all-reduced %.3g MB per rank; bus bandwidth %.3g GB/s inside "
             "the all-reduces (%.2f s of %.1f)\n"
             "[hvdc report rank 0]   %.1f tensors per operation (%llu tensors in %llu operations)\n",
-            f->period_s, r->size, f->steps_per_s, r->marker,
-            (unsigned long long)r->marker_runs, f->rounds_per_s, f->wait_ms, who,
+            f->period_s, r->size, f->steps_per_s, marker, f->rounds_per_s, f->wait_ms, who,
             (double)f->bytes * 1e-6, f->busbw_gbs, r->allreduce_s, f->period_s,
             f->ops ? (double)f->tensors / (double)f->ops : 0, (unsigned long long)f->tensors,
             (unsigned long long)f->ops);

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 # g++: meson's CUDA support needs a host C++ compiler when the GPU backend is built.
 # python3-torch & co: the Python bindings (bindings/python) and their tests, for /usr/bin/python3.
 # python3-mesonpy, -venv, -pip: `pip install .` (pyproject.toml) into a virtual environment.
-# python3-yaml: the Kubernetes example's check (tests/k8s).
+# python3-yaml: the Kubernetes example's check (tests/docs/check_mpijob.py).
 scripts/ensure_packages.sh openmpi-bin libopenmpi-dev meson ninja-build pkg-config gcc g++ \
     libc6-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist python3 iproute2 util-linux \
     python3-dev python3-torch python3-torchvision python3-numpy python3-pytest \

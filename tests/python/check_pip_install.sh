@@ -23,8 +23,13 @@ step() {  # step NAME COMMAND...: runs it, output to $tmp/NAME.log, prints its s
     local name=$1 t0 rc=0; shift
     t0=$(date +%s.%N)
     "$@" >"$tmp/$name.log" 2>&1 || rc=$?
-    awk -v a="$t0" -v b="$(date +%s.%N)" -v n="$name" 'BEGIN { printf "# %s took %.1f s\n", n, b - a }'
-    if [ "$rc" -ne 0 ]; then tail -n 30 "$tmp/$name.log"; echo "FAIL: $name (exit status $rc)"; exit 1; fi
+    awk -v a="$t0" -v b="$(date +%s.%N)" -v n="$name" \
+        'BEGIN { printf "# %s took %.1f s\n", n, b - a }'
+    if [ "$rc" -ne 0 ]; then
+        tail -n 30 "$tmp/$name.log"
+        echo "FAIL: $name (exit status $rc)"
+        exit 1
+    fi
 }
 
 # The job every environment must run: two ranks, integer-valued sums, each rank checks its own.
@@ -35,7 +40,8 @@ got = hvd.allreduce(torch.arange(4.0) * (hvd.rank() + 1), op=hvd.Sum)
 want = torch.arange(4.0) * sum(r + 1 for r in range(hvd.size()))
 assert hvd.size() == 2 and torch.equal(got, want), (hvd.rank(), got, want)
 prefix = sys.prefix + "/"
-assert hvdc.__file__.startswith(prefix) and library.path.startswith(prefix), (hvdc.__file__, library.path)
+assert hvdc.__file__.startswith(prefix), hvdc.__file__
+assert library.path.startswith(prefix), library.path
 print("rank %d of %d: sum %s, hvdc %s from %s" % (hvd.rank(), hvd.size(), got.tolist(),
       hvdc.__version__, library.path))
 hvd.shutdown()'
@@ -68,7 +74,7 @@ missing = [w for w in want if not any(w in n for n in names)]
 assert not missing, "the wheel lacks %s (it has %s)" % (missing, names)
 script = next(n for n in names if n.endswith(".data/scripts/hvdcrun"))
 first = zipfile.ZipFile(sys.argv[1]).read(script).splitlines()[0]
-assert first == b"#!python", "hvdcrun's first line is %r, not #!python (pip rewrites that one)" % first
+assert first == b"#!python", "hvdcrun's first line is %r, not #!python (pip rewrites it)" % first
 PY
 "$python" -m venv --system-site-packages "$tmp/b"
 step "pip install the wheel" "$tmp/b/bin/pip" install --no-index "$wheel"

@@ -5,6 +5,7 @@
     hvdcrun -np 4 --hostfile hosts ./train                 lines "host slots=N"
     hvdcrun ./train                                        inside a Slurm allocation: its nodes
     hvdcrun --check-build                                  what this build of libhvdc has
+    hvdcrun --check -np 4 -H node1:2,node2:2 [./train]     check the hosts first (one table)
     hvdcrun -np 4 --min-np 2 --max-np 4 --host-discovery-script ./hosts.sh ./train   # elastic
 
 What it adds to mpirun (hvdcrun_mpirun.py): the settings a root user and an oversubscribed
@@ -186,6 +187,13 @@ def options():
     g.add_argument("--dry-run", action="store_true", help="print the mpirun command, run nothing")
     g.add_argument("--check-build", action="store_true",
                    help="print what this build of libhvdc has, and exit")
+    g.add_argument("--check", action="store_true",
+                   help="check the hosts first (reached through the launch agent, versions, "
+                        "the network every pair shares, an all-reduce per pair) and print one "
+                        "table; with a PROGRAM, launch it on the network found if all is green")
+    g.add_argument("--gpu", action="store_true",
+                   help="with --check: each rank uses a GPU, so every host needs as many GPUs "
+                        "as the ranks it gets")
     return p
 
 
@@ -295,6 +303,10 @@ def main(argv):
     args = parse_args(argv)
     if args.check_build:
         return check_build(args)
+    if args.check:
+        import hvdcrun_check
+        library, _ = mpirun.build_info((LIBHVDC, LIBHVDC_REL), HERE)
+        return hvdcrun_check.main(args, library, launch)
     try:
         mpirun.check_program(args.command)
         check_settings(args, os.environ)
@@ -310,7 +322,11 @@ def main(argv):
     except UsageError as e:
         say(str(e))
         return 2
-    cmd, env, shown = mpirun.mpirun_command(args, where, np, os.environ)
+    return launch(args, where, np, os.environ)
+
+
+def launch(args, where, np, env):
+    cmd, env, shown = mpirun.mpirun_command(args, where, np, env)
     if args.verbose or args.dry_run:
         print(mpirun.show_command(cmd, shown), flush=True)
     if args.dry_run:

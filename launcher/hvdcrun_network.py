@@ -7,17 +7,13 @@ NCCL, the interfaces of this host, and the choice of one network among those eve
     --network-interfaces 10.0.0.0/24  Open MPI: the same; NCCL takes names, not networks: no
                                       NCCL_SOCKET_IFNAME (--check finds each host's names)
 
-Runs in the hvdcrun process, and interfaces() also in the probe --check starts on every host.
-Python 3 standard library only (Linux: the interfaces come from ioctl, as ifconfig reads them).
+Runs in the hvdcrun process. Python 3 standard library only.
 """
-import array
-import fcntl
 import ipaddress
 import re
-import socket
-import struct
 
 from hvdcrun_hosts import UsageError
+from hvdcrun_probe import interfaces  # noqa: F401  (this host's, for the driver and tests)
 
 NAME = re.compile(r"[A-Za-z0-9_.:@-]+")
 
@@ -51,36 +47,7 @@ def nccl_env(value, env):
     return {"NCCL_SOCKET_IFNAME": ",".join(names)}
 
 
-# ---- this host's interfaces ----------------------------------------------------------------
-
-SIOCGIFFLAGS, SIOCGIFADDR, SIOCGIFNETMASK = 0x8913, 0x8915, 0x891B
-IFF_UP, IFF_LOOPBACK = 0x1, 0x8
-
-
-def _ioctl(sock, request, name):
-    buf = array.array("B", struct.pack("256s", name.encode()[:15]))
-    fcntl.ioctl(sock.fileno(), request, buf, True)
-    return buf.tobytes()
-
-
-def interfaces():
-    """[(name, address, prefix length)] of this host's IPv4 interfaces that are up, loopback
-    last (the primary address of each: what ifconfig shows)."""
-    found = []
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        for _, name in socket.if_nameindex():
-            try:
-                flags = struct.unpack("H", _ioctl(s, SIOCGIFFLAGS, name)[16:18])[0]
-                addr = socket.inet_ntoa(_ioctl(s, SIOCGIFADDR, name)[20:24])
-                mask = socket.inet_ntoa(_ioctl(s, SIOCGIFNETMASK, name)[20:24])
-            except OSError:  # no IPv4 address
-                continue
-            if flags & IFF_UP:
-                prefix = ipaddress.ip_network("0.0.0.0/" + mask).prefixlen
-                found.append((name, addr, prefix, bool(flags & IFF_LOOPBACK)))
-    found.sort(key=lambda f: f[3])
-    return [f[:3] for f in found]
-
+# ---- this host's interfaces (hvdcrun_probe.interfaces: the probe runs the same code) ------
 
 def network_of(address, prefix):
     return str(ipaddress.ip_network("%s/%d" % (address, prefix), strict=False))

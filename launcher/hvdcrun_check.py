@@ -260,7 +260,8 @@ def step_versions(reached, table):
             differ.append("%s differs: %s" % (label, "; ".join(
                 "%s on %s" % (v, ",".join(hs)) for v, hs in seen.items())))
     same = ", ".join(t for _, t in texts[hosts[0]])
-    table.add("versions", ",".join(hosts), not differ, "; ".join(differ) if differ else same)
+    where = ",".join(hosts) if len(hosts) <= 3 else "all %d hosts" % len(hosts)
+    table.add("versions", where, not differ, "; ".join(differ) if differ else same)
 
 
 def step_gpus(args, reached, ranks, table):

@@ -102,9 +102,10 @@ class Runs(unittest.TestCase):
                               text=True, timeout=60, env=e)
 
     def test_ranks_receive_them(self):
-        show = ("import os; print('rank', os.environ['OMPI_COMM_WORLD_RANK'], "
-                "os.environ.get('NCCL_SOCKET_IFNAME'), os.environ.get('NCCL_DEBUG'), "
-                "os.environ.get('HOROVOD_CYCLE_TIME'))")
+        # One write(2) per rank: a line printed in pieces can come out cut by the other rank's.
+        show = ("import os; e = os.environ; os.write(1, ('rank %s %s %s %s\\n' % ("
+                "e['OMPI_COMM_WORLD_RANK'], e.get('NCCL_SOCKET_IFNAME'), e.get('NCCL_DEBUG'), "
+                "e.get('HOROVOD_CYCLE_TIME'))).encode())")
         r = self.run_hvdcrun("-np", "2", "--network-interfaces", "lo", "python3", "-c", show,
                              env={"NCCL_DEBUG": "WARN", "HOROVOD_CYCLE_TIME": "3"})
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)

@@ -2,7 +2,8 @@
 # two_hosts.sh - the two-host test stage: the multi-rank tests and the training example run
 # with `hvdcrun -np 4 -H node1:2,node2:2` across two real hosts made of network + UTS namespaces
 # on this machine (tests/netns: see its README); then the launcher's other forms (hostfile,
-# Slurm variables, a Python program, every bad input) and elastic training: node2's ranks
+# Slurm variables, a Python program, every bad input), hvdcrun --check (all green; node2's link
+# down) and elastic training: node2's ranks
 # killed mid-epoch and node2 gone from the discovery answer (the job goes on at np 2 on node1
 # from its last commit), node2 back (it grows to np 4 again), too few slots left (it gives up).
 #
@@ -305,6 +306,16 @@ bad_case "a program that does not exist" "does not exist" "${np4[@]}" "$build/no
 printf '%s cpus=2\n' "$N1" > "$logs/hostfile-bad"
 bad_case "a hostfile line that is not 'host slots=N'" "is not 'host slots=N'" \
     --hostfile "$logs/hostfile-bad" "$t/test_topology"
+
+# ---- hvdcrun --check across the two hosts (tests/launcher/check_two_hosts.py) --------------------
+# No --network-interfaces: the check finds 10.77.0.0/24 itself (veth-node1, veth-node2), then
+# launches the program there; with node2's link down it must name node1–node2 and the step.
+check_2h=(python3 "$root/tests/launcher/check_two_hosts.py" --build "$build" --netns "$netns"
+          --wrap "${in_node1[*]@Q}")
+run_case "hvdcrun --check $on2: all green, then the program on the network it found" 120 \
+    "${check_2h[@]}" green
+run_case "hvdcrun --check $on2, node2's link down: names $N1–$N2 and the step within 15 s" 60 \
+    "${check_2h[@]}" link-down
 
 # ---- elastic training across the two hosts -------------------------------------------------------
 # examples/train --elastic, 3 epochs, a commit every 25 steps (tests/launcher/check_elastic.py):

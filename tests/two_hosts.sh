@@ -3,7 +3,7 @@
 # with `hvdcrun -np 4 -H node1:2,node2:2` across two real hosts made of network + UTS namespaces
 # on this machine (tests/netns: see its README); then the launcher's other forms (hostfile,
 # Slurm variables, a Python program, every bad input), hvdcrun --check (all green; node2's link
-# down) and elastic training: node2's ranks
+# down), Slurm's own daemons running jobs (tests/slurm) and elastic training: node2's ranks
 # killed mid-epoch and node2 gone from the discovery answer (the job goes on at np 2 on node1
 # from its last commit), node2 back (it grows to np 4 again), too few slots left (it gives up).
 #
@@ -16,7 +16,8 @@
 #              default: libhvdc's liveness watch must name the dead rank on node1
 # Needs root (namespaces). Without root or a working `ip netns` it prints "SKIP ..." and ends
 # with "0 passed, 0 failed, 1 skipped". Otherwise one line per test, "PASS name (T s)" or
-# "FAIL name (...)" followed by the end of its log, and last "N passed, N failed"; exit status
+# "FAIL name (...)" followed by the end of its log, and last "N passed, N failed[, N skipped]"
+# (skipped: Slurm's part, when its packages cannot be installed); exit status
 # 1 on any failure. Logs: BUILD_DIR/two-hosts-logs/.
 # The namespaces are always torn down when the stage ends (also on failure, timeout, Ctrl-C),
 # and leftovers of an earlier, crashed run are removed before it starts. One stage at a time
@@ -46,7 +47,7 @@ export N1=node1 N2=node2
 hosts="$N1:2,$N2:2"
 kill_bound_s=${KILL_BOUND_S:-5}  # node1's ranks must be gone this long after the kill
 
-passed=0 failed=0
+passed=0 failed=0 skipped=0
 start=$(date +%s)
 
 skip() {
@@ -317,6 +318,16 @@ run_case "hvdcrun --check $on2: all green, then the program on the network it fo
 run_case "hvdcrun --check $on2, node2's link down: names $N1–$N2 and the step within 15 s" 60 \
     "${check_2h[@]}" link-down
 
+# ---- Slurm for real: slurmctld and slurmd with munge on the two hosts (tests/slurm/) -------------
+# Its own lines (PASS/FAIL/SKIP) and counts; the daemons are started and stopped by it. It
+# takes ~20 s; the limit only keeps a stuck daemon from holding the stage (no count: a failure).
+sh_log=$logs/slurm-stage.log
+timeout -k 10 300 bash "$root/tests/slurm/slurm_two_hosts.sh" "$build" "$netns" "$logs/slurm" 2>&1 |
+    tee "$sh_log" | grep -v '^[0-9]* passed, '
+read -r sp sf ss < <(tail -n 1 "$sh_log" |
+    sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed\(, \([0-9]*\) skipped\)\{0,1\}$/\1 \2 \4/p')
+passed=$((passed + ${sp:-0})) failed=$((failed + ${sf:-1})) skipped=$((skipped + ${ss:-0}))
+
 # ---- elastic training across the two hosts -------------------------------------------------------
 # examples/train --elastic, 3 epochs, a commit every 25 steps (tests/launcher/check_elastic.py):
 # uninterrupted first (the reference accuracy); then in epoch 2 node2 leaves the discovery
@@ -472,5 +483,5 @@ else
 fi
 
 echo "# two-host stage took $(( $(date +%s) - start )) s; logs in $logs"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed$([ "$skipped" -gt 0 ] && echo ", $skipped skipped")"
 [ "$failed" -eq 0 ]

@@ -60,8 +60,8 @@ const hvdc_setting hvdc__settings[] = {
      0, 0},
     {"HVD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE", HVDC_SETTING_CHOICE,
      FIELD(hierarchical_allreduce), 0, 0, flag_choices, NULL, "`0`",
-     "`1`: two-level all-reduce (inside each node, then across nodes; see [Running on several "
-     "nodes](running.md#running-on-several-nodes))", 1, 0},
+     "`1`: two-level all-reduce (inside each node, then across nodes; see [Hierarchical "
+     "all-reduce](running.md#hierarchical-all-reduce))", 1, 0},
     {"HVD_STALL_CHECK_TIME", "HOROVOD_STALL_CHECK_TIME_SECONDS", HVDC_SETTING_SECONDS,
      FIELD(stall_check_s), 0, WEEK_S, NULL, NULL, "60",
      "seconds a name may wait for other ranks before rank 0 logs it; `0` turns the check off",

@@ -186,6 +186,54 @@ static void test_adasum(void) {
     free(host), free(got), free(ref);
 }
 
+/* The device Adasum across nodes near the float32 and float16 limits: the same vector on
+ * every rank (each node's sum is local_size times it, exactly, and the nodes' Adasum of equal
+ * vectors is that vector) comes back unchanged, bit for bit, as Horovod's double dot products
+ * and norms make it. In the tensor's type they underflowed (float32 near 1e-38) or overflowed
+ * (near 1e38), and a norm^2 under 1e-8 was taken for zero (float16 near 6e-5): the nodes'
+ * vectors were summed, or NaN. Only where the device Adasum runs across nodes. */
+static void test_adasum_extremes(void) {
+    enum { COUNT = 1001 };
+    static const struct { hvd_dtype dt; double scale; const char *what; } cases[] = {
+        {HVD_FLOAT32, 0x1p-122, "float32 tiny"}, {HVD_FLOAT32, 0x1p+123, "float32 huge"},
+        {HVD_FLOAT16, 0x1p-14, "float16 tiny"}, {HVD_FLOAT16, 0x1p-21, "float16 subnormal"},
+        {HVD_FLOAT16, 0x1p+11, "float16 huge"}};
+    nodes_seen n = see_nodes();
+    if (n.count < 2 || !n.homogeneous || (n.count & (n.count - 1)) != 0) return;
+    mt_begin(&T, "gpu.allreduce adasum across %d nodes near the float32 and float16 limits",
+             n.count);
+    void *host = malloc(COUNT * sizeof(float)), *got = malloc(COUNT * sizeof(float));
+    void *d = gt_alloc(COUNT * sizeof(float));
+    hvd_options o = HVD_OPTIONS_DEFAULT;
+    o.device = local_rank;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        hvd_dtype dt = cases[c].dt;
+        size_t nbytes = COUNT * mt_dtype_size(dt);
+        for (size_t i = 0; i < COUNT; i++) /* -8 .. 7 times the scale, the same on every rank */
+            mt_set_f64(host, dt, i, (double)((int)(mt_hash(3, c, i) % 16) - 8) * cases[c].scale);
+        to_dev(d, host, nbytes);
+        char name[48];
+        snprintf(name, sizeof name, "gpu.adasum.extreme.%zu", c);
+        hvd_handle h;
+        if (!MT_EXPECT(&T, hvd_allreduce_async(name, d, d, COUNT, dt, HVD_ADASUM, &o, &h),
+                       HVD_OK) ||
+            !MT_EXPECT(&T, hvd_wait(&h), HVD_OK))
+            continue;
+        to_host(got, d, nbytes);
+        size_t bad = 0;
+        for (size_t i = 0; i < COUNT; i++) {
+            double g = mt_get_f64(got, dt, i), want = mt_get_f64(host, dt, i);
+            if (g != want && bad++ < 3)
+                mt_fail(&T, __FILE__, __LINE__, "%s [%zu] = %.9g, expected the input %.9g",
+                        cases[c].what, i, g, want);
+        }
+        if (T.rank == 0 && bad == 0) printf("#   %s: every element unchanged\n", cases[c].what);
+    }
+    mt_end(&T);
+    cudaFree(d);
+    free(host), free(got);
+}
+
 /* A float16/bfloat16 average on the device: NCCL sums in the dtype's own precision (as
  * PyTorch DDP's fp16 all-reduce does), after libhvdc divided each input by the ranks. Each of
  * the n divided inputs and n - 1 partial sums is rounded once, so the error is bounded by the
@@ -645,6 +693,7 @@ int main(int argc, char **argv) {
         test_movers(dt);
     }
     test_adasum();
+    test_adasum_extremes();
     test_grouped(HVD_FLOAT32, 300, 0); /* 3 pack launches */
     test_grouped(HVD_FLOAT32, 300, 1);
     test_grouped_direct(HVD_FLOAT32, HVD_AVERAGE, 1.0, 1.0); /* the division on the way out */

@@ -5,10 +5,10 @@
  *     adasum(ranks lo .. lo+n-1) = combine(adasum(lo .. lo+n/2-1), adasum(lo+n/2 .. lo+n-1))
  *     combine(a, b) = (1 - a.b/(2|a|^2)) a + (1 - a.b/(2|b|^2)) b   per tensor, whole tensor
  *
- * (a coefficient is 1 when its norm^2 is below 1e-8), lower ranks on the left, as Horovod's
- * VHDD pairs them. Values are doubles holding numbers of the dtype; round_to rounds to it.
- * Arithmetic as Horovod's ScaledAdd/ComputeDotAndNormSqrds: float32 products in float, sums
- * in double, the combine in double rounded once; float16/bfloat16 products and sums in double,
+ * (a coefficient is 1 when its norm^2 is below sqrt(DBL_MIN)), lower ranks on the left, as
+ * Horovod's VHDD pairs them. Values are doubles holding numbers of the dtype; round_to rounds
+ * to it. Arithmetic as Horovod's ScaledAdd/ComputeDotAndNormSqrds: float32 products and sums in
+ * double, the combine in double rounded once; float16/bfloat16 products and sums in double,
  * the combine as fmaf(bc, b, ac * a) in float. The dot products here are summed from index 0
  * up on one rank, where the VHDD sums partial ones across ranks: the two may differ in the
  * last bits of a coefficient (see the tests for the tolerance that follows).
@@ -18,6 +18,7 @@
 #ifndef HVDC_ADASUM_REF_H
 #define HVDC_ADASUM_REF_H
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,18 +34,12 @@ static void adasum_ref_combine(double *a, const double *b, const size_t *counts,
     for (size_t t = 0; t < n; t++) {
         double dot = 0, aa = 0, bb = 0;
         for (size_t i = at; i < at + counts[t]; i++) {
-            if (dt == HVD_FLOAT32) {
-                dot += (double)((float)a[i] * (float)b[i]);
-                aa += (double)((float)a[i] * (float)a[i]);
-                bb += (double)((float)b[i] * (float)b[i]);
-            } else {
-                dot += a[i] * b[i];
-                aa += a[i] * a[i];
-                bb += b[i] * b[i];
-            }
+            dot += a[i] * b[i];
+            aa += a[i] * a[i];
+            bb += b[i] * b[i];
         }
-        double ac = aa >= 1e-8 ? 1.0 - dot / aa * 0.5 : 1.0;
-        double bc = bb >= 1e-8 ? 1.0 - dot / bb * 0.5 : 1.0;
+        double ac = aa >= sqrt(DBL_MIN) ? 1.0 - dot / aa * 0.5 : 1.0;
+        double bc = bb >= sqrt(DBL_MIN) ? 1.0 - dot / bb * 0.5 : 1.0;
         for (size_t i = at; i < at + counts[t]; i++) {
             if (dt == HVD_FLOAT16 || dt == HVD_BFLOAT16)
                 a[i] = round_to(dt, fmaf((float)bc, (float)b[i], (float)ac * (float)a[i]));

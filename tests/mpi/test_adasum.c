@@ -16,7 +16,16 @@
  *     bit is printed);
  *   - mixed ops (rank 0 HVD_ADASUM, the others HVD_SUM): HVD_ERR_MISMATCH on every rank, naming
  *     both ops; then a working all-reduce;
- *   - the last rank joined (hvd_join): the others' Adasum treats it as a zero vector.
+ *   - the last rank joined (hvd_join): the others' Adasum treats it as a zero vector;
+ *   - values near the limits of float32 and float16, where dot products and norms must be
+ *     taken in double as Horovod's ComputeDotAndNormSqrds takes them (products in float32
+ *     underflow below ~1e-19 and overflow above ~1e19; a norm^2 under 1e-8 was taken for zero,
+ *     so tiny gradients were summed, not averaged): the same vector on every rank comes back
+ *     unchanged, bit for bit (Adasum of equal vectors is that vector); and the float32 inputs
+ *     scaled by 2^-110 or 2^120 (exactly; their squares, 2^-220 and 2^240, are far outside
+ *     float32) come back as the unscaled result scaled alike, bit for bit (Adasum is
+ *     scale-invariant, and power-of-2 scaling rounds nothing while the results stay normal:
+ *     at 2^-122 the few results that cancel to below 2^-126 lose bits as subnormals).
  * Every size:
  *   - refusals that depend only on size, dtype, kind and process set, returned at once on every
  *     rank: int32 (HVD_ERR_INVALID_ARG), reducescatter (HVD_ERR_INVALID_ARG), a process set
@@ -191,6 +200,87 @@ static void test_join(mt_ctx *t) {
     mt_end(t);
 }
 
+/* One grouped Adasum of the N_TENSORS tensors in bufs (in place); 1 if it succeeded. */
+static int adasum_in_place(mt_ctx *t, void **bufs, hvd_dtype dt, const char *tag) {
+    const char *names[N_TENSORS];
+    char room[N_TENSORS][64];
+    for (size_t k = 0; k < N_TENSORS; k++) {
+        snprintf(room[k], sizeof room[k], "adasum.%s.%s.%zu", tag, mt_dtype_name(dt), k);
+        names[k] = room[k];
+    }
+    return MT_EXPECT(t, hvd_grouped_allreduce(N_TENSORS, names, (const void *const *)bufs, bufs,
+                                              counts, dt, HVD_ADASUM), HVD_OK);
+}
+
+/* Every rank sends rank 0's inputs times scale: the result must be exactly that vector. */
+static void check_collinear(mt_ctx *t, hvd_dtype dt, double scale, const char *tag) {
+    void *bufs[N_TENSORS];
+    for (size_t k = 0; k < N_TENSORS; k++) {
+        bufs[k] = malloc(counts[k] * mt_dtype_size(dt));
+        for (size_t i = 0; i < counts[k]; i++) mt_set_f64(bufs[k], dt, i, input(0, k, i) * scale);
+    }
+    if (adasum_in_place(t, bufs, dt, tag)) {
+        size_t bad = 0;
+        for (size_t k = 0; k < N_TENSORS; k++)
+            for (size_t i = 0; i < counts[k]; i++) {
+                double got = mt_get_f64(bufs[k], dt, i);
+                double want = round_to(dt, input(0, k, i) * scale);
+                if (got != want && bad++ < 4)
+                    mt_fail(t, __FILE__, __LINE__, "%s %s: tensor %zu [%zu] = %.9g, expected the "
+                            "input %.9g (%.3g times it)", mt_dtype_name(dt), tag, k, i, got, want,
+                            got / want);
+            }
+        if (t->rank == 0 && bad == 0)
+            printf("#   %s %s (scale %g): every element unchanged\n", mt_dtype_name(dt), tag,
+                   scale);
+    }
+    for (size_t k = 0; k < N_TENSORS; k++) free(bufs[k]);
+}
+
+/* float32 inputs times 2^power against the unscaled result times 2^power, bit for bit. */
+static void check_scaled_f32(mt_ctx *t, const float *const *plain, int power, const char *tag) {
+    float *bufs[N_TENSORS];
+    for (size_t k = 0; k < N_TENSORS; k++) {
+        bufs[k] = malloc(counts[k] * sizeof(float));
+        for (size_t i = 0; i < counts[k]; i++)
+            bufs[k][i] = ldexpf((float)input(t->rank, k, i), power);
+    }
+    if (adasum_in_place(t, (void **)bufs, HVD_FLOAT32, tag)) {
+        size_t bad = 0;
+        for (size_t k = 0; k < N_TENSORS; k++)
+            for (size_t i = 0; i < counts[k]; i++) {
+                float want = ldexpf(plain[k][i], power);
+                if (bufs[k][i] != want && bad++ < 4)
+                    mt_fail(t, __FILE__, __LINE__, "float32 x 2^%d: tensor %zu [%zu] = %.9g, "
+                            "expected %.9g (2^%d times the unscaled result)", power, k, i,
+                            bufs[k][i], want, power);
+            }
+        if (t->rank == 0 && bad == 0)
+            printf("#   float32 x 2^%d: every element is the unscaled result x 2^%d\n", power,
+                   power);
+    }
+    for (size_t k = 0; k < N_TENSORS; k++) free(bufs[k]);
+}
+
+static void test_extremes(mt_ctx *t) {
+    mt_begin(t, "adasum near the float32 and float16 limits");
+    check_collinear(t, HVD_FLOAT32, 0x1p-122, "tiny");   /* ~1.9e-37 .. 1.5e-36; FLT_MIN 1.2e-38 */
+    check_collinear(t, HVD_FLOAT32, 0x1p+124, "huge");   /* up to 1.7e38; FLT_MAX 3.4e38 */
+    check_collinear(t, HVD_FLOAT16, 0x1p-14, "tiny");    /* 6.1e-5 .. 4.9e-4: the smallest normal */
+    check_collinear(t, HVD_FLOAT16, 0x1p-20, "subnormal"); /* 9.5e-7 .. 7.6e-6 */
+    check_collinear(t, HVD_FLOAT16, 0x1p+12, "huge");    /* up to 32768; max 65504 */
+    float *plain[N_TENSORS];
+    for (size_t k = 0; k < N_TENSORS; k++) {
+        plain[k] = malloc(counts[k] * sizeof(float));
+        for (size_t i = 0; i < counts[k]; i++) plain[k][i] = (float)input(t->rank, k, i);
+    }
+    if (adasum_in_place(t, (void **)plain, HVD_FLOAT32, "unscaled")) {
+        check_scaled_f32(t, (const float *const *)plain, -110, "scaled.tiny");
+        check_scaled_f32(t, (const float *const *)plain, 120, "scaled.huge");
+    }
+    for (size_t k = 0; k < N_TENSORS; k++) free(plain[k]);
+    mt_end(t);
+}
 
 static void expect_refusal(mt_ctx *t, hvd_status got, hvd_status want, const char *words) {
     if (!MT_EXPECT(t, got, want)) return;
@@ -252,6 +342,7 @@ int main(void) {
     if (pow2) {
         static const hvd_dtype dts[] = {HVD_FLOAT32, HVD_FLOAT64, HVD_FLOAT16, HVD_BFLOAT16};
         for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) test_dtype(&t, dts[k]);
+        test_extremes(&t);
         if (t.size > 1) test_mixed_ops(&t);
         if (t.size > 1) test_join(&t);
     }

@@ -6,22 +6,26 @@ binary tree over the ranks in order, combine(combine(x0, x1), combine(x2, x3)), 
 its own, with
 
     combine(a, b) = (1 - a.b / (2 |a|^2)) a + (1 - a.b / (2 |b|^2)) b   (a coefficient is 1
-                                                                        where |.|^2 < 1e-8)
+                                                          where |.|^2 < sqrt(DBL_MIN), 1.5e-154)
 
 computed in float64. libhvdc sums each dot product from every rank's slice of it, so the
 coefficients differ from the reference's in their last bits: compared to a tolerance that is a
 small multiple of the dtype's epsilon times the largest magnitude."""
+import sys
+
 import pytest
 import torch
 
 import hvdc.torch as hvd
 
+SQRT_DBL_MIN = sys.float_info.min ** 0.5  # Horovod's sqrt_double_min
+
 
 def combine(a, b):
     dot = float((a * b).sum())
     anorm, bnorm = float((a * a).sum()), float((b * b).sum())
-    ac = 1.0 - dot / anorm * 0.5 if anorm >= 1e-8 else 1.0
-    bc = 1.0 - dot / bnorm * 0.5 if bnorm >= 1e-8 else 1.0
+    ac = 1.0 - dot / anorm * 0.5 if anorm >= SQRT_DBL_MIN else 1.0
+    bc = 1.0 - dot / bnorm * 0.5 if bnorm >= SQRT_DBL_MIN else 1.0
     return ac * a + bc * b
 
 
@@ -89,6 +93,26 @@ def test_orthogonal_gradients_add_and_equal_ones_average(rank, size):
     # the same vector on every rank: Adasum averages it
     y = torch.arange(1.0, 6.0, dtype=torch.float64)
     assert torch.allclose(hvd.allreduce(y, op=hvd.Adasum, name="ada.same"), y, rtol=1e-15, atol=0)
+
+
+@power_of_2
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_tiny_collinear_gradients_are_averaged(rank, size, dtype):
+    """Horovod's test_stability: rank r sends c_r * a, a vector of values near the dtype's
+    smallest normal (float32 1.2e-38, float16 6.1e-5), c_r ~ N(0, 1); Adasum of collinear
+    vectors is their average. Dot products and norms taken in the tensor's type underflow to
+    0, and a norm^2 below 1e-8 was taken for zero: the result was the sum."""
+    g = torch.Generator().manual_seed(2)
+    tiny = torch.finfo(dtype).tiny
+    a = torch.randn(1024, generator=g, dtype=torch.float64) * tiny
+    c = torch.randn(size, generator=g, dtype=torch.float64)
+    q = [(a * c[r]).to(dtype) for r in range(size)]
+    want = torch.stack([x.double() for x in q]).mean(0)
+    got = hvd.allreduce(q[rank], op=hvd.Adasum, name=f"ada.tiny.{dtype}")
+    rel = float((got.double() - want).abs().max() / want.abs().max())
+    assert rel <= (1e-5 if dtype == torch.float32 else 2e-2), \
+        f"max error {rel:.3g} of the largest value; got/expected at the largest: " \
+        f"{float(got.double()[want.abs().argmax()] / want[want.abs().argmax()]):.4g}"
 
 
 @power_of_2

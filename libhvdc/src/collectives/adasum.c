@@ -41,11 +41,12 @@ void hvdc__adasum_dots(const void *a, const void *b, size_t count, hvd_dtype dty
     if (dtype == HVD_FLOAT32) {
         const float *x = a, *y = b;
         for (size_t i = 0; i < count; i++) {
-            /* products in float, as Horovod's template on float, then summed in double */
-            float xy = x[i] * y[i], xx = x[i] * x[i], yy = y[i] * y[i];
-            dot += xy;
-            aa += xx;
-            bb += yy;
+            /* products and sums in double, as Horovod's ComputeDotAndNormSqrds: float
+             * products of values near 1e-38 underflow to 0, near 1e38 overflow */
+            double xd = x[i], yd = y[i];
+            dot += xd * yd;
+            aa += xd * xd;
+            bb += yd * yd;
         }
     } else if (dtype == HVD_FLOAT64) {
         const double *x = a, *y = b;
@@ -72,7 +73,9 @@ void hvdc__adasum_dots(const void *a, const void *b, size_t count, hvd_dtype dty
 }
 
 double hvdc__adasum_coefficient(double dot, double normsq) {
-    return normsq >= 1e-8 ? 1.0 - dot / normsq * 0.5 : 1.0;
+    /* Horovod's threshold, sqrt(DBL_MIN): only a vector whose norm^2 vanishes in double keeps
+     * coefficient 1, so tiny gradients are averaged like any others */
+    return normsq >= HVDC_ADASUM_MIN_NORMSQ ? 1.0 - dot / normsq * 0.5 : 1.0;
 }
 
 void hvdc__adasum_scaled_add(void *a, double acoeff, const void *b, double bcoeff, size_t count,

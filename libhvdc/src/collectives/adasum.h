@@ -7,7 +7,7 @@
  * The pairwise combine of two vectors a and b (one tensor each, the WHOLE tensor):
  *
  *     a' = (1 - a.b / (2|a|^2)) a + (1 - a.b / (2|b|^2)) b      (a coefficient is 1 when its
- *                                                                  norm^2 is below 1e-8)
+ *                                          norm^2 is below sqrt(DBL_MIN) = 1.49e-154)
  *
  * N ranks (N a power of 2) combine in a binary tree: the lower half of the ranks against the
  * upper half, recursively, so at N = 4 the result is combine(combine(x0, x1), combine(x2, x3)).
@@ -29,8 +29,8 @@
  * Fused tensors keep their own dot products: counts[] says where each tensor ends.
  *
  * Arithmetic, per Horovod's ComputeDotAndNormSqrds / ScaledAdd:
- *   float32: products in float32, summed in double in index order; a' computed in double,
- *            rounded to float32 once.
+ *   float32: products and sums in double, in index order (so values near FLT_MIN or FLT_MAX
+ *            neither underflow nor overflow); a' computed in double, rounded to float32 once.
  *   float64: all in double.
  *   float16, bfloat16: dot and norms in double, in four lanes (element i to lane i % 4, summed
  *            (l0 + l2) + (l1 + l3): Horovod's AVX code); a' = fmaf(bc, b, ac * a) in float32
@@ -48,7 +48,8 @@
  *
  * defines: hvdc_adasum_link, hvdc__adasum, hvdc__adasum_mpi, hvdc__adasum_scratch_bytes,
  *          hvdc__adasum_dots, hvdc__adasum_coefficient, hvdc__adasum_scaled_add,
- *          hvdc__adasum_is_power_of_2, HVDC_ADASUM_POW2_MESSAGE, hvdc__adasum_mpi_nodes
+ *          hvdc__adasum_is_power_of_2, HVDC_ADASUM_POW2_MESSAGE, HVDC_ADASUM_MIN_NORMSQ,
+ *          hvdc__adasum_mpi_nodes
  * Background thread (and tests).
  */
 #ifndef HVDC_ADASUM_H
@@ -62,6 +63,8 @@
 #include "hvdc.h"
 
 /* Horovod's words (horovod/torch/mpi_ops.py), for the refusal of other sizes. */
+/* Below this norm^2 a vector keeps coefficient 1: sqrt(DBL_MIN), Horovod's sqrt_double_min. */
+#define HVDC_ADASUM_MIN_NORMSQ 1.4916681462400413e-154
 #define HVDC_ADASUM_POW2_MESSAGE "Running Adasum with non-power of 2 ranks is not supported yet."
 
 /* How a rank reaches its peers: sends send_bytes to peer and receives recv_bytes from it
@@ -107,7 +110,8 @@ hvd_status hvdc__adasum_mpi_nodes(MPI_Comm comm, MPI_Comm node_comm, const int *
  * elements, with the arithmetic above. */
 void hvdc__adasum_dots(const void *a, const void *b, size_t count, hvd_dtype dtype, double out[3]);
 
-/* 1 - dot / normsq * 0.5, or 1 when normsq < 1e-8 (Horovod's order of operations). */
+/* 1 - dot / normsq * 0.5, or 1 when normsq < HVDC_ADASUM_MIN_NORMSQ (Horovod's order of
+ * operations). */
 double hvdc__adasum_coefficient(double dot, double normsq);
 
 /* a[i] = acoeff * a[i] + bcoeff * b[i], with the arithmetic above. */

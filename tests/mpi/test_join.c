@@ -3,6 +3,13 @@
  * At step i only the ranks still running contribute: the sum is theirs, and the average divides
  * it by the number of ranks, joined ones included (they contributed zeros), as Horovod does. Nobody hangs; hvd_join reports the last rank to join; afterwards every
  * rank works together again. A broadcast while a rank has joined fails with HVD_ERR_MISMATCH.
+ * Then each rank in turn joins first (as Horovod's test_horovod_join_* do), and the others
+ * submit every collective other than an all-reduce: an allgather, a broadcast from a rank that
+ * has not joined and one from the joined rank, an alltoall, a reducescatter and a barrier. Each
+ * must fail on every rank that submitted it, with HVD_ERR_MISMATCH and a message naming the
+ * joined rank and hvd_join; then they join too, the first rank's hvd_join returns, and the
+ * next round starts. The joined rank never called the refused barrier, yet its next barrier
+ * must have the same name as everyone's (before, the rounds after the first hung there).
  */
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +20,42 @@ enum { COUNT = 3000 }; /* large enough for the ring and a packed piece */
 enum { PAIRED = 1001 }; /* a second sum, usually fused with the first: a packed piece of two */
 
 static float value(int rank, int step, int i) { return (float)((rank + 1) * 10 + step + i % 5); }
+
+/* The collective failed as a join requires: HVD_ERR_MISMATCH naming the joined rank. */
+static void expect_join_refusal(mt_ctx *t, hvd_status st, const char *what, int joined) {
+    char rank_words[64];
+    snprintf(rank_words, sizeof rank_words, "ranks %d have called hvd_join", joined);
+    const char *e = hvd_last_error();
+    MT_CHECK(t, st == HVD_ERR_MISMATCH && e && strstr(e, rank_words),
+             "%s while rank %d has joined: %s: %s", what, joined, hvd_status_string(st),
+             e ? e : "(null)");
+    if (t->rank == (joined + 1) % t->size && st == HVD_ERR_MISMATCH && joined == 0)
+        printf("#   %s: %s\n", what, e);
+}
+
+/* Every collective but an all-reduce, while rank `joined` waits in hvd_join. */
+static void refused_while_joined(mt_ctx *t, int joined) {
+    int size = t->size, other = (joined + 1) % size;
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, all[8 * 4 * 8];
+    size_t got = 0, per_rank[64], sendcounts[64];
+    char name[64];
+    snprintf(name, sizeof name, "joined%d.allgather", joined);
+    expect_join_refusal(t, hvd_allgather(name, x, 2, all, sizeof all / sizeof all[0],
+                                         HVD_FLOAT32, &got, per_rank), "allgather", joined);
+    snprintf(name, sizeof name, "joined%d.broadcast", joined);
+    expect_join_refusal(t, hvd_broadcast(name, x, 3, HVD_FLOAT32, other), "broadcast", joined);
+    snprintf(name, sizeof name, "joined%d.broadcast.from.joined", joined);
+    expect_join_refusal(t, hvd_broadcast(name, x, 3, HVD_FLOAT32, joined),
+                        "broadcast from the joined rank", joined);
+    for (int r = 0; r < size; r++) sendcounts[r] = 1;
+    snprintf(name, sizeof name, "joined%d.alltoall", joined);
+    expect_join_refusal(t, hvd_alltoall(name, x, sendcounts, all, sizeof all / sizeof all[0],
+                                        HVD_FLOAT32, &got, per_rank), "alltoall", joined);
+    snprintf(name, sizeof name, "joined%d.reducescatter", joined);
+    expect_join_refusal(t, hvd_reducescatter(name, all, x, (size_t)size, HVD_FLOAT32, HVD_SUM,
+                                             &got), "reducescatter", joined);
+    expect_join_refusal(t, hvd_barrier(), "barrier", joined);
+}
 
 int main(void) {
     mt_ctx t;
@@ -74,7 +117,21 @@ int main(void) {
     MT_CHECK(&t, last == size - 1, "last joined rank %d, expected %d", last, size - 1);
     mt_end(&t);
 
+    for (int first = 0; first < size && size > 1; first++) {
+        mt_begin(&t, "rank %d joins first: the others' collectives fail, naming it", first);
+        if (rank == first) {
+            MT_CHECK(&t, hvd_join(&last) == HVD_OK, "hvd_join: %s", hvd_last_error());
+        } else {
+            refused_while_joined(&t, first);
+            MT_CHECK(&t, hvd_join(&last) == HVD_OK, "hvd_join: %s", hvd_last_error());
+        }
+        mt_end(&t);
+    }
+
     mt_begin(&t, "after everyone joined, all ranks reduce together again");
+    /* the rank that joined first last round missed that round's barrier: the next one must
+     * still be the same barrier on every rank */
+    MT_CHECK(&t, hvd_barrier() == HVD_OK, "barrier after the joins: %s", hvd_last_error());
     int v = rank + 1;
     MT_CHECK(&t, hvd_allreduce("after", &v, &v, 1, HVD_INT32, HVD_SUM) == HVD_OK, "%s", hvd_last_error());
     MT_CHECK(&t, v == size * (size + 1) / 2, "got %d", v);

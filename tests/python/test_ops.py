@@ -256,6 +256,36 @@ def test_join_uneven(rank, size):
     assert hvd.join() == 0
 
 
+def test_join_each_rank_first_refuses_other_collectives(rank, size):
+    """Each rank in turn joins first (Horovod's test_horovod_join_allgather and _broadcast, at
+    every np): the others' allgather, broadcast, alltoall, reducescatter and barrier each raise
+    HorovodInternalError naming the joined rank, on every rank that called them; then they join
+    and everyone goes on. The ops are unnamed: the joined rank numbered none of them, yet the
+    unnamed allgather after the joins must have the same name on every rank."""
+    if size == 1:
+        pytest.skip("join needs another rank to wait for")
+    for first in range(size):
+        if rank == first:
+            assert hvd.join() in range(size)
+            continue
+        x = torch.arange(4.0 * size)
+        calls = [("allgather", lambda: hvd.allgather(x)),
+                 ("broadcast", lambda: hvd.broadcast(x, root_rank=(first + 1) % size)),
+                 ("broadcast from the joined rank", lambda: hvd.broadcast(x, root_rank=first)),
+                 ("alltoall", lambda: hvd.alltoall(x)),
+                 ("reducescatter", lambda: hvd.reducescatter(x, op=hvd.Sum)),
+                 ("barrier", hvd.barrier)]
+        for what, call in calls:
+            with pytest.raises(hvd.HorovodInternalError,
+                               match=f"ranks {first} have called hvd_join") as e:
+                call()
+            assert isinstance(e.value, RuntimeError), what  # Horovod's tests catch RuntimeError
+        hvd.join()
+    got = hvd.allgather(torch.full((1,), float(rank)))
+    assert torch.equal(got, torch.arange(float(size)))
+    hvd.barrier()
+
+
 def test_many_in_flight(rank, size):
     handles = [hvd.allreduce_async(torch.full((17,), float(i * (rank + 1))), op=hvd.Sum,
                                    name=f"flight.{i}") for i in range(64)]

@@ -584,7 +584,7 @@ static hvd_status barrier_async_entered(const hvd_options *options, hvd_handle *
     unsigned long long n = rt->barrier_count++;
     pthread_mutex_unlock(&rt->queue_mutex);
     hvdc__set_release(slot);
-    snprintf(name, sizeof name, "hvd.barrier.%llu", n);
+    snprintf(name, sizeof name, HVDC_BARRIER_PREFIX "%llu", n);
     CHECK(single_op(fn, HVDC_KIND_BARRIER, name, NULL, NULL, 0, HVD_UINT8, &req));
     return hvdc__submit(fn, set, req, handle);
 fail:

@@ -197,6 +197,22 @@ static hvd_status stand_in_ops(const hvdc_wire_response *r, hvdc_op **ops, hvdc_
     return HVD_OK;
 }
 
+/* A barrier the others submitted while this rank had joined was refused without it: its
+ * count moves past that barrier's, so the next hvd_barrier on every rank has the same name.
+ * (Otherwise this rank's next barrier is named after one the others already spent, and the
+ * two wait for each other for ever.) */
+static void skip_refused_barriers(hvdc_runtime *rt, const hvdc_wire_response *r) {
+    if (r->kind != HVDC_KIND_BARRIER) return;
+    size_t prefix = strlen(HVDC_BARRIER_PREFIX);
+    for (uint32_t i = 0; i < r->n_names; i++) {
+        if (strncmp(r->names[i], HVDC_BARRIER_PREFIX, prefix) != 0) continue;
+        unsigned long long n = strtoull(r->names[i] + prefix, NULL, 10);
+        pthread_mutex_lock(&rt->queue_mutex);
+        if (rt->barrier_count <= n) rt->barrier_count = n + 1;
+        pthread_mutex_unlock(&rt->queue_mutex);
+    }
+}
+
 /* After a named all-reduce ran on every rank (none joined), every rank caches each op's
  * request, in response order, so the slots stay the same everywhere (cache.h). Before the ops
  * complete: a completed op may be freed by its waiter. */
@@ -277,6 +293,7 @@ static size_t find_ops(round_state *s, hvdc_wire_response *r, hvdc_op **ops, int
 static hvd_status run_joined(round_state *s, hvdc_wire_response *r, hvdc_op **ops) {
     hvd_status st = HVD_OK;
     memset(ops, 0, r->n_names * sizeof *ops); /* stand-ins not made are NULL when freed */
+    if (r->type == HVDC_RESPONSE_ERROR) skip_refused_barriers(s->rt, r);
     if (r->type == HVDC_RESPONSE_EXECUTE) {
         st = stand_in_ops(r, ops, &s->identity, &s->discard);
         hvdc_gpu_pending *none = NULL;

@@ -29,6 +29,8 @@
 
 /* The name hvd_join announces; a second hvd_join while one is in flight is a duplicate. */
 #define HVDC_JOIN_NAME "hvd.join"
+/* hvd_barrier's names: the prefix and the barrier's count in its set ("hvd.barrier.3") */
+#define HVDC_BARRIER_PREFIX "hvd.barrier."
 
 typedef struct hvdc_tensor {
     const char *name;

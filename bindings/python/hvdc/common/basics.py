@@ -315,3 +315,10 @@ def auto_name(kind):
     if thread is threading.main_thread():
         return f"{kind}.noname.{count}"
     return f"{kind}.noname.{thread.name}.{count}"
+
+
+def realign_names(largest):
+    """After hvd.join: ranks that had joined named none of the others' operations meanwhile,
+    so their counts fell behind; the calling thread goes on from largest(its count), the
+    largest over the ranks, and its next unnamed operation has the same name everywhere again."""
+    _names.count = largest(getattr(_names, "count", 0))

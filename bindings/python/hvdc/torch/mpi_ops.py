@@ -504,6 +504,8 @@ def join(device=-1):
         raise ValueError(f"join: device must be an int, got {device!r}")
     last = ctypes.c_int(-1)
     L.check(L.lib.hvd_join(ctypes.byref(last)))
+    B.realign_names(lambda n: int(allreduce_(torch.tensor([n], dtype=torch.int64), op=B.Max,
+                                             name="hvd.join.names").item()))
     return last.value
 
 

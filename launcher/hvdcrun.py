@@ -291,7 +291,8 @@ def check_settings(args, env):
     if args.autotune and info.get("autotune", "no") == "no":
         raise UsageError("--autotune: this libhvdc has no autotuning (hvdcrun --check-build: "
                          "autotune: no); set --fusion-threshold-mb and --cycle-time-ms instead")
-    known = info.get("environment", "").split()
+    # the Horovod variables libhvdc does not use: rank 0 names them itself at hvd_init
+    known = info.get("environment", "").split() + info.get("horovod_not_used", "").split()
     for name in ours:
         if info and name not in known and name != "HVD_ELASTIC_RESTART":  # hvdcrun's own
             say("warning: %s is set but this libhvdc reads no such variable (it reads: %s)"

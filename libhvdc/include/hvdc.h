@@ -213,6 +213,9 @@ typedef uint64_t hvd_handle;
  *   HVD_SIGUSR1_DUMP                                               default 1
  *   HVD_HOST_TIMEOUT                                               default 30
  *   HVD_REPORT                                                     default 0
+ *   HVD_STALL_CHECK_DISABLE (HOROVOD_STALL_CHECK_DISABLE)          default 0
+ *   HVD_LOG_HIDE_TIME (HOROVOD_LOG_HIDE_TIME)                      default 1
+ *   HVD_THREAD_AFFINITY (HOROVOD_THREAD_AFFINITY)                  default unset
  *   (end settings)
  * @return HVD_OK; HVD_ERR_CONFIG for a malformed environment value (the message names the
  *         variable, its value and what is accepted); HVD_ERR_MPI if MPI cannot be started, or

@@ -12,6 +12,7 @@
  *   nccl: yes, NCCL 2.28.9 | no
  *   autotune: yes, ...                    HVD_AUTOTUNE / horovodrun --autotune
  *   environment: HVD_FUSION_THRESHOLD HOROVOD_FUSION_THRESHOLD ...   every variable read
+ *   horovod_not_used: HOROVOD_NUM_NCCL_STREAMS ...   Horovod's that rank 0 names as unused
  *
  * A feature added later changes its own line here (and the --check-build example in docs/running.md).
  */
@@ -22,6 +23,7 @@
 
 #include "runtime/build_config.h"
 #include "runtime/config.h"
+#include "runtime/horovod_env.h"
 
 #define INFO_MAX 4096
 
@@ -63,6 +65,10 @@ static void build(void) {
         if (hvdc__settings[i].alias != NULL) add(&off, " %s", hvdc__settings[i].alias);
     }
     add(&off, " %s\n", "HVD_ELASTIC_DIR");
+    add(&off, "%s", "horovod_not_used:"); /* named by rank 0 at hvd_init when set */
+    for (size_t i = 0; i < hvdc__n_horovod_unused; i++)
+        add(&off, " %s", hvdc__horovod_unused[i].name);
+    add(&off, "%s", "\n");
 }
 
 const char *hvd_build_info(void) {

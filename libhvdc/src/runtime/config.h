@@ -8,7 +8,14 @@
  * docs/configuration.md's table all come from it (tests/unit/test_settings_doc.c checks the last two against it), so a new setting is
  * one line of the table plus its field.
  *
- * defines: hvdc_config, hvdc_cpu_allreduce, hvdc_setting, hvdc_setting_type, hvdc__settings,
+ * Horovod's names are read as Horovod 0.28 reads them when libhvdc's own reading refuses the
+ * value: its C++ core parses with strtol/strtof and never refuses one ("true" is 0, "banana"
+ * is 0, an unknown log level is warning), so a job script that ran under Horovod starts here
+ * too; each such reading is one note (hvdc_notes) that rank 0 prints at hvd_init. HVD_ names
+ * stay strict: a typo there fails hvd_init, naming the variable and what is accepted.
+ *
+ * defines: hvdc_config, hvdc_cpu_allreduce, hvdc_setting, hvdc_setting_type,
+ *          hvdc_horovod_reading, hvdc_notes, hvdc__notes_add, hvdc__settings,
  *          hvdc__n_settings, hvdc__config_default, hvdc__config_from_env,
  *          hvdc__setting_format, hvdc__setting_doc_row
  * Runs on the thread that calls hvd_init (the table: any thread, read-only).
@@ -52,6 +59,10 @@ typedef struct hvdc_config {
                                    and step (at most the slot: collectives/shm.h) */
     size_t check_consistency_steps; /* HVD_CHECK_CONSISTENCY: the optimizers compare the
                                    replicas every this many updates; 0 = off */
+    int stall_check_disable;    /* HVD_STALL_CHECK_DISABLE: 1 = no stall warning, no stall stop */
+    int log_hide_time;          /* HVD_LOG_HIDE_TIME: 0 = log lines carry the time */
+    char thread_affinity[HVDC_PATH_MAX]; /* HVD_THREAD_AFFINITY: CPU of each local rank's
+                                            background thread, "0,8,16,..." */
 } hvdc_config;
 
 typedef enum hvdc_setting_type {
@@ -62,6 +73,15 @@ typedef enum hvdc_setting_type {
     HVDC_SETTING_PATH,    /* char[HVDC_PATH_MAX] */
     HVDC_SETTING_COUNT,   /* size_t: a whole number, min <= value <= max */
 } hvdc_setting_type;
+
+/* How Horovod 0.28's core reads its name for the setting, when libhvdc's reading refuses it. */
+typedef enum hvdc_horovod_reading {
+    HVDC_READ_STRICT = 0,   /* as the HVD_ name (a name Horovod does not have, or a path) */
+    HVDC_READ_FLAG,         /* strtol(value) > 0: 1, else 0 */
+    HVDC_READ_INT,          /* strtol(value): its leading integer, 0 if none; kept in range */
+    HVDC_READ_FLOAT,        /* strtof(value): its leading number, 0 if none; kept in range */
+    HVDC_READ_LOG_LEVEL,    /* an unknown level is warning */
+} hvdc_horovod_reading;
 
 typedef struct hvdc_setting {
     const char *name;        /* HVD_... */
@@ -75,7 +95,19 @@ typedef struct hvdc_setting {
     const char *help;        /* one line: what it does */
     int must_agree;          /* 1: it changes what a rank sends, so every rank must agree */
     size_t multiple;         /* BYTES: the value must be a multiple of this (0: any) */
+    hvdc_horovod_reading horovod; /* how Horovod reads the alias (when ours refuses it) */
 } hvdc_setting;
+
+/* What rank 0 says at hvd_init about the Horovod variables it found: each line names one and
+ * how libhvdc read it, or why it does not use it. */
+#define HVDC_NOTES_MAX 48
+typedef struct hvdc_notes {
+    int n;
+    char text[HVDC_NOTES_MAX][320];
+} hvdc_notes;
+
+/* Appends a printf-formatted note (dropped once HVDC_NOTES_MAX are held). NULL-safe. */
+void hvdc__notes_add(hvdc_notes *notes, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 extern const hvdc_setting hvdc__settings[];
 extern const size_t hvdc__n_settings;
@@ -86,8 +118,10 @@ typedef const char *(*hvdc_env_lookup)(const char *name, void *ctx);
 void hvdc__config_default(hvdc_config *config);
 
 /* Fills config from the environment (HVD_ names, else their HOROVOD_ aliases, else defaults).
+ * A HOROVOD_ value libhvdc refuses is read as Horovod reads it, with a note (notes may be NULL).
  * @return HVD_OK, or HVD_ERR_CONFIG naming the variable, its value and what is accepted. */
-hvd_status hvdc__config_from_env(hvdc_config *config, hvdc_env_lookup lookup, void *ctx);
+hvd_status hvdc__config_from_env(hvdc_config *config, hvdc_env_lookup lookup, void *ctx,
+                                 hvdc_notes *notes);
 
 /* Writes setting s's value in config as users write it (e.g. "16777216", "ring", "0.5").
  * @return the length written (snprintf's). */

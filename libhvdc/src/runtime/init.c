@@ -27,6 +27,7 @@
 #include "runtime/autotune.h"
 #include "runtime/complete.h"
 #include "runtime/dump.h"
+#include "runtime/horovod_env.h"
 #include "runtime/report.h"
 #include "runtime/runtime.h"
 #include "runtime/watch.h"
@@ -390,6 +391,16 @@ static hvdc_runtime *runtime_alloc(void) {
     return rt;
 }
 
+/* HVD_THREAD_AFFINITY: the background thread on its local rank's CPU; a list Horovod would
+ * ignore is ignored here too, with a warning. */
+static void pin_background(hvdc_runtime *rt) {
+    char why[256];
+    if (rt->config.thread_affinity[0] &&
+        hvdc__pin_thread(rt->thread, rt->config.thread_affinity, rt->topo.local_size,
+                         rt->topo.local_rank, why, sizeof why) != 0)
+        HVDC_LOG(HVDC_LOG_WARNING, "%s", why);
+}
+
 /* Every step that can fail on one rank alone is followed by hvdc__agree, so hvd_init fails on
  * every rank together, with the first failing rank's message, instead of leaving the others
  * waiting in their first collective. */
@@ -404,7 +415,10 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
 
     /* a malformed setting is reported once every rank can hear about it */
     char parse_message[HVDC_ERROR_MAX] = "";
-    hvd_status parsed = hvdc__config_from_env(&rt->config, env_lookup, NULL);
+    hvdc_notes notes; /* what rank 0 says of the Horovod variables it found */
+    notes.n = 0;
+    hvd_status parsed = hvdc__config_from_env(&rt->config, env_lookup, NULL, &notes);
+    hvdc__horovod_unused_notes(env_lookup, NULL, &notes);
     if (parsed != HVD_OK) snprintf(parse_message, sizeof parse_message, "%s", hvd_last_error());
     if (adopt_mpi_only) {
         int initialized = 0;
@@ -425,6 +439,9 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     CHECK(hvdc__agree_settings(rt->control_comm, &rt->config));
     CHECK(hvdc__topology_detect(rt->control_comm, &rt->topo));
     hvdc__log_init((hvdc_log_level)rt->config.log_level, rt->topo.rank);
+    hvdc__log_show_time(!rt->config.log_hide_time);
+    for (int i = 0; rt->topo.rank == 0 && i < notes.n; i++)
+        HVDC_LOG(HVDC_LOG_WARNING, "%s", notes.text[i]);
     CHECK(warn_single_cpu(rt->control_comm, rt->topo.rank));
     CHECK(hvdc__agree(rt->control_comm, choose_poll(rt)));
     choose_lock_kind(rt);
@@ -447,6 +464,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     CHECK(hvdc__agree(rt->control_comm, st));
     CHECK(hvdc__agree(rt->control_comm, open_autotune_log(rt)));
     CHECK(hvdc__agree(rt->control_comm, start_thread(rt)));
+    pin_background(rt);
     release_thread(rt, 1);
     char step[48] = "";
     if (rt->executor.shm)
@@ -511,6 +529,7 @@ hvd_status hvdc__runtime_start_child(const hvdc_runtime *parent, MPI_Comm comm,
     hvdc__liveness_set_poll(rt->executor.liveness, &rt->poll);
     CHECK(hvdc__agree(rt->control_comm, start_watchdog(rt)));
     CHECK(hvdc__agree(rt->control_comm, start_thread(rt)));
+    pin_background(rt);
     release_thread(rt, 1);
     *out = rt;
     return HVD_OK;

@@ -68,7 +68,8 @@ def package_dirs(sub):
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree or a read-only install
 sys.path.insert(0, module_dir())
-import hvdcrun_hosts as hosts    # noqa: E402  (after the path is set)
+import hvdcrun_horovod as horovod  # noqa: E402  (after the path is set)
+import hvdcrun_hosts as hosts    # noqa: E402
 import hvdcrun_mpirun as mpirun  # noqa: E402
 import hvdcrun_network as network  # noqa: E402
 from hvdcrun_hosts import UsageError, say  # noqa: E402
@@ -99,14 +100,9 @@ def non_negative(text):
     return value
 
 
-def log_level(text):
-    if text.lower() not in ("trace", "debug", "info", "warning", "error"):
-        raise argparse.ArgumentTypeError("'%s' is not one of trace, debug, info, warning, "
-                                         "error" % text)
-    return text.lower()
-
-
 def options():
+    """hvdcrun's options: every flag of horovodrun 0.28.1 (its own names and aliases, see
+    hvdcrun_horovod.py), and hvdcrun's own."""
     p = Parser(prog="hvdcrun", usage="hvdcrun [options] PROGRAM [ARGS...]", allow_abbrev=False,
                description="Runs PROGRAM as a libhvdc job under mpirun (like horovodrun).",
                epilog="Examples: hvdcrun -np 4 -H node1:2,node2:2 ./train;  hvdcrun -np 2 "
@@ -118,74 +114,66 @@ def options():
                    help="number of ranks (default: every slot of the hosts)")
     g.add_argument("-H", "--hosts", help="host:slots,host:slots,... (default: localhost:NP, "
                    "or the Slurm allocation's nodes)")
-    g.add_argument("--hostfile", help="a file of lines 'host slots=N'")
+    g.add_argument("-hostfile", "--hostfile", dest="hostfile",
+                   help="a file of lines 'host slots=N'")
     g.add_argument("--oversubscribe", action="store_true",
                    help="allow more ranks than slots (ranks then yield the CPU when idle)")
     g.add_argument("-p", "--ssh-port", type=positive_int, help="ssh port of the other hosts")
     g.add_argument("-i", "--ssh-identity-file", help="ssh key for the other hosts")
     g.add_argument("--network-interfaces", "--network-interface", dest="network_interfaces",
+                   action=horovod.Interfaces,
                    help="interfaces or CIDR networks the hosts reach each other on (Open MPI's "
                         "btl_tcp_if_include and oob_tcp_if_include; names also NCCL_SOCKET_IFNAME),"
-                        " e.g. eth0 or 10.0.0.0/24")
+                        " e.g. eth0 or 10.0.0.0/24; given several times, all of them")
     g.add_argument("--mpi-args", help="more mpirun arguments, as one quoted string")
     g.add_argument("-x", action="append", default=[], metavar="VAR[=VALUE]",
                    help="also pass this environment variable to every rank")
     g.add_argument("--mpirun", default=os.environ.get("HVDCRUN_MPIRUN", "mpirun"),
                    help="the mpirun to run (default: mpirun on PATH, or $HVDCRUN_MPIRUN)")
-    g = p.add_argument_group("libhvdc settings (passed as HVD_* variables)")
-    g.add_argument("--fusion-threshold-mb", type=non_negative,
-                   help="HVD_FUSION_THRESHOLD in MiB (0: no fusion)")
-    g.add_argument("--cycle-time-ms", type=non_negative, help="HVD_CYCLE_TIME")
-    g.add_argument("--timeline-filename", help="HVD_TIMELINE: rank 0 writes a Chrome trace")
-    g.add_argument("--timeline-mark-cycles", action="store_true",
-                   help="HVD_TIMELINE_MARK_CYCLES=1")
-    g.add_argument("--hierarchical-allreduce", action="store_const", const=True,
-                   help="HVD_HIERARCHICAL_ALLREDUCE=1")
-    g.add_argument("--no-hierarchical-allreduce", dest="hierarchical_allreduce",
-                   action="store_const", const=False)
-    g.add_argument("--autotune", action="store_true",
-                   help="HVD_AUTOTUNE=1: rank 0 tunes the fusion threshold, cycle time and "
-                        "shared-memory step during the first steps")
-    g.add_argument("--autotune-log-file",
-                   help="HVD_AUTOTUNE_LOG: rank 0 writes every trial there (CSV)")
-    g.add_argument("--no-stall-check", action="store_true", help="HVD_STALL_CHECK_TIME=0")
-    g.add_argument("--stall-check-warning-time-seconds", type=non_negative,
-                   help="HVD_STALL_CHECK_TIME")
-    g.add_argument("--stall-check-shutdown-time-seconds", type=non_negative,
-                   help="HVD_STALL_SHUTDOWN_TIME")
-    g.add_argument("--log-level", type=log_level, help="HVD_LOG_LEVEL")
+    horovod.add_options(p)
+    g = p.add_argument_group("libhvdc's diagnostics (hvdcrun's own; docs/troubleshooting.md)")
     g.add_argument("--report", type=non_negative, metavar="SECONDS",
                    help="HVD_REPORT: rank 0 prints every SECONDS which rank the others wait for, "
                         "steps/s, bus bandwidth")
     g.add_argument("--host-timeout", type=non_negative, metavar="SECONDS",
                    help="HVD_HOST_TIMEOUT: a host silent this long is lost (default 30; 0: never)")
     g = p.add_argument_group("elastic training (see docs/elastic.md)")
-    g.add_argument("--min-np", type=positive_int,
+    g.add_argument("--min-np", "--min-num-proc", dest="min_np", type=positive_int,
                    help="fewest ranks to run on; a failure leaving fewer ends the job "
                         "(default: -np)")
-    g.add_argument("--max-np", type=positive_int, help="most ranks (default: -np)")
+    g.add_argument("--max-np", "--max-num-proc", dest="max_np", type=positive_int,
+                   help="most ranks (default: no limit, as horovodrun)")
     g.add_argument("--host-discovery-script",
                    help="prints the hosts that are up, one 'host:slots' per line")
     g.add_argument("--slots-per-host", type=positive_int, default=1,
                    help="slots of a discovered host printed without ':slots' (default 1)")
-    g.add_argument("--max-restarts", "--reset-limit", dest="max_restarts", type=int,
-                   default=3, help="restarts after failures before giving up (default 3)")
+    g.add_argument("--reset-limit", type=int,
+                   help="most times the job may be restarted on another set of ranks, after a "
+                        "failure or a host change, before it gives up (horovodrun's; default: "
+                        "no limit)")
+    g.add_argument("--max-restarts", type=int,
+                   help="most restarts after failures (hvdcrun's own; default 3, or no limit "
+                        "when --reset-limit is given)")
     g.add_argument("--blacklist-cooldown-range", nargs=2, type=non_negative,
-                   metavar=("MIN_S", "MAX_S"), default=[10.0, 300.0],
+                   metavar=("MIN_S", "MAX_S"),
                    help="a failed host is left out for MIN_S * 2^failures + up to MIN_S "
-                        "seconds, at most MAX_S (default 10 300)")
-    g.add_argument("--elastic-timeout", type=non_negative, default=600.0,
-                   help="seconds to wait for --min-np slots (default 600)")
+                        "seconds, at most MAX_S (default: for the rest of the job, as "
+                        "horovodrun)")
+    g.add_argument("--elastic-timeout", type=non_negative,
+                   default=non_negative(os.environ.get("HOROVOD_ELASTIC_TIMEOUT", "600")),
+                   help="seconds to wait for --min-np slots (default $HOROVOD_ELASTIC_TIMEOUT, "
+                        "else 600)")
     g.add_argument("--discovery-interval", type=non_negative, default=1.0,
                    help="seconds between discovery runs during a run (default 1)")
     g.add_argument("--scale-up", action="store_true",
-                   help="when more slots appear, stop at the next commit and restart bigger")
+                   help="kept for older scripts: hosts that appear now always make the job "
+                        "grow at its next commit or host check, as in horovodrun")
     g.add_argument("--elastic-dir", help="where the program commits (HVD_ELASTIC_DIR; on a "
                    "filesystem every host shares; default: a new hvdc-elastic-* here)")
     g = p.add_argument_group("output")
     g.add_argument("--verbose", action="store_true", help="print the mpirun command(s)")
     g.add_argument("--dry-run", action="store_true", help="print the mpirun command, run nothing")
-    g.add_argument("--check-build", action="store_true",
+    g.add_argument("-cb", "--check-build", action="store_true",
                    help="print what this build of libhvdc has, and exit")
     g.add_argument("--check", action="store_true",
                    help="check the hosts first (reached through the launch agent, versions, "
@@ -197,12 +185,29 @@ def options():
     return p
 
 
+def option_action(p, word):
+    """The action of option word (without '=value'): exact, or an unambiguous prefix of one
+    long option, as horovodrun's argparse allows (--fusion-threshold for
+    --fusion-threshold-mb). None if unknown; UsageError if ambiguous."""
+    action = p._option_string_actions.get(word)
+    if action is not None or not word.startswith("--"):
+        return action
+    matches = sorted({a for name, a in p._option_string_actions.items()
+                      if name.startswith(word) and name.startswith("--")},
+                     key=lambda a: a.option_strings)
+    if len(matches) > 1:
+        names = sorted(n for a in matches for n in a.option_strings if n.startswith(word))
+        raise UsageError("option %s is ambiguous: %s" % (word, ", ".join(names)))
+    return matches[0] if matches else None
+
+
 def parse_args(argv):
     """hvdcrun's options, then the program and its arguments (which are the program's own,
     even when they look like hvdcrun's: the first word that is no option or option value
-    starts the program; '--' may separate them too)."""
+    starts the program; '--' may separate them too). args.given holds the dests given on the
+    command line (they win over --config-file, as in horovodrun)."""
     p = options()
-    i, command = 0, []
+    i, command, words, given = 0, [], [], set()
     while i < len(argv):
         a = argv[i]
         if a == "--":
@@ -211,13 +216,21 @@ def parse_args(argv):
         if not a.startswith("-") or a == "-":
             command = argv[i:]
             break
-        action = p._option_string_actions.get(a.split("=", 1)[0])
+        name, eq, value = a.partition("=")
+        try:
+            action = option_action(p, name)
+        except UsageError as e:
+            p.error(str(e))
         if action is None:
-            p.error("unknown option %s" % a)
+            p.error("unknown option %s (neither hvdcrun nor horovodrun 0.28 has it)" % a)
+        given.add(action.dest)
         takes = 0 if action.nargs == 0 else (action.nargs if isinstance(action.nargs, int) else 1)
-        i += 1 + (0 if "=" in a else takes)
-    args = p.parse_args(argv[:i])
+        full = action.option_strings[-1] if name not in action.option_strings else name
+        words += ([full + eq + value] if eq else [full]) + argv[i + 1:i + 1 + (0 if eq else takes)]
+        i += 1 + (0 if eq else takes)
+    args = p.parse_args(words)
     args.command = command
+    args.given = given
     return args
 
 
@@ -309,6 +322,12 @@ def main(argv):
         library, _ = mpirun.build_info((LIBHVDC, LIBHVDC_REL), HERE)
         return hvdcrun_check.main(args, library, launch)
     try:
+        if args.config_file:
+            horovod.apply_config(args, args.given)
+        horovod.check(args)
+        if args.host_discovery_script and (args.hosts or args.hostfile):
+            raise UsageError("--host-discovery-script with %s: give one (the discovery script "
+                             "says where the ranks run)" % ("-H" if args.hosts else "--hostfile"))
         mpirun.check_program(args.command)
         check_settings(args, os.environ)
         network.split_interfaces(args.network_interfaces)  # a malformed value: exit status 2

@@ -8,12 +8,14 @@ job in Open MPI 4).
     mpirun on them ──fails────────┘ (a rank killed by a signal, a lost daemon, a host that
           │                         libhvdc names lost: hvdcrun_supervise.py ends that run)
           │                         at most --max-restarts times
-          ├─ exits 0 after a stop request (DIR/stop.ack) ─> restart on more slots (--scale-up)
-          └─ exits 0 ─> done
+          ├─ exits 0 after a stop request (DIR/stop.ack) ─> restart on the hosts now usable
+          └─ exits 0 ─> done          (every restart counts against --reset-limit)
 
-During a healthy run discovery runs every --discovery-interval seconds; with --scale-up, more
-usable slots than the job has (up to --max-np) make hvdcrun write DIR/stop.request, which the
-program's next hvd_elastic_commit answers by stopping every rank after writing that commit.
+During a healthy run discovery runs every --discovery-interval seconds; as in horovodrun,
+more usable slots than the job has (up to --max-np) or a host of the job gone from the answer
+make hvdcrun write DIR/stop.request, which the program's next commit (hvd_elastic_commit) or
+host check (hvdc.torch's State.check_host_updates) answers by stopping every rank after
+writing a commit; hvdcrun then starts the job again on the hosts usable now.
 
 mpirun stays in hvdcrun's process group, so a signal to the group (Ctrl-C, timeout(1)) reaches
 it directly; a signal to hvdcrun alone is passed on to it, and no restart follows.
@@ -40,17 +42,22 @@ from hvdcrun_hosts import UsageError, hosts_text, say, take_slots
 
 class Blacklist:
     """Hosts that failed, each left out until its cool-down ends (Horovod's rule: MIN * 2^n +
-    up to MIN seconds for its n-th failure, at most MAX)."""
+    up to MIN seconds for its n-th failure, at most MAX); without a range (cooldown None), for
+    the rest of the job, as horovodrun without --blacklist-cooldown-range."""
 
-    def __init__(self, low, high):
-        self.low, self.high = low, max(low, high)
+    def __init__(self, cooldown):
+        self.low, self.high = (cooldown[0], max(cooldown)) if cooldown else (None, None)
         self.until = {}   # host -> time.monotonic() when it may be used again
         self.failures = {}
 
     def add(self, host, now):
+        """Returns the cool-down in seconds (inf: for good)."""
         n = self.failures.get(host, 0) + 1
         self.failures[host] = n
-        delay = min(self.high, max(self.low, self.low * (1 << n) + random.uniform(0, self.low)))
+        if self.low is None:
+            delay = float("inf")
+        else:
+            delay = min(self.high, max(self.low, self.low * (1 << n) + random.uniform(0, self.low)))
         self.until[host] = now + delay
         return delay
 
@@ -84,12 +91,36 @@ DAEMON_LOST = [re.compile(p) for p in (
 )]
 
 
+def limit_text(n):
+    return "no limit" if n == float("inf") else str(n)
+
+
+def ordinal(n):
+    return "%d%s" % (n, "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th"))
+
+
+def host_change(run_hosts, found, usable, np):
+    """Why the job on run_hosts (np ranks) should restart, now that discovery found `found`
+    and `usable` ([(host, slots)], up to --max-np) are usable; None if it should not: a host
+    of the job gone from the answer (or fewer slots on it), or more usable slots than np."""
+    gone = [h for h, _ in run_hosts if h not in found]
+    if gone:
+        return "host %s left the discovery answer" % ", ".join(gone)
+    fewer = ["%s:%d" % (h, found[h]) for h, slots in run_hosts if found[h] < slots]
+    if fewer:
+        return "the discovery answer has fewer slots on %s" % ", ".join(fewer)
+    more = sum(s for _, s in usable)
+    if more > np:
+        return "%d slots are usable (%s), the job has %d" % (more, hosts_text(usable), np)
+    return None
+
+
 class ElasticDriver:
     def __init__(self, args):
         self.args = args
         self.order = []          # hosts in the order they were first seen (low ranks first)
         self.unknown = set()     # discovered hosts that do not resolve
-        self.blacklist = Blacklist(*args.blacklist_cooldown_range)
+        self.blacklist = Blacklist(args.blacklist_cooldown_range)
         self.failed_hosts = set()
         self.proc = None
         self.stopping = False    # a signal asked hvdcrun to stop: no more restarts
@@ -205,28 +236,30 @@ class ElasticDriver:
         for t in self.readers:
             t.start()
 
-    def watch(self, np):
-        """Waits for mpirun; meanwhile, with --scale-up, asks for a stop when more slots are
-        usable. Returns mpirun's exit status."""
+    def watch(self, np, run_hosts):
+        """Waits for mpirun; meanwhile, with a discovery script, asks the job to stop at its
+        next commit or host check when the hosts changed (horovodrun's host updates). Returns
+        mpirun's exit status."""
         asked = False
         while True:
             try:
                 return self.finish(self.proc.wait(timeout=self.args.discovery_interval or 1.0))
             except subprocess.TimeoutExpired:
                 pass
-            if not self.args.scale_up or asked or self.stopping:
+            if not self.args.host_discovery_script or asked or self.stopping:
                 continue
             try:
-                hosts = self.usable(self.discover())
+                found = self.discover()
+                hosts = self.usable(found)
             except RuntimeError as e:
                 say("discovery failed (the job goes on): %s" % e)
                 continue
-            more = sum(s for _, s in hosts)
-            if more > np:
+            why = host_change(run_hosts, found, hosts, np)
+            if why:
                 with open(os.path.join(self.dir, "stop.request"), "w") as f:
-                    f.write("scale up to %d slots: %s\n" % (more, hosts_text(hosts)))
-                say("%d slots are usable (%s): asking the job to stop at its next commit, to "
-                    "restart it with np %d" % (more, hosts_text(hosts), more))
+                    f.write(why + "\n")
+                say("%s: asking the job to stop at its next commit or host check, to restart "
+                    "it on %s" % (why, hosts_text(hosts) or "the hosts usable then"))
                 asked = True
 
     def finish(self, rc):
@@ -272,18 +305,22 @@ class ElasticDriver:
                              % a.host_discovery_script)
         self.np = a.np
         self.min_np = a.min_np or a.np or 1
-        self.max_np = a.max_np or a.np
+        self.max_np = a.max_np  # None: every usable slot, as horovodrun
         if a.min_np and a.max_np and a.min_np > a.max_np:
             raise UsageError("--min-np %d is more than --max-np %d" % (a.min_np, a.max_np))
         if self.np and ((a.min_np and self.np < a.min_np) or (a.max_np and self.np > a.max_np)):
             raise UsageError("-np %d is outside --min-np %d .. --max-np %s"
                              % (self.np, self.min_np, self.max_np or "unlimited"))
-        if a.max_restarts < 0:
-            raise UsageError("--max-restarts must be >= 0, got %d" % a.max_restarts)
-        low, high = a.blacklist_cooldown_range
-        if low > high:
+        for name, value in (("--max-restarts", a.max_restarts), ("--reset-limit", a.reset_limit)):
+            if value is not None and value < 0:
+                raise UsageError("%s must be >= 0, got %d" % (name, value))
+        # hvdcrun's cap on failures; with horovodrun's --reset-limit alone, that one decides
+        self.max_restarts = a.max_restarts if a.max_restarts is not None else \
+            (3 if a.reset_limit is None else float("inf"))
+        if a.blacklist_cooldown_range and a.blacklist_cooldown_range[0] > \
+                a.blacklist_cooldown_range[1]:
             raise UsageError("--blacklist-cooldown-range %g %g: MIN_S is more than MAX_S"
-                             % (low, high))
+                             % tuple(a.blacklist_cooldown_range))
         if a.elastic_dir:
             self.dir = os.path.abspath(a.elastic_dir)
             try:
@@ -316,7 +353,7 @@ class ElasticDriver:
             raise
         if a.dry_run:
             hosts = self.usable(self.discover())
-            np = self.np or sum(s for _, s in hosts)
+            np = sum(s for _, s in hosts) or self.np
             cmd, _, shown = mpirun_mod.mpirun_command(a, hosts, np, os.environ,
                                                       {"HVD_ELASTIC_DIR": self.dir,
                                                        "HVD_ELASTIC_RESTART": "0"})
@@ -324,7 +361,7 @@ class ElasticDriver:
             return self.cleanup(0)
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, self.on_signal)
-        restarts, scale_ups, want = 0, 0, self.np or self.min_np
+        restarts, changes, want = 0, 0, self.np or self.min_np
         why, ended = "starting", None
         while True:
             hosts = self.wait_for_slots(want, why)
@@ -337,47 +374,54 @@ class ElasticDriver:
                                                       a.elastic_timeout, self.min_np,
                                                       self.keep_note()))
                 return self.cleanup(1)
-            # the first run: -np ranks (fewer if only that many came up in time); later runs:
-            # every usable slot (usable() stops at --max-np)
-            first = restarts + scale_ups == 0
-            np = min(self.np, have) if self.np and first else have
+            # every usable slot (usable() stops at --max-np), as horovodrun starts its workers
+            np, first = have, restarts + changes == 0
             run_hosts = take_slots(hosts, np)
             say("run %d: np %d on %s%s" % (
-                restarts + scale_ups + 1, np, hosts_text(run_hosts), "" if first else
-                " (%d restarts after failures, at most %d; %d scale-ups; %.1f s after the last "
-                "run ended)" % (restarts, a.max_restarts, scale_ups, time.monotonic() - ended)))
+                restarts + changes + 1, np, hosts_text(run_hosts), "" if first else
+                " (%d restarts after failures, at most %s; %d host changes; %.1f s after the "
+                "last run ended)" % (restarts, limit_text(self.max_restarts), changes,
+                                     time.monotonic() - ended)))
             for f in ("stop.request", "stop.ack"):
                 try:
                     os.unlink(os.path.join(self.dir, f))
                 except FileNotFoundError:
                     pass
             t0 = time.monotonic()
-            self.launch(run_hosts, np, restarts + scale_ups)
-            rc = self.watch(np)
+            self.launch(run_hosts, np, restarts + changes)
+            rc = self.watch(np, run_hosts)
             ended = time.monotonic()
             if self.stopping:
                 self.kill_after(10)
                 say("stopped by a signal; mpirun exited with status %d.%s"
                     % (rc, self.keep_note()))
                 return self.cleanup(130)
-            if rc == 0 and os.path.exists(os.path.join(self.dir, "stop.ack")):
-                scale_ups += 1
-                want, why = 1, "scaling up"
-                say("the job stopped at a commit as asked, after %.1f s; restarting it on "
-                    "more slots" % (ended - t0))
-                continue
-            if rc == 0:
-                say("the job finished after %d restarts and %d scale-ups" % (restarts,
-                                                                            scale_ups))
+            if rc == 0 and not os.path.exists(os.path.join(self.dir, "stop.ack")):
+                say("the job finished after %d restarts and %d host changes" % (restarts,
+                                                                               changes))
                 return self.cleanup(0)
-            for h in sorted(self.failed_hosts):
-                delay = self.blacklist.add(h, ended)
-                say("host %s failed: left out for %.0f s (--blacklist-cooldown-range)"
-                    % (h, delay))
-            if restarts >= a.max_restarts:
-                say("mpirun exited with status %d; %d restarts done (--max-restarts): giving "
-                    "up.%s" % (rc, restarts, self.keep_note()))
+            if rc == 0:
+                changes += 1
+                want, why = 1, "host change"
+                say("the job stopped at a commit as asked, after %.1f s; restarting it on the "
+                    "hosts usable now" % (ended - t0))
+            else:
+                for h in sorted(self.failed_hosts):
+                    delay = self.blacklist.add(h, ended)
+                    say("host %s failed: left out %s (--blacklist-cooldown-range)"
+                        % (h, "for the rest of the job" if delay == float("inf")
+                           else "for %.0f s" % delay))
+                if restarts >= self.max_restarts:
+                    say("mpirun exited with status %d; %d restarts done (--max-restarts): "
+                        "giving up.%s" % (rc, restarts, self.keep_note()))
+                    return self.cleanup(rc if 0 < rc < 128 else 1)
+            if a.reset_limit is not None and restarts + changes + (rc != 0) > a.reset_limit:
+                say("the job would be reset a %s time (--reset-limit %d): giving up.%s"
+                    % (ordinal(restarts + changes + (rc != 0)), a.reset_limit,
+                       self.keep_note()))
                 return self.cleanup(rc if 0 < rc < 128 else 1)
+            if rc == 0:
+                continue
             restarts += 1
             backoff = min(10.0, 2.0 ** (restarts - 1))
             say("mpirun exited with status %d after %.1f s%s; restarting in %.0f s"

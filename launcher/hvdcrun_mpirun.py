@@ -5,7 +5,9 @@ what this build of libhvdc has (hvd_build_info).
     mpirun -np 4 -H node1:2,node2:2 --bind-to none --map-by slot [--oversubscribe]
            [--mca mpi_yield_when_idle 1] [--mca plm_rsh_args "-p PORT"]
            [--mca btl_tcp_if_include NET --mca oob_tcp_if_include NET]
+           [--output-filename DIR] [--timestamp-output] [--mca orte_startup_timeout S]
            -x HVD_... -x HOROVOD_... -x NCCL_... -x PATH ... [--mpi-args ...] PROGRAM ARGS
+(the bracketed middle line: horovodrun's start-up flags, hvdcrun_horovod.py)
 
 Why each: root and oversubscription are refused by Open MPI unless asked for; --bind-to none
 because Open MPI binds each rank to one core at np <= 2, and libhvdc's background thread then
@@ -24,6 +26,7 @@ import shutil
 import subprocess
 import sys
 
+import hvdcrun_horovod as horovod
 import hvdcrun_network as network
 from hvdcrun_hosts import UsageError, hosts_text, is_this_machine, take_slots
 
@@ -104,35 +107,13 @@ def build_info(configured, here):
 
 # ---- the command -----------------------------------------------------------------------------
 
-def settings_env(args):
-    """libhvdc's settings from Horovod's flags."""
+def diagnostics_env(args):
+    """libhvdc's diagnostics settings from hvdcrun's own flags (--report, --host-timeout)."""
     env = {}
-    if args.fusion_threshold_mb is not None:
-        env["HVD_FUSION_THRESHOLD"] = str(int(args.fusion_threshold_mb * 1024 * 1024))
-    if args.cycle_time_ms is not None:
-        env["HVD_CYCLE_TIME"] = repr(args.cycle_time_ms)
-    if args.timeline_filename:
-        env["HVD_TIMELINE"] = os.path.abspath(args.timeline_filename)
-    if args.timeline_mark_cycles:
-        env["HVD_TIMELINE_MARK_CYCLES"] = "1"
-    if args.hierarchical_allreduce is not None:
-        env["HVD_HIERARCHICAL_ALLREDUCE"] = "1" if args.hierarchical_allreduce else "0"
-    if args.no_stall_check:
-        env["HVD_STALL_CHECK_TIME"] = "0"
-    if args.stall_check_warning_time_seconds is not None:
-        env["HVD_STALL_CHECK_TIME"] = repr(args.stall_check_warning_time_seconds)
-    if args.stall_check_shutdown_time_seconds is not None:
-        env["HVD_STALL_SHUTDOWN_TIME"] = repr(args.stall_check_shutdown_time_seconds)
-    if args.log_level:
-        env["HVD_LOG_LEVEL"] = args.log_level.lower()
     if args.report is not None:
         env["HVD_REPORT"] = repr(args.report)
     if args.host_timeout is not None:
         env["HVD_HOST_TIMEOUT"] = repr(args.host_timeout)
-    if args.autotune:
-        env["HVD_AUTOTUNE"] = "1"
-    if args.autotune_log_file:
-        env["HVD_AUTOTUNE_LOG"] = os.path.abspath(args.autotune_log_file)
     return env
 
 
@@ -153,7 +134,8 @@ def mpirun_command(args, hosts, np, env, extra_env=(), cpus=None):
     shown = {}
     if os.geteuid() == 0:
         shown.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    shown.update(settings_env(args))
+    shown.update(horovod.settings_env(args))
+    shown.update(diagnostics_env(args))
     if args.network_interfaces:
         shown.update(network.nccl_env(args.network_interfaces, env))
     shown.update(extra_env)
@@ -165,10 +147,12 @@ def mpirun_command(args, hosts, np, env, extra_env=(), cpus=None):
     total = sum(s for _, s in hosts)
     argv = [args.mpirun, "-np", str(np), "-H", hosts_text(take_slots(hosts, np)
                                                           if np <= total else hosts)]
-    if not user_sets(mpi_args, "--bind-to", "-bind-to"):
+    started, bound = horovod.mpirun_args(args, env)  # horovodrun's start-up flags
+    if not bound and not user_sets(mpi_args, "--bind-to", "-bind-to"):
         argv += ["--bind-to", "none"]   # the background thread needs a core of its own
-    if not user_sets(mpi_args, "--map-by", "-map-by"):
+    if not bound and not user_sets(mpi_args, "--map-by", "-map-by"):
         argv += ["--map-by", "slot"]    # ranks fill the hosts in order: 0-1 on the first, ...
+    argv += started
     if args.oversubscribe or np > total:
         argv.append("--oversubscribe")
     # Open MPI's yield_when_idle: a sched_yield in every MPI progress call that finds nothing.

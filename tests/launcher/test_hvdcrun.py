@@ -115,7 +115,7 @@ class Discovery(unittest.TestCase):
                 elastic.parse_discovery(text, 1)
 
     def test_blacklist(self):
-        b = elastic.Blacklist(10.0, 300.0)
+        b = elastic.Blacklist((10.0, 300.0))
         first = b.add("node2", 1000.0)
         self.assertTrue(20.0 <= first <= 30.0, first)  # 10 * 2^1 + up to 10
         self.assertTrue(b.blocked("node2", 1000.0 + first - 0.1))
@@ -125,6 +125,21 @@ class Discovery(unittest.TestCase):
         self.assertTrue(40.0 <= second <= 50.0, second)
         for _ in range(10):
             self.assertLessEqual(b.add("node2", 3000.0), 300.0)
+        # without --blacklist-cooldown-range, horovodrun's default: out for the rest of the job
+        forever = elastic.Blacklist(None)
+        self.assertEqual(forever.add("node2", 1000.0), float("inf"))
+        self.assertTrue(forever.blocked("node2", 1e12))
+
+    def test_host_change(self):
+        """What makes a healthy job stop at its next commit or host check (horovodrun's host
+        updates): a host of the job gone, or fewer slots on it, or more usable slots."""
+        run = [("a", 2), ("b", 2)]
+        self.assertIsNone(elastic.host_change(run, {"a": 2, "b": 2}, run, 4))
+        self.assertIn("host b left", elastic.host_change(run, {"a": 2}, [("a", 2)], 4))
+        self.assertIn("fewer slots on b:1", elastic.host_change(run, {"a": 2, "b": 1}, run, 4))
+        grown = run + [("c", 2)]
+        self.assertIn("6 slots are usable", elastic.host_change(run, {"a": 2, "b": 2, "c": 2},
+                                                                grown, 4))
 
 
 class Usable(unittest.TestCase):
@@ -228,7 +243,7 @@ class Command(unittest.TestCase):
         self.assertEqual(run_env["HVD_FUSION_THRESHOLD"], str(32 << 20))
         self.assertEqual(run_env["HVD_CYCLE_TIME"], "2.5")
         self.assertEqual(run_env["HVD_LOG_LEVEL"], "debug")
-        self.assertEqual(run_env["HVD_STALL_CHECK_TIME"], "0")
+        self.assertEqual(run_env["HVD_STALL_CHECK_DISABLE"], "1")
         self.assertEqual(run_env["HVD_STALL_SHUTDOWN_TIME"], "60.0")
         self.assertEqual(run_env["HVD_HIERARCHICAL_ALLREDUCE"], "1")
         self.assertEqual(run_env["HVD_TIMELINE"], os.path.abspath("t.json"))
@@ -293,6 +308,188 @@ class BadInput(unittest.TestCase):
             self.assertEqual([f for f in os.listdir(".") if f.startswith("hvdc-elastic-")], [])
 
 
+class HorovodrunFlags(unittest.TestCase):
+    """Every flag of horovodrun 0.28.1's parser, in the order horovod/runner/launch.py
+    (parse_args) declares it, given to hvdcrun --dry-run: what each becomes in the mpirun
+    command and the ranks' environment, or the one line that refuses it (exit status 2). None
+    may end in argparse's generic 'unrecognized arguments'."""
+
+    # horovodrun 0.28.1's option strings, in launch.py's order
+    OPTIONS = """-v --version -np --num-proc -cb --check-build --disable-cache --start-timeout
+        --network-interfaces --network-interface --output-filename --verbose --config-file -p
+        --ssh-port -i --ssh-identity-file --fusion-threshold-mb --cycle-time-ms --cache-capacity
+        --hierarchical-allreduce --no-hierarchical-allreduce --hierarchical-allgather
+        --no-hierarchical-allgather --autotune --no-autotune --autotune-log-file
+        --autotune-warmup-samples --autotune-steps-per-sample --autotune-bayes-opt-max-samples
+        --autotune-gaussian-process-noise --min-np --min-num-proc --max-np --max-num-proc
+        --slots-per-host --elastic-timeout --reset-limit --blacklist-cooldown-range
+        --timeline-filename --timeline-mark-cycles --no-timeline-mark-cycles --no-stall-check
+        --stall-check --stall-check-warning-time-seconds --stall-check-shutdown-time-seconds
+        --mpi-threads-disable --no-mpi-threads-disable --mpi-args --tcp --binding-args
+        --num-nccl-streams --thread-affinity --gloo-timeout-seconds --log-level
+        --log-with-timestamp --log-without-timestamp -prefix-timestamp
+        --prefix-output-with-timestamp --log-hide-timestamp --no-log-hide-timestamp -H --hosts
+        -hostfile --hostfile --host-discovery-script --gloo --mpi --jsrun""".split()
+
+    # (flags, words the dry run prints) ; words "EXIT2: ..." expect a refusal with them
+    FLAGS = [
+        (["-v"], "hvdcrun"),
+        (["-np", "2"], "mpirun -np 2 "),
+        (["--version"], "hvdcrun"),
+        (["--num-proc", "2"], "mpirun -np 2 "),
+        (["-cb"], "Collectives:"),
+        (["--check-build"], "Collectives:"),
+        (["--disable-cache"], "mpirun -np 2 "),            # no cache: checks run every time
+        (["--start-timeout", "45"], "--mca orte_startup_timeout 45"),
+        (["--network-interfaces", "lo"], "--mca btl_tcp_if_include lo"),
+        (["--network-interface", "lo", "--network-interface", "127.0.0.0/8"],
+         "--mca btl_tcp_if_include lo,127.0.0.0/8"),
+        (["--output-filename", "outdir"], "--output-filename " + os.path.abspath("outdir")),
+        (["--verbose"], "mpirun -np 2 "),
+        (["--config-file", "CONFIG"], "HVD_FUSION_THRESHOLD=8388608"),
+        (["-p", "2222"], "--mca plm_rsh_args '-p 2222'"),
+        (["--ssh-port", "2222"], "--mca plm_rsh_args '-p 2222'"),
+        (["-i", "/k"], "--mca plm_rsh_args '-i /k'"),
+        (["--ssh-identity-file", "/k"], "--mca plm_rsh_args '-i /k'"),
+        (["--fusion-threshold-mb", "32"], "HVD_FUSION_THRESHOLD=33554432"),
+        (["--cycle-time-ms", "2.5"], "HVD_CYCLE_TIME=2.5"),
+        (["--cache-capacity", "2048"], "HVD_CACHE_CAPACITY=2048"),
+        (["--hierarchical-allreduce"], "HVD_HIERARCHICAL_ALLREDUCE=1"),
+        (["--no-hierarchical-allreduce"], "HVD_HIERARCHICAL_ALLREDUCE=0"),
+        (["--hierarchical-allgather"], "HOROVOD_HIERARCHICAL_ALLGATHER=1"),
+        (["--no-hierarchical-allgather"], "HOROVOD_HIERARCHICAL_ALLGATHER=0"),
+        (["--autotune"], "HVD_AUTOTUNE=1"),
+        (["--no-autotune"], "HVD_AUTOTUNE=0"),
+        (["--autotune", "--autotune-log-file", "at.csv"],
+         "HVD_AUTOTUNE_LOG=" + os.path.abspath("at.csv")),
+        (["--autotune", "--autotune-warmup-samples", "5"], "HOROVOD_AUTOTUNE_WARMUP_SAMPLES=5"),
+        (["--autotune", "--autotune-steps-per-sample", "7"],
+         "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE=7"),
+        (["--autotune", "--autotune-bayes-opt-max-samples", "9"],
+         "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES=9"),
+        (["--autotune", "--autotune-gaussian-process-noise", "0.5"],
+         "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE=0.5"),
+        (["--min-np", "1"], "HVD_ELASTIC_DIR="),
+        (["--min-num-proc", "1"], "HVD_ELASTIC_DIR="),
+        (["--max-np", "2"], "HVD_ELASTIC_DIR="),
+        (["--max-num-proc", "2"], "HVD_ELASTIC_DIR="),
+        (["--min-np", "1", "--slots-per-host", "2"], "HVD_ELASTIC_DIR="),
+        (["--min-np", "1", "--elastic-timeout", "30"], "HVD_ELASTIC_DIR="),
+        (["--min-np", "1", "--reset-limit", "2"], "HVD_ELASTIC_DIR="),
+        (["--min-np", "1", "--blacklist-cooldown-range", "10", "60"], "HVD_ELASTIC_DIR="),
+        (["--timeline-filename", "t.json"], "HVD_TIMELINE=" + os.path.abspath("t.json")),
+        (["--timeline-mark-cycles"], "HVD_TIMELINE_MARK_CYCLES=1"),
+        (["--no-timeline-mark-cycles"], "HVD_TIMELINE_MARK_CYCLES=0"),
+        (["--no-stall-check"], "HVD_STALL_CHECK_DISABLE=1"),
+        (["--stall-check"], "HVD_STALL_CHECK_DISABLE=0"),
+        (["--stall-check-warning-time-seconds", "30"], "HVD_STALL_CHECK_TIME=30.0"),
+        (["--stall-check-shutdown-time-seconds", "90"], "HVD_STALL_SHUTDOWN_TIME=90.0"),
+        (["--mpi-threads-disable"], "HOROVOD_MPI_THREADS_DISABLE=1"),
+        (["--no-mpi-threads-disable"], "HOROVOD_MPI_THREADS_DISABLE=0"),
+        (["--mpi-args=--mca btl_base_verbose 0"], "--mca btl_base_verbose 0"),
+        (["--tcp"], "NCCL_IB_DISABLE=1"),
+        (["--binding-args", "--bind-to core --map-by socket"], "--bind-to core --map-by socket"),
+        (["--num-nccl-streams", "2"], "HOROVOD_NUM_NCCL_STREAMS=2"),
+        (["--thread-affinity", "1"], "HVD_THREAD_AFFINITY=1"),
+        (["--gloo-timeout-seconds", "60"], "HOROVOD_GLOO_TIMEOUT_SECONDS=60"),
+        (["--log-level", "FATAL"], "HVD_LOG_LEVEL=fatal"),
+        (["--log-with-timestamp"], "HVD_LOG_HIDE_TIME=0"),
+        (["--log-without-timestamp"], "HVD_LOG_HIDE_TIME=1"),
+        (["-prefix-timestamp"], "--timestamp-output"),
+        (["--prefix-output-with-timestamp"], "--timestamp-output"),
+        (["--log-hide-timestamp"], "HVD_LOG_HIDE_TIME=1"),
+        (["--no-log-hide-timestamp"], "HVD_LOG_HIDE_TIME=0"),
+        (["-H", "localhost:2"], "-H localhost:2"),
+        (["--hosts", "localhost:2"], "-H localhost:2"),
+        (["-hostfile", "HOSTFILE"], "-H localhost:2"),
+        (["--hostfile", "HOSTFILE"], "-H localhost:2"),
+        (["--host-discovery-script", "DISCOVER"], "HVD_ELASTIC_DIR="),
+        (["--gloo"], "EXIT2: --gloo: hvdcrun runs libhvdc on MPI"),
+        (["--mpi"], "mpirun -np 2 "),
+        (["--jsrun"], "EXIT2: --jsrun: hvdcrun starts the ranks with Open MPI's mpirun"),
+    ]
+
+    def test_every_flag(self):
+        with tempfile.TemporaryDirectory() as d:
+            files = {"CONFIG": ("config.yaml", "params:\n  fusion_threshold_mb: 8\n"),
+                     "HOSTFILE": ("hosts", "localhost slots=2\n"),
+                     "DISCOVER": ("discover.sh", "#!/bin/sh\necho localhost:2\n")}
+            for word, (name, text) in files.items():
+                with open(os.path.join(d, name), "w") as f:
+                    f.write(text)
+                os.chmod(os.path.join(d, name), 0o755)
+            seen = set()
+            for flags, words in self.FLAGS:
+                flags = [os.path.join(d, files[f][0]) if f in files else f for f in flags]
+                seen.update(f.split("=")[0] for f in flags if f in self.OPTIONS or
+                            f.split("=")[0] in self.OPTIONS)
+                argv = ["--dry-run"] + flags
+                if not any(f in flags for f in ("-v", "--version", "-cb", "--check-build")):
+                    argv += ([] if {"-np", "--num-proc"} & set(flags) else
+                             ["-np", "2"]) + ["python3", "-c", "pass"]
+                r = hvdcrun(*argv)
+                with self.subTest(flags=flags):
+                    self.assertNotIn("unrecognized arguments", r.stderr)
+                    self.assertNotIn("Traceback", r.stderr)
+                    if words.startswith("EXIT2: "):
+                        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                        self.assertIn(words[len("EXIT2: "):], r.stderr)
+                        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+                    else:
+                        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                        self.assertIn(words, r.stdout, r.stderr)
+            # every option string of horovodrun's parser was given at least once
+            self.assertEqual(sorted(set(self.OPTIONS) - seen), [])
+            self.assertEqual(len(self.OPTIONS), 69)
+
+    def test_abbreviations_and_unknown(self):
+        """horovodrun's argparse takes an unambiguous prefix of a long option."""
+        r = hvdcrun("--dry-run", "-np", "2", "--fusion-threshold", "4", "python3", "-c", "pass")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("HVD_FUSION_THRESHOLD=4194304", r.stdout)
+        r = hvdcrun("--dry-run", "-np", "2", "--autotune-", "python3", "-c", "pass")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("is ambiguous", r.stderr)
+        r = hvdcrun("--dry-run", "-np", "2", "--no-such-flag", "python3", "-c", "pass")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown option --no-such-flag (neither hvdcrun nor horovodrun", r.stderr)
+
+    def test_config_file(self):
+        """Horovod's YAML keys; flags on the command line win over the file, wherever given."""
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "c.yaml")
+            with open(path, "w") as f:
+                f.write("controller: mpi\nparams:\n  fusion_threshold_mb: 8\n  cycle_time_ms: 3\n"
+                        "  cache_capacity: 512\n  hierarchical_allreduce: true\n"
+                        "autotune:\n  enabled: true\n  log_file: at.csv\n  warmup_samples: 2\n"
+                        "timeline:\n  filename: tl.json\n  mark_cycles: true\n"
+                        "stall_check:\n  enabled: false\n  warning_time_seconds: 20\n"
+                        "library_options:\n  num_nccl_streams: 2\n  thread_affinity: 0\n"
+                        "logging:\n  level: DEBUG\n  with_timestamp: true\n")
+            r = hvdcrun("--dry-run", "-np", "2", "--cycle-time-ms", "7", "--config-file", path,
+                        "python3", "-c", "pass")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            for words in ("HVD_FUSION_THRESHOLD=8388608", "HVD_CYCLE_TIME=7.0",
+                          "HVD_CACHE_CAPACITY=512", "HVD_HIERARCHICAL_ALLREDUCE=1",
+                          "HVD_AUTOTUNE=1", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES=2",
+                          "HVD_TIMELINE_MARK_CYCLES=1", "HVD_STALL_CHECK_DISABLE=1",
+                          "HVD_STALL_CHECK_TIME=20.0", "HOROVOD_NUM_NCCL_STREAMS=2",
+                          "HVD_THREAD_AFFINITY=0", "HVD_LOG_LEVEL=debug", "HVD_LOG_HIDE_TIME=0"):
+                self.assertIn(words, r.stdout)
+            for text, words in (("params: [1]\n", "'params' must be a mapping"),
+                                ("params:\n  fusion_mb: 1\n", "params has no key 'fusion_mb'"),
+                                ("controller: gloo\n", "--gloo: hvdcrun runs libhvdc on MPI"),
+                                ("params:\n  cycle_time_ms: -1\n", "must be a number >= 0"),
+                                ("autotune:\n  gaussian_process_noise: 2\n", "must be in [0, 1]"),
+                                ("{{", "is not YAML")):
+                with open(path, "w") as f:
+                    f.write(text)
+                r = hvdcrun("--dry-run", "-np", "2", "--config-file", path, "python3", "-c", "pass")
+                with self.subTest(text=text):
+                    self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                    self.assertIn(words, r.stderr)
+
+
 class Runs(unittest.TestCase):
     def test_dry_run_and_slurm(self):
         r = hvdcrun("--dry-run", "-np", "2", "python3", "-c", "pass")
@@ -312,6 +509,22 @@ class Runs(unittest.TestCase):
         lines = sorted(line for line in r.stdout.splitlines() if line.startswith("rank "))
         self.assertEqual([line.split()[:4] for line in lines],
                          [["rank", str(i), "of", "3"] for i in range(3)], r.stdout)
+
+    def test_output_filename(self):
+        """horovodrun --output-filename with MPI hands the directory to mpirun: each rank's
+        stdout and stderr in DIR/1/rank.N/ (Open MPI's layout), and on the terminal too."""
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "logs")
+            r = hvdcrun("-np", "2", "--output-filename", out, "python3", "-c",
+                        "import os, sys; r = os.environ['OMPI_COMM_WORLD_RANK']; "
+                        "print('out of rank', r); print('err of rank', r, file=sys.stderr)")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            for rank in (0, 1):
+                with open(os.path.join(out, "1", "rank.%d" % rank, "stdout")) as f:
+                    self.assertEqual(f.read(), "out of rank %d\n" % rank)
+                with open(os.path.join(out, "1", "rank.%d" % rank, "stderr")) as f:
+                    self.assertEqual(f.read(), "err of rank %d\n" % rank)
+            self.assertIn("out of rank 1", r.stdout)
 
     def test_check_build(self):
         r = hvdcrun("--check-build")

@@ -12,12 +12,12 @@ The verdict is the exit status (unittest's).
 import os
 import subprocess
 import sys
-import types
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(HERE, "..", "..", "launcher"))
+import hvdcrun                     # noqa: E402  (launcher/hvdcrun.py: its options)
 import hvdcrun_mpirun as mpirun    # noqa: E402
 import hvdcrun_network as network  # noqa: E402
 from hvdcrun_hosts import UsageError  # noqa: E402
@@ -26,14 +26,13 @@ BUILD = None  # set from argv
 
 
 def command(env, network_interfaces=None, x=()):
-    """The mpirun command for 2 ranks here, with only what these tests vary set."""
-    args = types.SimpleNamespace(
-        mpi_args=None, x=list(x), mpirun="mpirun", oversubscribe=False, ssh_port=None,
-        ssh_identity_file=None, network_interfaces=network_interfaces, command=["./prog"],
-        fusion_threshold_mb=None, cycle_time_ms=None, timeline_filename=None,
-        timeline_mark_cycles=False, hierarchical_allreduce=None, no_stall_check=False,
-        stall_check_warning_time_seconds=None, stall_check_shutdown_time_seconds=None,
-        log_level=None, report=None, host_timeout=None, autotune=False, autotune_log_file=None)
+    """The mpirun command for 2 ranks here, with only what these tests vary set (the options
+    parsed by hvdcrun's own parser)."""
+    words = ["-np", "2", "--mpirun", "mpirun"]
+    words += ["--network-interfaces", network_interfaces] if network_interfaces else []
+    for v in x:
+        words += ["-x", v]
+    args = hvdcrun.parse_args(words + ["./prog"])
     argv, run_env, _ = mpirun.mpirun_command(args, [("localhost", 2)], 2, env, cpus=64)
     return [argv[i + 1] for i, a in enumerate(argv) if a == "-x"], argv, run_env
 

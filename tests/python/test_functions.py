@@ -140,3 +140,21 @@ def test_broadcast_optimizer_state_with_none_entries(rank, size):
     entries = opt.state_dict()["state"].get(0, {})
     hvd.broadcast_optimizer_state(opt, root_rank=0)
     assert opt.state_dict()["state"].get(0, {}) == entries
+
+
+def test_broadcast_optimizer_state_model_keeps_the_parameters(rank, size):
+    """model= (Horovod's argument): the start's one step of zero gradients moves parameters
+    under decoupled weight decay (AdamW: p -= lr * wd * p); with the model given they are put
+    back, so every rank holds the parameters it had (rank 0's, after broadcast_parameters)."""
+    for given in (True, False):
+        torch.manual_seed(11)
+        net = torch.nn.Linear(4, 2)
+        before = [p.detach().clone() for p in net.parameters()]
+        opt = torch.optim.AdamW(net.parameters(), lr=0.1, weight_decay=0.5)
+        hvd.broadcast_optimizer_state(opt, root_rank=0, model=net if given else None)
+        moved = any(not torch.equal(p.detach(), b) for p, b in zip(net.parameters(), before))
+        assert moved is not given, f"model given: {given}, parameters moved: {moved}"
+        assert len(opt.state_dict()["state"]) == 2
+    with pytest.raises(ValueError, match="model must be a torch.nn.Module"):
+        hvd.broadcast_optimizer_state(torch.optim.SGD(net.parameters(), lr=1), 0, model="net")
+

@@ -209,3 +209,35 @@ def test_gradient_only_some_ranks_produce():
         assert torch.equal(branch.detach(), want_branch), \
             f"step {step}: branch {branch}, want {want_branch}"
         assert_identical_on_every_rank(net, f"branch step {step}")
+
+
+def test_load_state_dict_restarts_the_pass_count():
+    """Horovod's override: loading a state (a checkpoint, an elastic restore) in the middle of
+    an accumulation forgets its gradients in flight and the passes counted, so the next step
+    all-reduces two whole passes. Without it the count goes on from the first pass, the
+    second round's second backward is one too many, and it raises."""
+    rank, size = hvd.rank(), hvd.size()
+    net = model(seed=100)
+    opt = hvd.DistributedOptimizer(sgd(net.parameters()), named_parameters=net.named_parameters(),
+                                   backward_passes_per_step=2)
+    saved = opt.state_dict()
+    x, y = batch(0, rank, 0)
+    torch.nn.functional.mse_loss(net(x), y).backward()  # one pass of two
+    opt.load_state_dict(saved)
+    opt.zero_grad()
+    for p in range(2):
+        x, y = batch(1, rank, p)
+        torch.nn.functional.mse_loss(net(x), y).backward()
+    opt.step()
+    assert_identical_on_every_rank(net, "after load_state_dict")
+
+
+def test_blocking_ops_and_basics_in_mpi_ops():
+    """Horovod's mpi_ops holds the basics and the blocking collectives too."""
+    from hvdc.torch.mpi_ops import allreduce, broadcast, init, rank, size, Sum, HorovodAllreduce
+    init()
+    x = torch.full((3,), float(rank() + 1))
+    assert torch.equal(allreduce(x, op=Sum, name="mpi_ops.allreduce"),
+                       torch.full((3,), float(size() * (size() + 1) // 2)))
+    assert torch.equal(broadcast(x, root_rank=0, name="mpi_ops.broadcast"), torch.ones(3))
+    assert HorovodAllreduce is hvd.autograd.HorovodAllreduce

@@ -17,7 +17,7 @@ import torch
 
 from hvdc.common import basics as B
 from hvdc.common.process_sets import global_process_set
-from hvdc.torch import mpi_ops as M
+from hvdc.torch import collectives as M
 from hvdc.torch.compression import Compression
 
 Sum, Average = B.Sum, B.Average

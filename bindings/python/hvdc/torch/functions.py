@@ -12,7 +12,7 @@ import torch
 
 from hvdc.common import basics as B
 from hvdc.common.process_sets import global_process_set
-from hvdc.torch import mpi_ops as M
+from hvdc.torch import collectives as M
 
 _DISTRIBUTED_MODULE = "hvdc.torch.optimizer"  # DistributedOptimizer's classes are made there
 
@@ -131,18 +131,31 @@ def _initialize_state(optimizer):
         optimizer.step()
 
 
-def broadcast_optimizer_state(optimizer, root_rank, prefix="Parameter."):
+def broadcast_optimizer_state(optimizer, root_rank, model=None, *, prefix="Parameter."):
     """Makes every rank's optimizer state root_rank's: the per-parameter state (momentum
     buffers, Adam moments, step counts, scalars included) and every param_group option (lr,
     momentum, ...). Works whether or not the other ranks' state exists yet: root's structure
     travels as one small object, then each state tensor is broadcast in place. An optimizer
     with no state yet is first started as Horovod does (_initialize_state); parameters without
-    a gradient (frozen) have no state and are skipped."""
+    a gradient (frozen) have no state and are skipped. model (Horovod's argument): the module
+    whose parameters the optimizer updates; the start's one step of zero gradients can still
+    move them (weight decay: AdamW's decoupled decay, SGD's decay into its momentum), so they
+    are put back as they were, buffers included. prefix (hvdc's, keyword only) names the
+    broadcasts."""
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
+    if model is not None and not isinstance(model, torch.nn.Module):
+        raise ValueError(f"broadcast_optimizer_state: model must be a torch.nn.Module, got "
+                         f"{type(model).__name__}")
     state = optimizer.state_dict()
     if not state["state"]:
+        before = None if model is None else \
+            {k: v.detach().clone() for k, v in model.state_dict().items()}
         _initialize_state(optimizer)
+        if before is not None:
+            with torch.no_grad():
+                for k, v in model.state_dict().items():
+                    v.copy_(before[k])
         state = optimizer.state_dict()
     skeleton = None
     if B.rank() == root_rank:

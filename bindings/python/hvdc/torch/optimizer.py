@@ -27,8 +27,8 @@ import torch
 
 from hvdc.common import basics as B
 from hvdc.common.process_sets import global_process_set
+from hvdc.torch import collectives as M
 from hvdc.torch import consistency
-from hvdc.torch import mpi_ops as M
 from hvdc.torch.compression import Compression
 from hvdc.torch.optimizer_adasum import _DistributedAdasumOptimizer
 from hvdc.torch.optimizer_params import (count_backward_pass, find_duplicates, named_parameters_of,
@@ -262,6 +262,19 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._check_every:
             consistency.after_step(self, with_state=True)
         return loss
+
+    def load_state_dict(self, *args, **kwargs):
+        """Horovod's override: loading another state forgets gradients in flight and restarts
+        the count of backward passes, so the next step all-reduces a whole accumulation."""
+        self._handles = {}
+        self._synchronized = False
+        self._should_synchronize = True
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        if self._groups is not None:
+            for group in self._group_counts:
+                self._group_counts[group] = 0
+        super(self._hvdc_wrapper, self).load_state_dict(*args, **kwargs)
 
     def zero_grad(self, *args, **kwargs):
         if self._handles:

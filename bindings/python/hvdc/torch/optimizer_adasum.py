@@ -19,8 +19,8 @@ from contextlib import contextmanager
 import torch
 
 from hvdc.common import basics as B
+from hvdc.torch import collectives as M
 from hvdc.torch import consistency
-from hvdc.torch import mpi_ops as M
 from hvdc.torch.optimizer_params import count_backward_pass, named_parameters_of
 
 

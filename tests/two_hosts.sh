@@ -5,7 +5,8 @@
 # Slurm variables, a Python program, every bad input), hvdcrun --check (all green; node2's link
 # down), Slurm's own daemons running jobs (tests/slurm) and elastic training: node2's ranks
 # killed mid-epoch and node2 gone from the discovery answer (the job goes on at np 2 on node1
-# from its last commit), node2 back (it grows to np 4 again), too few slots left (it gives up).
+# from its last commit), node2 back (it grows to np 4 again), too few slots left (it gives up);
+# the same with a PyTorch script of the shape of Horovod's elastic ImageNet example.
 #
 #   node1 (10.77.0.1)  ranks 0,1  <-- veth, TCP -->  node2 (10.77.0.2)  ranks 2,3
 #   hvdcrun and mpirun run in node1; Open MPI starts orted on node2 through netns_agent.sh (not
@@ -333,7 +334,7 @@ passed=$((passed + ${sp:-0})) failed=$((failed + ${sf:-1})) skipped=$((skipped +
 # uninterrupted first (the reference accuracy); then in epoch 2 node2 leaves the discovery
 # answer and its ranks (2, 3) are killed: hvdcrun must restart on node1 alone (np 2) from the
 # last commit, losing at most 25 steps; once that run has restored, node2 is back and with
-# --scale-up the job stops at its next commit and goes on at np 4; it must finish every step of
+# the job stops at its next commit and goes on at np 4; it must finish every step of
 # the 3 epochs exactly once and reach the target. Last: --min-np 4 with node2 gone ends the job
 # with a message and a non-zero status. Figures: lines '# elastic figures: ...'.
 elastic_args=(--epochs 3 --commit-every 25 --min-accuracy 0.84)
@@ -344,12 +345,30 @@ acc_ref=$(accuracy "$last_log")
 check_elastic=(python3 "$root/tests/launcher/check_elastic.py" --build "$build" --logs "$logs"
                --hosts "$hosts" --victim-ranks 2,3 --wrap "${in_node1[*]@Q}"
                --hvdcrun-args "${hvdcrun_net[*]@Q}" "${elastic_args[@]}" --timeout 150)
-run_case "elastic shrink to $N1 then grow to $on2 (--scale-up)" 180 \
+run_case "elastic shrink to $N1 then grow to $on2" 180 \
     "${check_elastic[@]}" shrink-grow ${acc_ref:+--reference-accuracy "$acc_ref"}
 grep '^# elastic figures' "$last_log"
 run_case "elastic failure leaving fewer than --min-np 4 slots: clear message, non-zero" 120 \
     "${check_elastic[@]}" min-np
 grep '^# elastic figures' "$last_log"
+
+# ---- elastic PyTorch across the two hosts ----------------------------------------------------------
+# tests/launcher/elastic_torch.py, the shape of Horovod's elastic ImageNet example (ElasticSampler,
+# a TorchState subclass, commit every 4 batches, check_host_updates every 2), 2 epochs at np 4: in
+# epoch 1 node2 leaves the discovery answer and its ranks are killed; hvdcrun restarts on node1
+# at np 2 from the last commit; node2 comes back and the job stops at its next host check and
+# goes on at np 4. check_elastic_torch.py checks that each epoch's committed history trained
+# every sample exactly once (none skipped, none twice) and that reset() ran on each restart.
+if /usr/bin/python3 -c "import torch, hvdc" 2>/dev/null ||
+   PYTHONPATH="$root/bindings/python" /usr/bin/python3 -c "import torch, hvdc" 2>/dev/null; then
+    run_case "elastic PyTorch $on2: node2 killed mid-epoch, every sample once, node2 back" 200 \
+        /usr/bin/python3 "$root/tests/launcher/check_elastic_torch.py" --build "$build" \
+        --logs "$logs" --hosts "$hosts" --victim-ranks 2,3 --grow --wrap "${in_node1[*]@Q}" \
+        --hvdcrun-args "${hvdcrun_net[*]@Q}" --timeout 170
+    grep '^# elastic figures' "$last_log"
+else
+    echo "SKIP elastic PyTorch $on2 (/usr/bin/python3 cannot import torch and hvdc)"
+fi
 
 # ---- a rank killed on node2 (only with --kill) ---------------------------------------------------
 # Rank 3 (node2) SIGKILLs itself after 3 s of 4 MiB all-reduces. Passes when each rank on node1

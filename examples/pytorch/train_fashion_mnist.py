@@ -198,9 +198,9 @@ def main():
                                          compression=compression)
     start_epoch = 0
     elastic_state = None
-    if args.elastic:  # the last commit, or every rank gets rank 0's state
+    if args.elastic:  # the last commit, if there is one (the broadcasts below sync it)
         elastic_state = hvd.elastic.TorchState(model, optimizer, epoch=0)
-        if elastic_state.restore():
+        if elastic_state.resume():
             start_epoch = elastic_state.epoch
     elif args.resume:
         if not args.checkpoint:
@@ -262,7 +262,7 @@ def main():
             elastic_state.epoch = epoch + 1
             try:
                 elastic_state.commit()
-            except hvd.HostsUpdatedInterrupt:  # hvdcrun --scale-up: it restarts the job bigger
+            except hvd.HostsUpdatedInterrupt:  # hosts changed: hvdcrun restarts the job there
                 hvd.shutdown()
                 return 0
         if hvd.rank() == 0:

@@ -6,8 +6,8 @@ the end is epochs x steps per epoch) and reach the accuracy target.
 
   restart      one host: np 2; in epoch 2 (batch 40) rank 1 is killed; the host stays in the discovery
                answer (after its blacklist cool-down): hvdcrun restarts np 2 from the commit
-  grow         one host: np 1, discovery says host:1; in epoch 1 it says host:2: with
-               --scale-up the job stops at its next commit and goes on at np 2
+  grow         one host: np 1, discovery says host:1; in epoch 1 it says host:2: the job stops at its next commit and goes on at np 2 (hvdcrun, like
+               horovodrun, grows a job when hosts appear)
   shrink-grow  hosts A:2,B:2, np 4; in epoch 2 B leaves the discovery answer and B's ranks
                (--victim-ranks) are killed: hvdcrun restarts np 2 on A from the last commit;
                once that run has restored, B comes back: the job grows to np 4 again
@@ -115,6 +115,17 @@ def rank_pids(elastic_dir, ranks):
     return pids
 
 
+def scratch_dir(prefix, parent):
+    """(a new directory, its commits/, its hosts file, its discover.sh printing that file)."""
+    scratch = tempfile.mkdtemp(prefix=prefix, dir=parent)
+    hosts_file = os.path.join(scratch, "hosts")
+    discover = os.path.join(scratch, "discover.sh")
+    with open(discover, "w") as f:
+        f.write("#!/bin/sh\nexec cat '%s'\n" % hosts_file)
+    os.chmod(discover, 0o755)
+    return scratch, os.path.join(scratch, "commits"), hosts_file, discover
+
+
 def write_hosts(path, hosts):
     with open(path + ".tmp", "w") as f:
         f.write("".join("%s:%d\n" % h for h in hosts))
@@ -141,13 +152,7 @@ def main():
     hosts = [(h, int(s)) for h, s in (x.split(":") for x in a.hosts.split(","))]
     total = sum(s for _, s in hosts)
     victims = a.victim_ranks.split(",")
-    scratch = tempfile.mkdtemp(prefix="check_elastic.", dir=a.logs or build)
-    elastic_dir = os.path.join(scratch, "commits")
-    hosts_file = os.path.join(scratch, "hosts")
-    discover = os.path.join(scratch, "discover.sh")
-    with open(discover, "w") as f:
-        f.write("#!/bin/sh\nexec cat '%s'\n" % hosts_file)
-    os.chmod(discover, 0o755)
+    scratch, elastic_dir, hosts_file, discover = scratch_dir("check_elastic.", a.logs or build)
 
     s = a.scenario
     if s == "grow":   # one host, one slot of it first
@@ -162,7 +167,7 @@ def main():
         "--max-np", str(max_np), "--host-discovery-script", discover,
         "--elastic-dir", elastic_dir, "--blacklist-cooldown-range", "0.5", "1",
         "--discovery-interval", "0.5", "--elastic-timeout", "3", "--max-restarts", "2",
-    ] + (["--scale-up"] if s in ("grow", "shrink-grow") else []) + shlex.split(a.hvdcrun_args) + [
+    ] + shlex.split(a.hvdcrun_args) + [
         # The ranks run niced: with more busy threads than cores, mpirun (which forwards the
         # log), hvdcrun and this script would otherwise get the CPU only when the ranks block,
         # mostly in a commit's fsync, and every kill would land just after a commit.

@@ -5,6 +5,11 @@ share: loading libhvdc, start-up and topology, handles, errors and process sets.
 fusion and the collectives themselves run in libhvdc's C core; Python only hands it buffers.
 
     import hvdc.torch as hvd      # in place of: import horovod.torch as hvd
+
+hvdc.run (hvdc/runner.py) is horovod.run: a function run on every rank of a new job, each
+rank's result returned.
 """
 
 __version__ = "0.1.0"
+
+from hvdc.runner import run  # noqa: E402,F401

@@ -14,9 +14,10 @@ class HorovodInternalError(RuntimeError):
 
 
 class HostsUpdatedInterrupt(RuntimeError):
-    """Horovod's elastic-mode signal. In libhvdc, State.commit() raises it on every rank when
-    hvdcrun asked the job to stop at that commit (--scale-up: to restart it on more hosts);
-    hvdc.torch.elastic.run then shuts down and exits 0, and hvdcrun restarts the job."""
+    """Horovod's elastic-mode signal. In libhvdc, State.commit() and State.check_host_updates()
+    raise it on every rank when hvdcrun asked the job to stop (the hosts changed: one gone from
+    the discovery answer, or more usable slots); hvdc.torch.elastic.run then shuts down and
+    exits 0, and hvdcrun restarts the job on the hosts there are."""
 
     def __init__(self, skip_sync=False):
         super().__init__()

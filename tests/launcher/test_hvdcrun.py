@@ -490,6 +490,19 @@ class HorovodrunFlags(unittest.TestCase):
                     self.assertIn(words, r.stderr)
 
 
+class OwnFlags(unittest.TestCase):
+    def test_diagnostics_flags(self):
+        """hvdcrun's own --report and --host-timeout, beside horovodrun's flags."""
+        r = hvdcrun("--dry-run", "-np", "2", "--report", "5", "--host-timeout", "2.5",
+                    "python3", "-c", "pass")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("HVD_REPORT=5.0", r.stdout)
+        self.assertIn("HVD_HOST_TIMEOUT=2.5", r.stdout)
+        r = hvdcrun("--dry-run", "-np", "2", "--host-timeout", "-1", "python3", "-c", "pass")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("'-1' is not a number >= 0", r.stderr)
+
+
 class Runs(unittest.TestCase):
     def test_dry_run_and_slurm(self):
         r = hvdcrun("--dry-run", "-np", "2", "python3", "-c", "pass")

@@ -2,7 +2,9 @@
   stuck  rank 2 spins in spin_in_user_code() and never submits again: rank 0's stall verdict
          must name rank 2, its host, and that function's file and line
   usr1   rank 1 sends itself SIGUSR1 inside look_at_me(): its dump must show that function
-  slow   rank 2 submits each step's 20 gradients 40 ms late: rank 0's HVD_REPORT must name it;
+  slow   60 steps; rank 2 submits each step's 20 gradients 40 ms late: rank 0's HVD_REPORT
+         must name it (a step count, not a time on each rank's own clock, so that no rank stops
+         a step before the others and shuts down under them);
          rank 0 prints hvd.report() as one JSON line, "REPORT {...}"
   busy   rank 2 computes for 6 s in Python, holding the GIL, longer than HVD_HOST_TIMEOUT: it
          is not lost (libhvdc's own thread sends its heartbeats), and the job finishes
@@ -64,8 +66,7 @@ def main(mode):
         step(grads, False)
         print("BUSY rank %d done" % hvd.rank(), flush=True)
     elif mode == "slow":
-        started = time.monotonic()
-        while time.monotonic() - started < 2.5:
+        for _ in range(60):  # ~2.5 s at 40 ms a step: HVD_REPORT=1 ends two periods
             step(grads, hvd.rank() == 2)
         if hvd.rank() == 0:
             print("REPORT " + json.dumps(hvd.report()), flush=True)

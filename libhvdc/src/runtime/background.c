@@ -398,13 +398,10 @@ static hvd_status run_response(round_state *s, hvdc_wire_response *r, int last_r
     return HVD_OK;
 }
 
-/* When this rank was ready with the newest of the ops it is about to announce: microseconds
- * after it received rank 0's last answer (capped), from which rank 0 dates it on its own clock
- * (negotiation/arrivals.h). */
-static int32_t ready_us(const round_state *s, const hvdc_op *fresh) {
-    int64_t newest = 0;
-    for (const hvdc_op *op = fresh; op; op = op->next)
-        if (op->phase_at[HVDC_PHASE_QUEUED] > newest) newest = op->phase_at[HVDC_PHASE_QUEUED];
+/* When this rank was ready with the newest of the ops it is about to announce (newest: its
+ * hvdc__now_ns stamp, 0 for none): microseconds after it received rank 0's last answer
+ * (capped), from which rank 0 dates it on its own clock (negotiation/arrivals.h). */
+static int32_t ready_us(const round_state *s, int64_t newest) {
     if (!newest) return 0;
     double us = ((double)newest * 1e-9 - s->exchange.answered_at) * 1e6;
     return us < INT32_MIN ? INT32_MIN : us > INT32_MAX ? INT32_MAX : (int32_t)us;
@@ -471,6 +468,7 @@ static hvd_status reserve_announcements(round_state *s, size_t n) {
  * exchange's message. *n_announced: how many. */
 static hvd_status announce(round_state *s, hvdc_op *fresh, int shutdown, size_t *n_announced) {
     size_t n_fresh = 0, n_slots = 0;
+    int64_t newest = 0; /* the latest submission among them */
     for (hvdc_op *op = fresh; op; op = op->next) n_fresh++;
     hvd_status st = reserve_announcements(s, n_fresh);
     if (st != HVD_OK) return st;
@@ -490,6 +488,7 @@ static hvd_status announce(round_state *s, hvdc_op *fresh, int shutdown, size_t 
             s->fresh_descs[n_fresh++] = &op->desc;
         }
         op->announced_us = s->round_started_us;
+        if (op->phase_at[HVDC_PHASE_QUEUED] > newest) newest = op->phase_at[HVDC_PHASE_QUEUED];
         if (spans)
             op_span(tl, op, "QUEUED", hvdc__timeline_us_at(tl, op->phase_at[HVDC_PHASE_QUEUED]),
                     op->announced_us, -1);
@@ -499,7 +498,7 @@ static hvd_status announce(round_state *s, hvdc_op *fresh, int shutdown, size_t 
     if (s->fault_encode ||
         hvdc__wire_encode_requests(&s->exchange.message, shutdown ? HVDC_FLAG_SHUTDOWN : 0,
                                    s->fresh_descs, (uint32_t)n_fresh, s->fresh_slots,
-                                   (uint32_t)n_slots, ready_us(s, fresh)) != 0)
+                                   (uint32_t)n_slots, ready_us(s, newest)) != 0)
         return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory encoding %zu requests%s", n_fresh,
                           s->fault_encode ? " (HVDC_TEST_FAULTS=encode_requests)" : "");
     return HVD_OK;

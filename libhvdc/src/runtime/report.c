@@ -75,8 +75,9 @@ void hvdc__report_response(hvdc_report *r, const hvdc_wire_response *resp, const
     count_steps(r, resp, cache);
 }
 
-/* The period's figures from the counters and the arrivals. */
-static void figures(hvdc_report *r, double seconds, hvd_report *out) {
+/* The period's figures from the counters and the arrivals; *arrived: how many names the
+ * arrivals cover (last_share's denominator). */
+static void figures(hvdc_report *r, double seconds, hvd_report *out, uint64_t *arrived) {
     hvdc_arrival_summary a = {.last_rank = -1};
     if (r->arrivals) hvdc__arrivals_summary(r->arrivals, &a);
     *out = (hvd_report){
@@ -95,14 +96,15 @@ static void figures(hvdc_report *r, double seconds, hvd_report *out) {
     };
     snprintf(out->last_host, sizeof out->last_host, "%s",
              a.last_rank >= 0 ? hvdc__peers_host(r->peers, a.last_rank) : "");
+    *arrived = a.names;
 }
 
-static void print(const hvdc_report *r, const hvd_report *f) {
+static void print(const hvdc_report *r, const hvd_report *f, uint64_t arrived) {
     char who[160] = "nobody (no tensor waited for another rank)";
     if (f->last_rank >= 0)
         snprintf(who, sizeof who, "rank %d (host '%s'), for %.0f %% of %llu tensors, median "
                  "%.1f ms after the rank before it", f->last_rank, f->last_host,
-                 100 * f->last_share, (unsigned long long)(f->tensors), f->last_lateness_ms);
+                 100 * f->last_share, (unsigned long long)arrived, f->last_lateness_ms);
     char marker[HVD_MAX_NAME_LEN + 40] = "no all-reduce of the application's yet";
     if (r->marker[0])
         snprintf(marker, sizeof marker, "'%s' ran %llu times", r->marker,
@@ -126,8 +128,9 @@ void hvdc__report_tick(hvdc_report *r, double now) {
     double seconds = now - r->started;
     if (seconds < r->period_s) return;
     hvd_report f;
-    figures(r, seconds, &f);
-    print(r, &f);
+    uint64_t arrived = 0;
+    figures(r, seconds, &f, &arrived);
+    print(r, &f, arrived);
     pthread_mutex_lock(&r->mutex);
     r->last = f;
     pthread_mutex_unlock(&r->mutex);

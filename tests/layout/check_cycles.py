@@ -77,17 +77,18 @@ def blank_preprocessor(code):
     return "\n".join(out)
 
 
-def exported_functions(code):
-    """Names of the functions code defines at file level without `static`."""
-    code = blank_preprocessor(code)
-    names, depth, chunk = set(), 0, []
+def file_level_functions(code):
+    """[(name, head, first line, last line)] of the functions code defines at file level: each
+    `name(...) {` outside any brace, its head being the text since the last `;`, `{` or `}`
+    (code with its comments, literals and preprocessor lines blanked)."""
+    found, depth, chunk, line, start = [], 0, [], 1, None
     for c in code:
         if depth == 0:
             if c == "{":
                 head = "".join(chunk)
                 m = re.search(r"\b([A-Za-z_]\w*)\s*\(([^()]|\([^()]*\))*\)\s*$", head)
-                if m and m.group(1) not in NOT_FUNCTIONS and not re.search(r"\bstatic\b|=", head):
-                    names.add(m.group(1))
+                if m and m.group(1) not in NOT_FUNCTIONS and "=" not in head:
+                    start = (m.group(1), head, line - head[m.start():].count("\n"))
                 chunk = []
             elif c in ";}":
                 chunk = []
@@ -97,7 +98,18 @@ def exported_functions(code):
             depth += 1
         elif c == "}":
             depth = max(0, depth - 1)
-    return names
+            if depth == 0 and start:
+                found.append(start + (line,))
+                start = None
+        if c == "\n":
+            line += 1
+    return found
+
+
+def exported_functions(code):
+    """Names of the functions code defines at file level without `static`."""
+    return {name for name, head, _, _ in file_level_functions(blank_preprocessor(code))
+            if not re.search(r"\bstatic\b", head)}
 
 
 def macro_bodies(code):

@@ -13,42 +13,17 @@ Usage: check_function_length.py [--max N] [--report K] SRC_DIR
        check_function_length.py --self-test
 """
 import os
-import re
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_cycles import blank_comments_and_literals, blank_preprocessor  # noqa: E402
-
-NOT_FUNCTIONS = {"if", "for", "while", "switch", "return", "sizeof", "do", "else"}
-
+from check_cycles import (blank_comments_and_literals, blank_preprocessor,  # noqa: E402
+                          file_level_functions)
 
 def functions(code):
     """[(name, first line, last line)] of the functions code defines at file level."""
     code = blank_preprocessor(blank_comments_and_literals(code))
-    found, depth, chunk, line, start = [], 0, [], 1, None
-    for c in code:
-        if depth == 0:
-            if c == "{":
-                head = "".join(chunk)
-                m = re.search(r"\b([A-Za-z_]\w*)\s*\(([^()]|\([^()]*\))*\)\s*$", head)
-                if m and m.group(1) not in NOT_FUNCTIONS and "=" not in head:
-                    start = (m.group(1), line - head[m.start():].count("\n"))
-                chunk = []
-            elif c in ";}":
-                chunk = []
-            else:
-                chunk.append(c)
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth = max(0, depth - 1)
-            if depth == 0 and start:
-                found.append((start[0], start[1], line))
-                start = None
-        if c == "\n":
-            line += 1
-    return found
+    return [(name, first, last) for name, _, first, last in file_level_functions(code)]
 
 
 def scan(src):

@@ -1,10 +1,11 @@
 /*
  * liveness.c - pid watch of the node's ranks and the failure notice (see liveness.h).
- * Background thread (creation: the hvd_init thread).
+ * Background thread, and a caller running its own op (creation: the hvd_init thread).
  */
 #include "base/liveness.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -37,6 +38,7 @@ struct hvdc_liveness {
     const hvdc_poll_policy *poll; /* how waits pause between polls */
     hvd_status failed;
     char message[NOTICE_MAX];
+    pthread_mutex_t lock; /* the checks' state: a caller running its own op checks too */
 };
 
 /* The process-wide declaration (hvdc__liveness_declare): its text is written once, by the
@@ -66,6 +68,7 @@ hvd_status hvdc__liveness_create(MPI_Comm comm, hvdc_liveness **out) {
     MPI_Comm node = MPI_COMM_NULL;
     hvdc_liveness *l = calloc(1, sizeof *l);
     if (!l) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the liveness watch");
+    pthread_mutex_init(&l->lock, NULL);
     l->comm = comm;
     CHECK_MPI(MPI_Comm_rank(comm, &l->rank));
     CHECK_MPI(MPI_Comm_size(comm, &l->size));
@@ -103,6 +106,7 @@ void hvdc__liveness_destroy(hvdc_liveness *l) {
     if (!l) return;
     free(l->local_ranks);
     free(l->local_pids);
+    pthread_mutex_destroy(&l->lock);
     free(l);
 }
 
@@ -184,8 +188,7 @@ static int take_notice(hvdc_liveness *l, double seconds) {
     return 1;
 }
 
-hvd_status hvdc__liveness_check(hvdc_liveness *l) {
-    if (!l) return HVD_OK;
+static hvd_status check_locked(hvdc_liveness *l) {
     if (l->failed != HVD_OK) return hvdc__fail(l->failed, "%s", l->message);
     if (hvdc__liveness_declared(l->message, sizeof l->message)) {
         l->failed = HVD_ERR_RANK_FAILED;
@@ -213,6 +216,14 @@ hvd_status hvdc__liveness_check(hvdc_liveness *l) {
         return hvdc__fail(l->failed, "%s", l->message);
     }
     return HVD_OK;
+}
+
+hvd_status hvdc__liveness_check(hvdc_liveness *l) {
+    if (!l) return HVD_OK;
+    pthread_mutex_lock(&l->lock);
+    hvd_status st = check_locked(l);
+    pthread_mutex_unlock(&l->lock);
+    return st;
 }
 
 void hvdc__liveness_tell_stopped(hvdc_liveness *l, const char *why) {

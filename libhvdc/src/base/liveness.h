@@ -22,7 +22,8 @@
  *
  * defines: hvdc_liveness, hvdc__liveness_create, _destroy, _check, _tell_stopped, _set_poll,
  *          _poll_policy, _declare, _declared, _forget_declared, hvdc__wait_requests
- * Thread that calls hvd_init (create), then the background thread only; _declare and _declared:
+ * Thread that calls hvd_init (create), then the background thread, and _check also a caller
+ * running its own op (runtime/caller_path.h: one check at a time); _declare and _declared:
  * any thread.
  */
 #ifndef HVDC_LIVENESS_H

@@ -1,6 +1,6 @@
 /*
  * cache.c - the response cache of cache.h: an array of slots and a name table onto it.
- * Background thread only.
+ * Background thread only (hvdc__cache_peek: cache.h says who else).
  */
 #include "negotiation/cache.h"
 
@@ -80,6 +80,11 @@ int64_t hvdc__cache_lookup(hvdc_cache *c, const hvdc_wire_request *q) {
     if (s < 0 || !c->slots[s].valid || !same_request(&c->slots[s].request, q)) return -1;
     c->next = (uint32_t)s + 1;
     return s;
+}
+
+int64_t hvdc__cache_peek(const hvdc_cache *c, const hvdc_wire_request *q) {
+    int64_t s = hvdc__cache_find(c, q->name);
+    return s >= 0 && c->slots[s].valid && same_request(&c->slots[s].request, q) ? s : -1;
 }
 
 /* Every rank calls this with the same names in the same order, so slot numbers must advance

@@ -17,8 +17,10 @@
  * defines: hvdc_cache, hvdc__cache_create, hvdc__cache_destroy, hvdc__cache_find,
  *          hvdc__cache_lookup, hvdc__cache_put, hvdc__cache_name, hvdc__cache_request,
  *          hvdc__cache_capacity, hvdc__cache_cacheable, hvdc__cache_first_missing,
- *          hvdc__cache_fill_names
- * Background thread only.
+ *          hvdc__cache_fill_names, hvdc__cache_peek
+ * Background thread only; but hvdc__cache_peek, which writes nothing, also from a thread that
+ * holds the runtime's executor token (runtime/caller_path.h): the background thread holds it
+ * whenever it changes the cache's contents (hvdc__cache_put).
  */
 #ifndef HVDC_CACHE_H
 #define HVDC_CACHE_H
@@ -45,6 +47,9 @@ int64_t hvdc__cache_find(const hvdc_cache *cache, const char *name);
 /* The slot holding exactly this request (same name and every field), or -1. Fastest when
  * requests come in slot order (it remembers where the last one was). */
 int64_t hvdc__cache_lookup(hvdc_cache *cache, const hvdc_wire_request *request);
+
+/* hvdc__cache_lookup, but writing nothing (not even where the last hit was). */
+int64_t hvdc__cache_peek(const hvdc_cache *cache, const hvdc_wire_request *request);
 
 /* Caches request under its name: its slot if the name is cached (the request replaces the
  * old one), else the next free slot. @return the slot, or -1 when the cache is full (then

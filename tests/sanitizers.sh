@@ -8,7 +8,7 @@
 #   tsan: build-tsan (gcc, -fsanitize=thread): the tests whose threads do the most (user threads
 #         submitting at once, shutdown with operations in flight, orders, stall, a stop on one
 #         rank, join, the SIGUSR1 dump, a shorter soak, device-op completion on a fake device,
-#         the GPU backend on the simulated device);
+#         the GPU backend on the simulated device, all-reduces run on their caller's thread);
 #         see TSAN_TESTS.
 # Suppressed: only what lies inside Open MPI and the libraries it brings, listed with reasons in
 # tests/sanitizers/lsan.supp, tsan.supp (and tsan_process_sets.supp, tsan_comm_create.supp for the tests named below alone).
@@ -36,6 +36,8 @@ TSAN_TESTS=('threads np=2' 'threads np=4' 'shutdown inflight np=2' 'shutdown ear
             'collectives np=2' 'mismatch np=2' 'stall np=3 idle withholder'
             'stall np=3 busy withholder' 'stop on one rank np=3 encode_requests on rank 2'
             'join np=2' 'join np=3' 'sigusr1 state dump np=2' 'report np=3 names slow rank 0'
+            'caller path numerics np=3' 'caller path mixed np=3' 'caller path join np=3'
+            'caller path rank killed np=3 mpirun recovery'
             'timeline complete' 'timeline startstop' 'test_complete'
             'gpu sim collectives np=1 --quick' 'gpu sim collectives np=2 --quick'
             'gpu sim collectives np=3 --quick' 'gpu sim collectives np=4 --quick'

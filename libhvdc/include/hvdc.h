@@ -210,6 +210,7 @@ typedef uint64_t hvd_handle;
  *   HVD_AUTOTUNE_LOG (HOROVOD_AUTOTUNE_LOG)                        default unset
  *   HVD_SHM_STEP                                                   default 1M
  *   HVD_CHECK_CONSISTENCY                                          default 0
+ *   HVD_CALLER_THREAD                                              default 1
  *   HVD_SIGUSR1_DUMP                                               default 1
  *   HVD_HOST_TIMEOUT                                               default 30
  *   HVD_REPORT                                                     default 0

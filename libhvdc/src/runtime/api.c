@@ -266,9 +266,12 @@ static void set_reduction(hvdc_op *req, hvd_reduce_op op, const hvd_options *o, 
     req->ready_event = o->ready_event;
 }
 
-static hvd_status allreduce_async_entered(const char *name, const void *sendbuf, void *recvbuf, size_t count,
-                               hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options,
-                               hvd_handle *handle) {
+/* hvd_allreduce's checked op into *out, and its process set into *set; handle: where the
+ * caller wants it (the blocking call: one of its own, for the checks). */
+static hvd_status allreduce_request(const char *name, const void *sendbuf, void *recvbuf,
+                                    size_t count, hvd_dtype dtype, hvd_reduce_op op,
+                                    const hvd_options *options, const hvd_handle *handle,
+                                    hvdc_op **out, int *set) {
     const char *fn = "hvd_allreduce";
     hvd_options o_;
     hvd_status st = take_options(fn, name ? name : "", options, &o_);
@@ -287,15 +290,37 @@ static hvd_status allreduce_async_entered(const char *name, const void *sendbuf,
     CHECK(single_op(fn, HVDC_KIND_ALLREDUCE, name, sendbuf, recvbuf, count, dtype, &req));
     CHECK(attach_shape(fn, name, req, o));
     set_reduction(req, op, o, device);
-    return hvdc__submit(fn, o->process_set, req, handle);
+    *out = req;
+    *set = o->process_set;
+    return HVD_OK;
 fail:
     return st;
 }
 
+static hvd_status allreduce_async_entered(const char *name, const void *sendbuf, void *recvbuf,
+                                          size_t count, hvd_dtype dtype, hvd_reduce_op op,
+                                          const hvd_options *options, hvd_handle *handle) {
+    hvdc_op *req = NULL;
+    int set = HVD_PROCESS_SET_GLOBAL;
+    hvd_status st = allreduce_request(name, sendbuf, recvbuf, count, dtype, op, options, handle,
+                                      &req, &set);
+    return st == HVD_OK ? hvdc__submit("hvd_allreduce", set, req, handle) : st;
+}
+
+/* Submitted and waited for in one call, so that it may run on this thread (caller_path.h). */
+static hvd_status allreduce_entered(const char *name, const void *sendbuf, void *recvbuf,
+                                    size_t count, hvd_dtype dtype, hvd_reduce_op op) {
+    hvdc_op *req = NULL;
+    int set = HVD_PROCESS_SET_GLOBAL;
+    hvd_handle own = HVD_HANDLE_NULL;
+    hvd_status st = allreduce_request(name, sendbuf, recvbuf, count, dtype, op, NULL, &own, &req,
+                                      &set);
+    return st == HVD_OK ? hvdc__submit_wait("hvd_allreduce", set, req) : st;
+}
+
 hvd_status hvd_allreduce(const char *name, const void *sendbuf, void *recvbuf, size_t count,
                          hvd_dtype dtype, hvd_reduce_op op) {
-    hvd_handle h = HVD_HANDLE_NULL;
-    return wait_for(hvd_allreduce_async(name, sendbuf, recvbuf, count, dtype, op, NULL, &h), &h);
+    HVDC_GATED("hvd_allreduce", allreduce_entered(name, sendbuf, recvbuf, count, dtype, op));
 }
 
 static uint64_t hash_names(int n, const char *const names[]) {

@@ -31,6 +31,7 @@
 #include "base/status.h"
 #include "collectives/reduce.h"
 #include "collectives/shm.h"
+#include "runtime/caller_path.h"
 #include "runtime/complete.h"
 #include "runtime/device_work.h"
 #include "runtime/report.h"
@@ -51,11 +52,13 @@ static void serve_dump(round_state *s, const char *doing) {
 }
 
 /* What every wait in a negotiation round does between two probes (exchange.h's hook): serve a
- * SIGUSR1 dump request, complete finished device work, check that every rank is alive. */
+ * SIGUSR1 dump request, complete finished device work, check that every rank is alive and
+ * that no caller's op failed midway (caller_path.h). */
 static hvd_status between_steps(void *ctx, const char *doing) {
     round_state *s = ctx;
     serve_dump(s, doing);
     hvd_status st = hvdc__device_work_finish_due(s);
+    if (st == HVD_OK) st = hvdc__caller_path_failure(s->rt);
     return st != HVD_OK ? st : hvdc__liveness_check(s->rt->executor.liveness);
 }
 
@@ -97,6 +100,10 @@ static hvdc_op *wait_for_work(round_state *s, int progressed, int *shutdown, hvd
 
     pthread_mutex_lock(&rt->queue_mutex);
     for (;;) {
+        if ((*dead = hvdc__caller_path_failure(rt)) != HVD_OK) { /* the ranks are out of step */
+            pthread_mutex_unlock(&rt->queue_mutex);
+            return NULL;
+        }
         if (atomic_load(&rt->dump_requested)) {
             pthread_mutex_unlock(&rt->queue_mutex);
             serve_dump(s, "waiting for work");
@@ -429,6 +436,9 @@ static hvd_status round_setup(round_state *s) {
     s->slot_ops = calloc(hvdc__cache_capacity(s->cache) + (size_t)1, sizeof *s->slot_ops);
     if (!s->cache || !s->slot_ops)
         return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the response cache");
+    pthread_mutex_lock(&rt->executor_token); /* callers look their requests up (caller_path.h) */
+    rt->token_cache = s->cache;
+    pthread_mutex_unlock(&rt->executor_token);
     s->exchange = (hvdc_exchange){
         .comm = rt->control_comm, .rank = rt->topo.rank, .size = rt->topo.size,
         .stall_check_s = rt->config.stall_check_s, .stall_shutdown_s = rt->config.stall_shutdown_s,
@@ -529,8 +539,11 @@ static hvd_status run_round(round_state *s, hvdc_op *fresh, int shutdown, int *p
     hvdc_response_list responses = {0};
     st = hvdc__exchange_round(&s->exchange, &responses);
     if (st != HVD_OK) return st;
+    /* the executor and the cache are this thread's until the responses ran (caller_path.h) */
+    pthread_mutex_lock(&s->rt->executor_token);
     take_answer(s, &responses);
     if (responses.flags & HVDC_FLAG_ABORT) {
+        pthread_mutex_unlock(&s->rt->executor_token);
         *told = 1; /* rank 0 stopped every rank */
         st = hvdc__fail(HVDC_ABORT_STATUS(responses.flags), "%s",
                         responses.reason ? responses.reason : "rank 0 stopped the job");
@@ -540,6 +553,7 @@ static hvd_status run_round(round_state *s, hvdc_op *fresh, int shutdown, int *p
     for (uint32_t i = 0; i < responses.n && st == HVD_OK; i++)
         st = run_response(s, &responses.items[i],
                           responses.last_ranks ? responses.last_ranks[i] : -1);
+    pthread_mutex_unlock(&s->rt->executor_token);
     if (s->rt->report) {
         hvdc__report_round(s->rt->report);
         hvdc__report_tick(s->rt->report, hvdc__now_seconds());
@@ -567,6 +581,9 @@ static void stop_on_error(round_state *s, hvd_status st, int told) {
 }
 
 static void round_free(round_state *s) {
+    pthread_mutex_lock(&s->rt->executor_token);
+    s->rt->token_cache = NULL;
+    pthread_mutex_unlock(&s->rt->executor_token);
     hvdc__exchange_free(&s->exchange);
     free(s->gpu_work);
     hvdc__buffer_free(&s->identity);

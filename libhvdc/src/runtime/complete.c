@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "base/poll.h"
+#include "runtime/caller_path.h"
 
 
 /* Takes the ops' names out of in_flight, each only where it still maps to its op (a completed
@@ -27,6 +28,7 @@ static void forget_names_marked(hvdc_runtime *rt, hvdc_op *const *ops, size_t n,
                                                  ops[i]->tensors[k].name_hash, ops[i]);
         ops[i]->names_forgotten = 1;
     }
+    hvdc__caller_path_track(rt);
     pthread_mutex_unlock(&rt->queue_mutex);
 }
 
@@ -217,6 +219,7 @@ void hvdc__fail_everything(hvdc_runtime *rt, hvd_status status, const char *mess
         hvdc__complete_ops(rt, &op, 1, status, message);
         pthread_mutex_lock(&rt->queue_mutex);
     }
+    hvdc__caller_path_track(rt);
     pthread_mutex_unlock(&rt->queue_mutex);
 }
 

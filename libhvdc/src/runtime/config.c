@@ -108,6 +108,12 @@ const hvdc_setting hvdc__settings[] = {
      "every this many updates the DistributedOptimizer (C and Python) compares a hash of every "
      "parameter and its optimizer state across ranks, and rank 0 logs those that differ (see "
      "[Troubleshooting](troubleshooting.md)); `0` turns it off", 1, 0, HVDC_READ_STRICT},
+    {"HVD_CALLER_THREAD", NULL, HVDC_SETTING_CHOICE, FIELD(caller_thread), 0, 0, flag_choices,
+     NULL, "`1`",
+     "`0`: every all-reduce goes through the background thread and a negotiation round; with "
+     "`1`, a blocking `hvd_allreduce` of a host tensor that every rank of a one-node job "
+     "submitted next, as before, runs on the caller's own thread (see [The caller's "
+     "path](performance.md#the-callers-path))", 1, 0, HVDC_READ_STRICT},
     {"HVD_SIGUSR1_DUMP", NULL, HVDC_SETTING_CHOICE, FIELD(sigusr1_dump), 0, 0, flag_choices,
      NULL, "`1`",
      "`0`: do not install the SIGUSR1 state dump (it is never installed over an "
@@ -154,6 +160,7 @@ void hvdc__config_default(hvdc_config *config) {
         .cache_capacity = 1024,
         .shm_step_bytes = HVDC_SHM_SLOT_BYTES,
         .log_hide_time = 1,
+        .caller_thread = 1,
     };
 }
 

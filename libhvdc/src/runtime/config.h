@@ -49,6 +49,8 @@ typedef struct hvdc_config {
     int timeline_mark_cycles;   /* HVD_TIMELINE_MARK_CYCLES: 1 = an instant event per round */
     int hierarchical_allreduce; /* HVD_HIERARCHICAL_ALLREDUCE: 1 = two-level CPU all-reduce */
     int sigusr1_dump;           /* HVD_SIGUSR1_DUMP: 1 = install the SIGUSR1 state dump */
+    int caller_thread;          /* HVD_CALLER_THREAD: 1 = a blocking all-reduce every rank of
+                                   the node submitted next runs on its caller's thread */
     double host_timeout_s;      /* HVD_HOST_TIMEOUT: a rank silent this long is lost; 0 = never */
     double report_s;            /* HVD_REPORT: rank 0 prints a report this often; 0 = never */
     size_t cache_capacity;      /* HVD_CACHE_CAPACITY: response cache slots; 0 = off */

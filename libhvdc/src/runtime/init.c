@@ -25,6 +25,7 @@
 #include "base/status.h"
 #include "runtime/agree.h"
 #include "runtime/autotune.h"
+#include "runtime/caller_path.h"
 #include "runtime/complete.h"
 #include "runtime/dump.h"
 #include "runtime/horovod_env.h"
@@ -280,6 +281,8 @@ static void runtime_free(hvdc_runtime *rt) {
     pthread_cond_destroy(&rt->queue_cond);
     pthread_mutex_destroy(&rt->completion_mutex);
     pthread_cond_destroy(&rt->completion_cond);
+    pthread_mutex_destroy(&rt->executor_token);
+    hvdc__caller_path_free(rt);
     free(rt);
 }
 
@@ -383,6 +386,7 @@ static hvdc_runtime *runtime_alloc(void) {
     pthread_cond_init(&rt->queue_cond, NULL);
     pthread_mutex_init(&rt->completion_mutex, NULL);
     pthread_cond_init(&rt->completion_cond, NULL);
+    pthread_mutex_init(&rt->executor_token, NULL);
     rt->device_event_finished = hvdc__gpu_event_finished;
     rt->device_stream_wait = hvdc__gpu_stream_wait_on;
     hvdc__name_table_init(&rt->in_flight);
@@ -455,6 +459,7 @@ static hvd_status init_on(MPI_Comm comm, int adopt_mpi_only) {
     CHECK(hvdc__agree(rt->control_comm,
                       hvdc__liveness_create(rt->control_comm, &rt->executor.liveness)));
     hvdc__liveness_set_poll(rt->executor.liveness, &rt->poll);
+    CHECK(hvdc__caller_path_start(rt));
     CHECK(hvdc__agree(rt->control_comm, start_watchdog(rt)));
     CHECK(hvdc__agree(rt->control_comm, start_watch(rt)));
     st = HVD_OK;

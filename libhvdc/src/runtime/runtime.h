@@ -106,6 +106,22 @@ typedef struct hvdc_runtime {
     int left_behind; /* a rank died while the background thread was inside MPI_Allreduce, and
                         hvd_shutdown gave up joining it (watchdog.h): never freed */
     int fault_add_handle; /* tests (base/fault.h): the handle table cannot grow */
+    int fault_caller_die; /* tests: SIGKILL this rank once every rank agreed on a caller's op */
+
+    /* the caller's path (caller_path.h) */
+    pthread_mutex_t executor_token; /* held by whoever runs collectives on the executor: the
+                                       background thread while it runs responses, a caller
+                                       while it runs its own op */
+    const struct hvdc_cache *token_cache; /* the background thread's response cache, under
+                                             executor_token (NULL while it has none) */
+    struct hvdc_node_vote *vote; /* the node's vote; NULL: the path is off (set by hvd_init) */
+    int vote_busy;               /* this rank's busy bit as published, under queue_mutex */
+    int vote_hold;               /* this rank's hold bit as published, under executor_token */
+    int vote_hold_always;        /* rank 0 with HVD_REPORT or HVD_AUTOTUNE: held for good */
+    const char *caller_name;     /* the op a caller runs, under queue_mutex; NULL: none */
+    atomic_int caller_failed;    /* a caller's op failed midway: the background thread stops
+                                    with this status and caller_message (written before) */
+    char caller_message[512];
 
     /* owned by the background thread */
     pthread_t thread;

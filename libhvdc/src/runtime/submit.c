@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "runtime/caller_path.h"
 #include "runtime/complete.h"
 #include "runtime/runtime.h"
 #include "runtime/set_table.h"
@@ -60,7 +61,9 @@ static hvd_status queue_op(const char *fn, hvdc_runtime *rt, hvdc_op *op, hvd_ha
     } else {
         for (; added < op->n_tensors; added++) {
             const hvdc_tensor *t = &op->tensors[added];
-            int put = hvdc__name_table_put_hashed(&rt->in_flight, t->name, t->name_hash, op);
+            int put = hvdc__caller_path_owns(rt, t->name)
+                          ? -1
+                          : hvdc__name_table_put_hashed(&rt->in_flight, t->name, t->name_hash, op);
             if (put == -1) {
                 st = hvdc__fail(HVD_ERR_DUPLICATE_NAME, "%s: an operation named '%s' is already in flight on this rank; wait for it first or use another name", fn, op->tensors[added].name);
                 break;
@@ -85,6 +88,7 @@ static hvd_status queue_op(const char *fn, hvdc_runtime *rt, hvdc_op *op, hvd_ha
     } else {
         for (size_t i = 0; i < added; i++) hvdc__name_table_remove(&rt->in_flight, op->tensors[i].name);
     }
+    hvdc__caller_path_track(rt);
     pthread_mutex_unlock(&rt->queue_mutex);
     /* after unlocking, so the woken thread does not block on the mutex at once (this call
      * holds its runtime: hvdc__submit acquired its set). Only onto an empty queue: the
@@ -184,7 +188,11 @@ hvd_status hvd_poll(hvd_handle handle, int *done) {
 
 hvd_status hvdc__submit_wait(const char *fn, int process_set, hvdc_op *op) {
     hvd_handle h = HVD_HANDLE_NULL;
-    hvd_status st = hvdc__submit(fn, process_set, op, &h);
+    hvd_status st = HVD_OK;
+    /* every rank of the node submitted it next: run here, no hand-off (caller_path.h) */
+    if (process_set == HVD_PROCESS_SET_GLOBAL && hvdc__caller_path_run(hvdc__runtime, op, &st))
+        return st;
+    st = hvdc__submit(fn, process_set, op, &h);
     return st == HVD_OK ? wait_entered(fn, &h, 0, NULL) : st;
 }
 

@@ -1,11 +1,14 @@
 /*
  * shm.c - the shared-memory all-reduce among the ranks of a node (shm.h has the picture).
  *
- * Segment layout: N arrival counters, one per 64-byte line (no false sharing), padded to a
- * page; then N slots and the result slot, slot_bytes each. The counters only grow: arriving
- * for the e-th time stores e, so a waiter never confuses one step with the next and nothing is
- * ever reset. POSIX shm rather than MPI_Win_allocate_shared: unmapping needs no collective, so
- * a runtime whose peer died can still free it.
+ * Segment layout: two flag lines per rank (64 bytes each, no false sharing), padded to a page;
+ * then N slots and the result slot, slot_bytes each; then the one-shot all-reduce's two sets of
+ * N slots. A rank's e-th arrival stores e in its flag line e % 2, so a waiter never confuses one
+ * step with the next and nothing is ever reset. Why two lines: a rank arrives at e + 1 only
+ * after every rank arrived at e, so no rank is more than one arrival ahead of another, and line
+ * e % 2 is free for what arrival e carries (a one-shot's inline bytes) until arrival e + 2.
+ * POSIX shm rather than MPI_Win_allocate_shared: unmapping needs no collective, so a runtime
+ * whose peer died can still free it.
  * Background thread (create: the thread that calls hvd_init).
  */
 #ifndef _GNU_SOURCE
@@ -42,10 +45,19 @@ enum {
     SLOT_MIN = 64 * 1024,
     STEP_BUDGET = 16 * 1024 * 1024,
     STEP_ALIGN = HVDC_SHM_STEP_ALIGN,
-    LINE = 64,               /* one counter per cache line */
-    SPINS = 200,             /* busy polls before yielding the core to another rank */
+    ONESHOT_BYTES = HVDC_SHM_ONESHOT_BYTES,
+    LINE = 64,               /* one flag per cache line */
+    INLINE_MAX = 48,         /* a one-shot's bytes carried in its flag line */
+    SPINS = 200,             /* busy polls before the wait's poll policy decides */
     NAME_MAX_BYTES = 64,
 };
+
+/* What a rank's arrival publishes: the arrival's number, and a small one-shot's bytes. */
+typedef struct flag_line {
+    _Atomic uint64_t epoch;
+    unsigned char bytes[INLINE_MAX];
+} flag_line;
+_Static_assert(sizeof(flag_line) <= LINE, "a flag line must fit a cache line");
 
 struct hvdc_shm {
     int rank, size;
@@ -54,15 +66,24 @@ struct hvdc_shm {
     size_t slot_bytes;       /* slot_bytes_for(size) */
     size_t step_bytes;       /* per rank and step: slot_bytes unless autotuning set less */
     char *slots;             /* slot q at slots + q * slot_bytes; the result slot at q = size */
+    size_t oneshot_bytes;    /* a one-shot slot's bytes (whole pages): the most it takes */
+    char *oneshot;           /* the one-shot sets: set p's slot q at oneshot + (p * size + q) *
+                                oneshot_bytes */
     uint64_t epoch;          /* arrivals so far: the same on every rank of the node */
+    int staged_inline;       /* the one-shot being staged carries its bytes in the flag line */
     const void **in;         /* (size) a fold's inputs */
+    const char **staged;     /* (size) the last one-shot's bytes, by rank */
 };
 
-static _Atomic uint64_t *counter(const hvdc_shm *s, int q) {
-    return (_Atomic uint64_t *)(s->base + (size_t)q * LINE);
+static flag_line *flag(const hvdc_shm *s, int q, uint64_t e) {
+    return (flag_line *)(s->base + ((size_t)q * 2 + (e & 1)) * LINE);
 }
 
 static char *slot(const hvdc_shm *s, int q) { return s->slots + (size_t)q * s->slot_bytes; }
+
+static char *oneshot_slot(const hvdc_shm *s, int q, uint64_t e) {
+    return s->oneshot + ((e & 1) * (size_t)s->size + (size_t)q) * s->oneshot_bytes;
+}
 
 /* SLOT_MAX, or less so that size + 1 slots fit STEP_BUDGET; a multiple of 4 KiB (whole pages,
  * and every dtype's size divides it). */
@@ -72,7 +93,7 @@ static size_t slot_bytes_for(int size) {
 }
 
 static size_t header_bytes(int size) {
-    size_t page = 4096, bytes = (size_t)size * LINE;
+    size_t page = 4096, bytes = (size_t)size * 2 * LINE;
     return (bytes + page - 1) / page * page;
 }
 
@@ -91,27 +112,38 @@ static size_t piece_of(const hvdc_shm *s, size_t elem, size_t parts) {
     return piece ? piece : 1;
 }
 
-/* Arrives for the next step and waits until every rank of the node has: SPINS busy polls,
- * then as the watch's poll policy says (base/poll.h). */
-static hvd_status arrive_and_wait(hvdc_shm *s, hvdc_liveness *watch) {
+/* This rank's next arrival: what it wrote for it (slots, inline bytes) becomes visible to the
+ * ranks that see the arrival. @return its number. */
+static uint64_t arrive(hvdc_shm *s) {
     uint64_t e = ++s->epoch;
-    atomic_store_explicit(counter(s, s->rank), e, memory_order_release);
+    atomic_store_explicit(&flag(s, s->rank, e)->epoch, e, memory_order_release);
+    return e;
+}
+
+/* Waits until every rank of the node has arrived for the e-th time, reading the flags in one
+ * pass that resumes at the first rank still missing: SPINS busy polls, then as the watch's
+ * poll policy says (base/poll.h), checking the watch now and then. */
+static hvd_status wait_for_all(hvdc_shm *s, uint64_t e, hvdc_liveness *watch) {
     hvdc_poll poll = hvdc__poll_begin(hvdc__liveness_poll_policy(watch));
-    for (int q = 0; q < s->size; q++) {
-        unsigned spins = 0;
-        while (atomic_load_explicit(counter(s, q), memory_order_acquire) < e) {
-            if (++spins < SPINS) {
-                hvdc__cpu_relax();
-                continue;
-            }
-            hvdc__poll_pause(&poll);
-            if (watch && spins % 64 == 0) {
-                hvd_status st = hvdc__liveness_check(watch);
-                if (st != HVD_OK) return st;
-            }
+    unsigned spins = 0;
+    for (int q = 0;;) {
+        while (q < s->size && atomic_load_explicit(&flag(s, q, e)->epoch, memory_order_acquire) >= e)
+            q++;
+        if (q == s->size) return HVD_OK;
+        if (++spins < SPINS) {
+            hvdc__cpu_relax();
+            continue;
+        }
+        hvdc__poll_pause(&poll);
+        if (watch && spins % 64 == 0) {
+            hvd_status st = hvdc__liveness_check(watch);
+            if (st != HVD_OK) return st;
         }
     }
-    return HVD_OK;
+}
+
+static hvd_status arrive_and_wait(hvdc_shm *s, hvdc_liveness *watch) {
+    return wait_for_all(s, arrive(s), watch);
 }
 
 hvd_status hvdc__shm_create(MPI_Comm local, hvdc_shm **out) {
@@ -126,8 +158,11 @@ hvd_status hvdc__shm_create(MPI_Comm local, hvdc_shm **out) {
     CHECK_MPI(MPI_Comm_rank(local, &s->rank));
     CHECK_MPI(MPI_Comm_size(local, &s->size));
     s->in = calloc((size_t)s->size, sizeof *s->in);
+    s->staged = calloc((size_t)s->size, sizeof *s->staged);
     s->slot_bytes = s->step_bytes = slot_bytes_for(s->size);
-    s->map_bytes = header_bytes(s->size) + ((size_t)s->size + 1) * s->slot_bytes;
+    s->oneshot_bytes = (ONESHOT_BYTES + STEP_ALIGN - 1) / STEP_ALIGN * STEP_ALIGN;
+    s->map_bytes = header_bytes(s->size) + ((size_t)s->size + 1) * s->slot_bytes +
+                   2 * (size_t)s->size * s->oneshot_bytes;
     if (s->rank == 0) {
         snprintf(name, sizeof name, "/hvdc-%ld-%u-%lx", (long)getpid(), atomic_fetch_add(&segments, 1),
                  (unsigned long)time(NULL));
@@ -157,12 +192,13 @@ hvd_status hvdc__shm_create(MPI_Comm local, hvdc_shm **out) {
     CHECK_MPI(MPI_Barrier(local)); /* every rank has mapped it (or failed): the name can go */
     if (s->rank == 0 && name[0]) shm_unlink(name);
     if (!name[0] && !why[0]) snprintf(why, sizeof why, "local rank 0 could not create the node's shared memory segment");
-    if (why[0] || !s->in) {
-        st = hvdc__fail(s->in ? HVD_ERR_INTERNAL : HVD_ERR_NO_MEMORY, "%s",
-                        s->in ? why : "out of memory for the shared-memory all-reduce");
+    if (why[0] || !s->in || !s->staged) {
+        st = hvdc__fail(why[0] ? HVD_ERR_INTERNAL : HVD_ERR_NO_MEMORY, "%s",
+                        why[0] ? why : "out of memory for the shared-memory all-reduce");
         goto fail;
     }
     s->slots = s->base + header_bytes(s->size);
+    s->oneshot = s->slots + ((size_t)s->size + 1) * s->slot_bytes;
     *out = s;
     return HVD_OK;
 fail:
@@ -181,6 +217,7 @@ void hvdc__shm_destroy(hvdc_shm *s) {
     if (!s) return;
     if (s->base != MAP_FAILED && s->base) munmap(s->base, s->map_bytes);
     free(s->in);
+    free(s->staged);
     free(s);
 }
 
@@ -213,6 +250,37 @@ static void copy_others_parts(char *to, const char *from, size_t off, size_t n, 
     if (off + n < len) memcpy(to + (off + n) * elem, from + (off + n) * elem, (len - off - n) * elem);
 }
 
+size_t hvdc__shm_oneshot_max(const hvdc_shm *s) { return s->oneshot_bytes; }
+
+void *hvdc__shm_oneshot_staging(hvdc_shm *s, size_t bytes) {
+    uint64_t next = s->epoch + 1;
+    s->staged_inline = bytes <= INLINE_MAX;
+    return s->staged_inline ? (void *)flag(s, s->rank, next)->bytes : oneshot_slot(s, s->rank, next);
+}
+
+hvd_status hvdc__shm_oneshot_exchange(hvdc_shm *s, hvdc_liveness *watch) {
+    uint64_t e = arrive(s);
+    for (int q = 0; q < s->size; q++)
+        s->staged[q] = s->staged_inline ? (const char *)flag(s, q, e)->bytes : oneshot_slot(s, q, e);
+    return wait_for_all(s, e, watch);
+}
+
+void hvdc__shm_oneshot_fold(hvdc_shm *s, size_t offset, size_t count, hvd_dtype dtype,
+                            hvd_reduce_op op, void *dst) {
+    for (int q = 0; q < s->size; q++) s->in[q] = s->staged[q] + offset;
+    hvdc__fold(dst, s->in, s->size, count, dtype, op);
+}
+
+/* hvdc__shm_allreduce of a buffer a one-shot takes: copied in, exchanged, folded into dst. */
+static hvd_status allreduce_oneshot(hvdc_shm *s, const void *src, void *dst, size_t count,
+                                    hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch) {
+    size_t bytes = count * hvd_dtype_size(dtype);
+    memcpy(hvdc__shm_oneshot_staging(s, bytes), src, bytes);
+    hvd_status st = hvdc__shm_oneshot_exchange(s, watch);
+    if (st == HVD_OK) hvdc__shm_oneshot_fold(s, 0, count, dtype, op, dst);
+    return st;
+}
+
 hvd_status hvdc__shm_allreduce(hvdc_shm *s, const void *src, void *dst, size_t count,
                                hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
@@ -221,6 +289,8 @@ hvd_status hvdc__shm_allreduce(hvdc_shm *s, const void *src, void *dst, size_t c
         if (src != dst && count) memmove(dst, src, count * elem);
         return HVD_OK;
     }
+    if (count * elem <= s->oneshot_bytes)
+        return allreduce_oneshot(s, src, dst, count, dtype, op, watch);
     char *result = slot(s, s->size);
     for (size_t at = 0; at < count; at += step) {
         size_t len = count - at < step ? count - at : step, off, n;

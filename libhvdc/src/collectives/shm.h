@@ -2,7 +2,7 @@
  * shm.h - the all-reduce among the ranks of one node through one shared memory segment: no
  * message copies, no MPI call per step.
  *
- * The segment (POSIX shm, mapped by every rank of the node) holds one arrival counter per rank,
+ * The segment (POSIX shm, mapped by every rank of the node) holds each rank's arrival flags,
  * one slot per rank and one result slot. A buffer goes through in steps of one slot per rank
  * (1 MiB at most, less with many ranks: shm.c), sized to stay in cache; each step, for N ranks:
  *
@@ -28,8 +28,12 @@
  * step 1's copy and step 3's (hvdc__shm_allreduce_staged; step 2 folds in place, into this
  * rank's own part of slot r, and copies it into the result slot).
  *
+ * Buffers of a few KiB take the one-shot instead (below): one arrival, and every rank folds
+ * every rank's copy itself.
+ *
  * defines: hvdc_shm, hvdc__shm_create, _destroy, _allreduce, _reduce_scatter, _allgather_blocks,
- *          _staging, _allreduce_staged, _step, _set_step
+ *          _staging, _allreduce_staged, _step, _set_step, _oneshot_max, _oneshot_staging,
+ *          _oneshot_exchange, _oneshot_fold
  * Background thread (create: the thread that calls hvd_init).
  */
 #ifndef HVDC_SHM_H
@@ -50,6 +54,13 @@ typedef struct hvdc_shm hvdc_shm;
 #define HVDC_SHM_SLOT_BYTES (1024 * 1024)
 #endif
 #define HVDC_SHM_STEP_ALIGN 4096
+
+/* Bytes a one-shot all-reduce takes at most (-D to measure others). Above 4 KiB the two-arrival
+ * steps won at np 2 and 4: a one-shot makes every rank read every rank's bytes, the steps each
+ * rank's share only (docs/performance.md). */
+#ifndef HVDC_SHM_ONESHOT_BYTES
+#define HVDC_SHM_ONESHOT_BYTES 4096
+#endif
 
 /* Collective over local (the ranks of one node): local rank 0 creates the segment, the others
  * map it, and its name is removed at once (nothing is left in /dev/shm, even after a crash).
@@ -82,6 +93,27 @@ void *hvdc__shm_staging(hvdc_shm *shm);
  * staging slot's contents are not kept. */
 hvd_status hvdc__shm_allreduce_staged(hvdc_shm *shm, size_t count, hvd_dtype dtype,
                                       hvd_reduce_op op, hvdc_liveness *watch, const void **result);
+
+/* The one-shot all-reduce, for buffers of up to hvdc__shm_oneshot_max bytes: every rank writes
+ * its bytes where hvdc__shm_oneshot_staging says (in its flag line up to 48 bytes, else its
+ * slot of the set this arrival uses), arrives once and waits for the others; then every rank
+ * reads every rank's bytes and folds them in rank order itself (hvdc__shm_oneshot_fold), which
+ * gives the bits of every other path. There is no second arrival: the next one-shot uses the
+ * other set, and a rank writes a set again only once every rank has arrived for the call in
+ * between, which it makes after it has read this one. */
+size_t hvdc__shm_oneshot_max(const hvdc_shm *shm);
+
+/* Where this rank writes the bytes of its next one-shot (bytes <= hvdc__shm_oneshot_max). */
+void *hvdc__shm_oneshot_staging(hvdc_shm *shm, size_t bytes);
+
+/* Arrives with the staged bytes and waits until every local rank has; their bytes stay
+ * readable (hvdc__shm_oneshot_fold) until this rank's next call on shm. */
+hvd_status hvdc__shm_oneshot_exchange(hvdc_shm *shm, hvdc_liveness *watch);
+
+/* dst = count elements at byte offset within every rank's exchanged bytes, combined in local
+ * rank order. dst is not in the segment. */
+void hvdc__shm_oneshot_fold(hvdc_shm *shm, size_t offset, size_t count, hvd_dtype dtype,
+                            hvd_reduce_op op, void *dst);
 
 /* Block r (block.h, count over the node's ranks) of dst, for local rank r, gets every local
  * rank's block r of src combined in rank order; dst's other blocks are not written. src may

@@ -258,24 +258,52 @@ static void unpack_piece(const char *reduced, const hvdc_pack_plan *plan,
     }
 }
 
-/* One packed piece: packed into the fusion buffer (or this rank's slot of the segment when
- * staged), reduced, unpacked; the timeline gets each tensor's three phases. */
+/* The one-shot's unpacking (shm.h): each tensor of the piece folded from every rank's staged
+ * piece straight into its recv, then finished there. */
+static void fold_piece_out(hvdc_shm *shm, const hvdc_pack_plan *plan, const hvdc_pack_piece *piece,
+                           const hvdc_tensor **tensors, const hvdc_wire_request *d, int size) {
+    hvd_dtype dtype = (hvd_dtype)d->dtype;
+    size_t elem = hvd_dtype_size(dtype);
+    for (size_t i = piece->first; i < piece->first + piece->n; i++) {
+        hvdc__shm_oneshot_fold(shm, plan->offsets[i] * elem, tensors[i]->count, dtype,
+                               (hvd_reduce_op)d->op, tensors[i]->recv);
+        finish_reduction(tensors[i]->recv, tensors[i]->count, dtype, (hvd_reduce_op)d->op,
+                         d->postscale, size);
+    }
+}
+
+/* A staged piece the one-shot all-reduce takes: in the element type (the fold goes straight
+ * to the tensors), and small enough. The same answer on every rank. */
+static int takes_oneshot(const hvdc_executor *ex, const hvdc_pack_piece *piece, hvd_dtype acc,
+                         const hvdc_wire_request *d) {
+    return acc == (hvd_dtype)d->dtype &&
+           piece->count * hvd_dtype_size(acc) <= hvdc__shm_oneshot_max(ex->shm);
+}
+
+/* One packed piece: packed into the fusion buffer (or, staged, into the segment: for the
+ * one-shot or into this rank's slot), reduced, unpacked; the timeline gets each tensor's three
+ * phases. */
 static hvd_status reduce_piece(hvdc_executor *ex, const hvdc_pack_piece *piece,
                                const hvdc_tensor **tensors, const hvdc_wire_request *d,
                                hvd_dtype acc, int staged) {
     hvd_status st = HVD_OK;
     hvd_reduce_op op = (hvd_reduce_op)d->op;
+    int oneshot = staged && takes_oneshot(ex, piece, acc, d);
     int64_t t0 = hvdc__timeline_now_us(ex->timeline);
-    char *buf = staged ? hvdc__shm_staging(ex->shm) : ex->fusion.data;
+    char *buf = oneshot ? hvdc__shm_oneshot_staging(ex->shm, piece->count * hvd_dtype_size(acc))
+                : staged ? hvdc__shm_staging(ex->shm) : ex->fusion.data;
     pack_piece(buf, &ex->plan, piece, tensors, d, acc, ex->topo->size);
     int64_t t1 = hvdc__timeline_now_us(ex->timeline);
     const void *reduced = buf;
-    if (staged)
+    if (oneshot)
+        CHECK(hvdc__shm_oneshot_exchange(ex->shm, ex->liveness));
+    else if (staged)
         CHECK(hvdc__shm_allreduce_staged(ex->shm, piece->count, acc, op, ex->liveness, &reduced));
     else
         CHECK(allreduce_buffer(ex, buf, buf, piece->count, acc, op));
     int64_t t2 = hvdc__timeline_now_us(ex->timeline);
-    unpack_piece(reduced, &ex->plan, piece, tensors, d, acc, ex->topo->size);
+    if (oneshot) fold_piece_out(ex->shm, &ex->plan, piece, tensors, d, ex->topo->size);
+    else unpack_piece(reduced, &ex->plan, piece, tensors, d, acc, ex->topo->size);
     if (hvdc__timeline_recording(ex->timeline)) { /* else three calls a tensor for nothing */
         int64_t t3 = hvdc__timeline_now_us(ex->timeline);
         for (size_t i = piece->first; i < piece->first + piece->n; i++) {

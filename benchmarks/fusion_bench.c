@@ -5,7 +5,8 @@
  *
  * One hvd step: every rank submits all tensors with hvd_allreduce_async in backward order (the
  * reverse of the parameter order, as backpropagation produces gradients), then waits for all.
- * One MPI step: the same tensors, same order, one blocking MPI_Allreduce each.
+ * One MPI step: the same tensors, same order, one blocking MPI_Allreduce each (--mpi-in-place
+ * 1: on the results, MPI_IN_PLACE).
  * libhvdc reads the threshold in hvd_init, so each setting is one hvd_init ... hvd_shutdown
  * while MPI stays up (we initialize it with MPI_THREAD_MULTIPLE and finalize it at the end).
  * Within a setting, hvd steps and MPI steps alternate, each after an MPI_Barrier; a step's time
@@ -81,6 +82,7 @@ typedef struct options {
     int confirm_default;   /* --confirm-default: rounds rerunning the default and the best other */
     const char *csv, *plot;
     int gpu;               /* --device gpu */
+    int mpi_in_place;      /* --mpi-in-place 1: the MPI loop reduces each tensor in place */
 } options;
 
 static int device = -1; /* --device gpu: this rank's CUDA device once opened, else -1 */
@@ -112,6 +114,8 @@ static void usage(FILE *out) {
             "                     one group), plus rows nccl and nccl-fused (one call over the\n"
             "                     whole model: the lower bound); results checked in the\n"
             "                     warm-up steps (at least one)\n"
+            "  --mpi-in-place 0|1 1: the MPI loop's calls use MPI_IN_PLACE (the inputs copied\n"
+            "                     into the results before the step's clock starts; default 0)\n"
             "  -h, --help         this text\n"
             "Per setting: median step time (ms), tensors/s, GB/s (gradient bytes per second),\n"
             "min_fused (fused all-reduces if all tensors were ready at once), vs_off (speed-up\n"
@@ -176,6 +180,9 @@ static int parse_option(void *out, const char *flag, const char *value) {
         o->plot = value;
         size_t len = strlen(value);
         ok = len > 4 && strcmp(value + len - 4, ".svg") == 0;
+    } else if (strcmp(flag, "--mpi-in-place") == 0) {
+        ok = strcmp(value, "0") == 0 || strcmp(value, "1") == 0;
+        o->mpi_in_place = strcmp(value, "1") == 0;
     } else if (strcmp(flag, "--device") == 0) {
         ok = strcmp(value, "cpu") == 0 || strcmp(value, "gpu") == 0;
         o->gpu = strcmp(value, "gpu") == 0;
@@ -331,7 +338,8 @@ static void timed_steps(const fusion_model *m, const options *o, int size, hvd_h
             if (gpu && checked) fusion_model_clear(m);
             dt[kind] = kind == 0 ? fusion_step_hvd(m, parity, handles, split)
                        : kind == 2 ? fusion_step_nccl_fused(m, parity)
-                       : gpu ? fusion_step_nccl(m, parity) : fusion_step_mpi(m, parity);
+                       : gpu ? fusion_step_nccl(m, parity)
+                             : fusion_step_mpi(m, parity, o->mpi_in_place);
             if (checked) t->wrong[kind] += fusion_model_check(m, size, parity, s);
         }
         if (timed >= 0) {
@@ -607,7 +615,9 @@ int main(int argc, char **argv) {
                "backward order, then wait all; mpi_step = %s, alternating with hvd steps; times: "
                "median of the slowest rank; threshold 'default' = unset (library default)\n",
                o.steps, o.warmup, o.gpu ? "raw NCCL, one ncclAllReduce per tensor in one "
-               "ncclGroupStart/End, then a stream synchronize" : "blocking MPI_Allreduce per tensor");
+               "ncclGroupStart/End, then a stream synchronize"
+               : o.mpi_in_place ? "blocking MPI_Allreduce per tensor, MPI_IN_PLACE"
+                                : "blocking MPI_Allreduce per tensor");
         if (o.gpu)
             printf("# --device gpu: CUDA device %d, device buffers, hvd steps with options.device; "
                    "vs_mpi and mpi_step are against raw NCCL; rows nccl and nccl-fused (one "

@@ -123,12 +123,14 @@ double fusion_step_hvd(const fusion_model *m, int parity, hvd_handle *handles, d
     return bench_now_us() - t0;
 }
 
-double fusion_step_mpi(const fusion_model *m, int parity) {
+double fusion_step_mpi(const fusion_model *m, int parity, int in_place) {
+    if (in_place) memcpy(m->recv, m->send[parity], m->padded * sizeof *m->recv); /* untimed */
     BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     double t0 = bench_now_us();
     for (size_t k = m->set.n; k-- > 0;)
-        BENCH_CHECK_MPI(MPI_Allreduce(m->send[parity] + m->offsets[k], m->recv + m->offsets[k],
-                                      (int)m->set.counts[k], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+        BENCH_CHECK_MPI(MPI_Allreduce(in_place ? MPI_IN_PLACE : m->send[parity] + m->offsets[k],
+                                      m->recv + m->offsets[k], (int)m->set.counts[k], MPI_FLOAT,
+                                      MPI_SUM, MPI_COMM_WORLD));
     return bench_now_us() - t0;
 }
 

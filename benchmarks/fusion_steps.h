@@ -51,8 +51,10 @@ long fusion_model_check(const fusion_model *m, int size, int parity, int step);
  * and when the first hvd_wait returned (us from the step's start), which tell the submitting
  * thread's share of the step from the wait for the work. */
 double fusion_step_hvd(const fusion_model *m, int parity, hvd_handle *handles, double split[2]);
-/* Host buffers: one blocking MPI_Allreduce per tensor. */
-double fusion_step_mpi(const fusion_model *m, int parity);
+/* Host buffers: one blocking MPI_Allreduce per tensor; in_place: each on its recv with
+ * MPI_IN_PLACE, the inputs copied there before the step's clock starts (gradients that are
+ * reduced where they lie). */
+double fusion_step_mpi(const fusion_model *m, int parity, int in_place);
 /* Device buffers: one ncclAllReduce per tensor inside one ncclGroupStart/End, then one stream
  * synchronize (a framework that does not fuse; issued in parameter order, which matters
  * little: the group launches them together at ncclGroupEnd). */

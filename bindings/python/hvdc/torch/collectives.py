@@ -184,8 +184,9 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     """Reduces a list of tensors as one unit (negotiated, fused and completed together)."""
     op = handle_average_backwards_compatibility(op, average)
     tensors = list(tensors)
-    outputs = [torch.empty(t.shape, dtype=t.dtype, device=t.device)
-               for t in tensors if T.c_dtype(t, "grouped_allreduce") is not None]
+    for t in tensors:  # Horovod's TypeError / ValueError before any output is allocated
+        T.c_dtype(t, "grouped_allreduce")
+    outputs = [torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in tensors]
     return _grouped_async(tensors, outputs, name, op, prescale_factor, postscale_factor,
                           process_set)
 
@@ -225,6 +226,27 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
             return t.new().resize_as_(t)
         return torch.sparse_coo_tensor(indices.transpose(0, 1), values, t.size())
     return handle
+
+
+def _one_handle(tensors, name, kind, submit, pick=lambda result: result):
+    """A grouped op as one submission per tensor (named <name>_<i>) under one handle, whose
+    synchronize() returns [pick(each result)]. If a submission fails, those already made
+    complete first, then the error is raised."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError(f"{kind}: the list of tensors is empty")
+    base = _name(name, kind).decode()
+    handles = []
+    try:
+        for i, t in enumerate(tensors):
+            handles.append(submit(t, f"{base}_{i}"))
+    except Exception:
+        for h in handles:
+            synchronize(h)
+        raise
+    pendings = [B._pending.pop(h) for h in handles]
+    return B.register([c for p in pendings for c in p.c_handles], pendings,
+                      lambda: [pick(p.finish()) for p in pendings])
 
 
 # ---- allgather -------------------------------------------------------------------------------
@@ -296,21 +318,9 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """Allgathers a list of tensors under one handle; synchronize() returns a list."""
-    tensors = list(tensors)
-    if not tensors:
-        raise ValueError("grouped_allgather: the list of tensors is empty")
-    base = _name(name, "grouped_allgather").decode()
-    handles = []
-    try:
-        for i, t in enumerate(tensors):
-            handles.append(_allgather_async(t, f"{base}_{i}", process_set))
-    except Exception:
-        for h in handles:
-            synchronize(h)
-        raise
-    pendings = [B._pending.pop(h) for h in handles]
-    return B.register([c for p in pendings for c in p.c_handles], pendings,
-                      lambda: [p.finish()[0] for p in pendings])
+    return _one_handle(tensors, name, "grouped_allgather",
+                       lambda t, n: _allgather_async(t, n, process_set),
+                       lambda result: result[0])
 
 
 # ---- broadcast -------------------------------------------------------------------------------
@@ -468,22 +478,9 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
 
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
-    tensors = list(tensors)
-    if not tensors:
-        raise ValueError("grouped_reducescatter: the list of tensors is empty")
-    base = _name(name, "grouped_reducescatter").decode()
-    handles = []
-    try:
-        for i, t in enumerate(tensors):
-            handles.append(_reducescatter_async(t, f"{base}_{i}", op, process_set,
-                                                prescale_factor, postscale_factor))
-    except Exception:
-        for h in handles:
-            synchronize(h)
-        raise
-    pendings = [B._pending.pop(h) for h in handles]
-    return B.register([c for p in pendings for c in p.c_handles], pendings,
-                      lambda: [p.finish() for p in pendings])
+    return _one_handle(tensors, name, "grouped_reducescatter",
+                       lambda t, n: _reducescatter_async(t, n, op, process_set,
+                                                         prescale_factor, postscale_factor))
 
 
 # ---- barrier, join, handles ------------------------------------------------------------------

@@ -7,28 +7,19 @@
  * step with the next and nothing is ever reset. Why two lines: a rank arrives at e + 1 only
  * after every rank arrived at e, so no rank is more than one arrival ahead of another, and line
  * e % 2 is free for what arrival e carries (a one-shot's inline bytes) until arrival e + 2.
- * POSIX shm rather than MPI_Win_allocate_shared: unmapping needs no collective, so a runtime
- * whose peer died can still free it.
+ * The segment itself is base/node_segment.h's (freed without a collective, even after a peer
+ * died).
  * Background thread (create: the thread that calls hvd_init).
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* posix_fallocate and shm_open under -std=c11 */
-#endif
 #include "collectives/shm.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "base/dtype.h"
+#include "base/node_segment.h"
 #include "base/poll.h"
 #include "base/status.h"
 #include "collectives/block.h"
@@ -49,7 +40,6 @@ enum {
     LINE = 64,               /* one flag per cache line */
     INLINE_MAX = 48,         /* a one-shot's bytes carried in its flag line */
     SPINS = 200,             /* busy polls before the wait's poll policy decides */
-    NAME_MAX_BYTES = 64,
 };
 
 /* What a rank's arrival publishes: the arrival's number, and a small one-shot's bytes. */
@@ -147,14 +137,11 @@ static hvd_status arrive_and_wait(hvdc_shm *s, hvdc_liveness *watch) {
 }
 
 hvd_status hvdc__shm_create(MPI_Comm local, hvdc_shm **out) {
-    static _Atomic unsigned segments; /* several runtimes (process sets) in one process */
     hvd_status st = HVD_OK;
+    void *base = NULL;
     hvdc_shm *s = calloc(1, sizeof *s);
-    char name[NAME_MAX_BYTES] = "", why[160] = "";
-    int fd = -1;
     *out = NULL;
     if (!s) return hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the shared-memory all-reduce");
-    s->base = MAP_FAILED;
     CHECK_MPI(MPI_Comm_rank(local, &s->rank));
     CHECK_MPI(MPI_Comm_size(local, &s->size));
     s->in = calloc((size_t)s->size, sizeof *s->in);
@@ -163,40 +150,15 @@ hvd_status hvdc__shm_create(MPI_Comm local, hvdc_shm **out) {
     s->oneshot_bytes = (ONESHOT_BYTES + STEP_ALIGN - 1) / STEP_ALIGN * STEP_ALIGN;
     s->map_bytes = header_bytes(s->size) + ((size_t)s->size + 1) * s->slot_bytes +
                    2 * (size_t)s->size * s->oneshot_bytes;
-    if (s->rank == 0) {
-        snprintf(name, sizeof name, "/hvdc-%ld-%u-%lx", (long)getpid(), atomic_fetch_add(&segments, 1),
-                 (unsigned long)time(NULL));
-        fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-        int err = fd < 0 ? errno : 0;
-        if (!err && ftruncate(fd, (off_t)s->map_bytes) != 0) err = errno;
-        if (!err) err = posix_fallocate(fd, 0, (off_t)s->map_bytes); /* no SIGBUS later on a full /dev/shm */
-        if (err) {
-            snprintf(why, sizeof why, "could not create a %zu-byte shared memory segment in /dev/shm: %s",
-                     s->map_bytes, strerror(err));
-            if (fd >= 0) shm_unlink(name);
-            name[0] = '\0';
-        }
-    }
-    CHECK_MPI(MPI_Bcast(name, NAME_MAX_BYTES, MPI_CHAR, 0, local));
-    if (name[0] && s->rank != 0) {
-        fd = shm_open(name, O_RDWR, 0);
-        if (fd < 0) snprintf(why, sizeof why, "could not open the node's shared memory segment %s: %s",
-                             name, strerror(errno));
-    }
-    if (fd >= 0) {
-        s->base = mmap(NULL, s->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (s->base == MAP_FAILED)
-            snprintf(why, sizeof why, "could not map the node's shared memory segment: %s", strerror(errno));
-        close(fd);
-    }
-    CHECK_MPI(MPI_Barrier(local)); /* every rank has mapped it (or failed): the name can go */
-    if (s->rank == 0 && name[0]) shm_unlink(name);
-    if (!name[0] && !why[0]) snprintf(why, sizeof why, "local rank 0 could not create the node's shared memory segment");
-    if (why[0] || !s->in || !s->staged) {
-        st = hvdc__fail(why[0] ? HVD_ERR_INTERNAL : HVD_ERR_NO_MEMORY, "%s",
-                        why[0] ? why : "out of memory for the shared-memory all-reduce");
+    /* collective: mapped (or failed) on every rank, whatever this one's memory */
+    st = hvdc__node_segment_map(local, s->map_bytes, "the shared-memory all-reduce", &base);
+    if (st == HVD_OK && (!s->in || !s->staged))
+        st = hvdc__fail(HVD_ERR_NO_MEMORY, "out of memory for the shared-memory all-reduce");
+    if (st != HVD_OK) {
+        hvdc__node_segment_unmap(base, s->map_bytes);
         goto fail;
     }
+    s->base = base;
     s->slots = s->base + header_bytes(s->size);
     s->oneshot = s->slots + ((size_t)s->size + 1) * s->slot_bytes;
     *out = s;
@@ -215,7 +177,7 @@ void hvdc__shm_set_step(hvdc_shm *s, size_t bytes) {
 
 void hvdc__shm_destroy(hvdc_shm *s) {
     if (!s) return;
-    if (s->base != MAP_FAILED && s->base) munmap(s->base, s->map_bytes);
+    hvdc__node_segment_unmap(s->base, s->map_bytes);
     free(s->in);
     free(s->staged);
     free(s);

@@ -143,18 +143,18 @@ typedef enum hvd_reduce_op {
 /* Where a tensor's memory lives. */
 #define HVD_DEVICE_CPU (-1)
 
-/* Options of the _async calls; NULL means HVD_OPTIONS_INIT. Start from HVD_OPTIONS_INIT, which
- * sets struct_size, then change fields: a later libhvdc may add fields at the end, and reads
- * only as many as struct_size says the caller has (struct_size 0, as an initializer that names
- * fields leaves it, means this header's size). Fields this library does not know must be
- * zero, else HVD_ERR_UNSUPPORTED. Scale factors other than 1.0
- * apply to reductions only (elsewhere HVD_ERR_INVALID_ARG), need a numeric dtype (not bool,
- * else HVD_ERR_INVALID_ARG) and must be finite. Integers are scaled as Horovod scales them: in
- * float64, truncated toward zero (clamped to the type's range); an integer HVD_AVERAGE with a
- * postscale applies postscale / size as one such factor (without one it divides exactly). A device other than HVD_DEVICE_CPU needs the GPU
- * backend (else HVD_ERR_UNSUPPORTED) and a visible CUDA device (else HVD_ERR_CUDA, "no CUDA
- * device visible: ..."). Device tensors are moved by NCCL on the runtime's own stream; the
- * handle completes when that work has finished.
+/* Options of the _async calls and hvd_allreduce_with_options; NULL means HVD_OPTIONS_INIT. Start
+ * from HVD_OPTIONS_INIT, which sets struct_size, then change fields: a later libhvdc may add
+ * fields at the end, and reads only as many as struct_size says the caller has (struct_size 0, as
+ * an initializer that names fields leaves it, means this header's size). Fields this library does
+ * not know must be zero, else HVD_ERR_UNSUPPORTED. Scale factors other than 1.0 apply to
+ * reductions only (elsewhere HVD_ERR_INVALID_ARG), need a numeric dtype (not bool, else
+ * HVD_ERR_INVALID_ARG) and must be finite. Integers are scaled as Horovod scales them: in float64,
+ * truncated toward zero (clamped to the type's range); an integer HVD_AVERAGE with a postscale
+ * applies postscale / size as one such factor (without one it divides exactly). A device other
+ * than HVD_DEVICE_CPU needs the GPU backend (else HVD_ERR_UNSUPPORTED) and a visible CUDA device
+ * (else HVD_ERR_CUDA, "no CUDA device visible: ..."). Device tensors are moved by NCCL on the
+ * runtime's own stream; the handle completes when that work has finished.
  * process_set sends the operation to a process set (hvd_add_process_set): only its ranks take
  * part, and ranks, roots, counts and sizes are the set's (see "Process sets" below). */
 typedef struct hvd_options {
@@ -280,6 +280,12 @@ HVD_API hvd_status hvd_allreduce(const char *name, const void *sendbuf, void *re
 HVD_API hvd_status hvd_allreduce_async(const char *name, const void *sendbuf, void *recvbuf,
                                        size_t count, hvd_dtype dtype, hvd_reduce_op op,
                                        const hvd_options *options, hvd_handle *handle);
+/* hvd_allreduce with hvd_allreduce_async's options (scaling, process set, device, shape):
+ * blocking, so that a host all-reduce of the global set may run on the calling thread, as
+ * hvd_allreduce's may (docs/performance.md, "The caller's path"). options NULL: the defaults. */
+HVD_API hvd_status hvd_allreduce_with_options(const char *name, const void *sendbuf,
+                                              void *recvbuf, size_t count, hvd_dtype dtype,
+                                              hvd_reduce_op op, const hvd_options *options);
 
 /* Reduces n tensors as one unit: they are negotiated together, fused together and complete
  * together (one handle). All share dtype and op; names[i] must be distinct. Each tensor may be

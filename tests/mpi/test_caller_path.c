@@ -4,7 +4,8 @@
  * Each mode checks results, and counts negotiation rounds (hvdc__negotiation_stats) to see
  * which way the ops went: an op on the caller's path takes none.
  *
- *   numerics   float sums and averages whose bits depend on the order of the fold, at np 3-4:
+ *   numerics   float sums and averages whose bits depend on the order of the fold, and a scaled
+ *              2-D sum by hvd_allreduce_with_options, at np 3-4:
  *              bitwise equal to the rank-order fold computed here, and to the same op through
  *              the round (async + wait), on every rank; integer min, max, product too. With
  *              --path on: steps go on until STEPS blocking ops took no round (at most
@@ -48,17 +49,24 @@ static uint64_t rounds_now(void) {
 static _Thread_local uint64_t blocking_rounds, blocking_ops; /* per thread (mixed) */
 static _Thread_local char blocking_error[1024];
 
-/* hvd_allreduce, counting the rounds it took: the round's stats are taken before its
- * responses run, so an op's round is counted by the time it returns. */
-static hvd_status blocking(const char *name, const void *in, void *out, size_t count,
-                           hvd_dtype dtype, hvd_reduce_op op) {
+/* hvd_allreduce (options NULL) or hvd_allreduce_with_options, counting the rounds it took:
+ * the round's stats are taken before its responses run, so an op's round is counted by the
+ * time it returns. */
+static hvd_status blocking_with(const char *name, const void *in, void *out, size_t count,
+                                hvd_dtype dtype, hvd_reduce_op op, const hvd_options *options) {
     uint64_t before = rounds_now();
-    hvd_status st = hvd_allreduce(name, in, out, count, dtype, op);
+    hvd_status st = options ? hvd_allreduce_with_options(name, in, out, count, dtype, op, options)
+                            : hvd_allreduce(name, in, out, count, dtype, op);
     snprintf(blocking_error, sizeof blocking_error, "%s", hvd_last_error());
     if (st != HVD_OK) printf("# %s: %s: %s\n", name, hvd_status_string(st), blocking_error);
     blocking_rounds += rounds_now() - before;
     blocking_ops++;
     return st;
+}
+
+static hvd_status blocking(const char *name, const void *in, void *out, size_t count,
+                           hvd_dtype dtype, hvd_reduce_op op) {
+    return blocking_with(name, in, out, count, dtype, op, NULL);
 }
 
 static void sleep_ms(int ms) {
@@ -81,23 +89,25 @@ static float fold_ref(int size, int i, int step) {
 }
 
 /* One float op blocking and through the round (async, which never takes the caller's path),
- * compared bitwise with each other and, for the sum, with fold_ref. */
-static void float_case(mt_ctx *t, const char *name, hvd_reduce_op op, int step) {
+ * both with options (NULL: none), compared bitwise with each other and, for the sum without
+ * options, with fold_ref. */
+static void float_case(mt_ctx *t, const char *name, hvd_reduce_op op, const hvd_options *options,
+                       int step) {
     float *mine = malloc(COUNT * sizeof *mine), *fast = malloc(COUNT * sizeof *fast);
     float *slow = malloc(COUNT * sizeof *slow);
     char async_name[96];
     snprintf(async_name, sizeof async_name, "%s.async", name);
     for (int i = 0; i < COUNT; i++) mine[i] = input(t->rank, i, step);
-    MT_EXPECT(t, blocking(name, mine, fast, COUNT, HVD_FLOAT32, op), HVD_OK);
+    MT_EXPECT(t, blocking_with(name, mine, fast, COUNT, HVD_FLOAT32, op, options), HVD_OK);
     hvd_handle h;
-    if (MT_EXPECT(t, hvd_allreduce_async(async_name, mine, slow, COUNT, HVD_FLOAT32, op, NULL, &h),
-                  HVD_OK))
+    if (MT_EXPECT(t, hvd_allreduce_async(async_name, mine, slow, COUNT, HVD_FLOAT32, op, options,
+                                         &h), HVD_OK))
         MT_EXPECT(t, hvd_wait(&h), HVD_OK);
     int wrong = 0;
     for (int i = 0; i < COUNT && wrong < 3; i++) {
         float ref = fold_ref(t->size, i, step);
         if (memcmp(&fast[i], &slow[i], sizeof(float)) != 0 ||
-            (op == HVD_SUM && memcmp(&fast[i], &ref, sizeof(float)) != 0)) {
+            (op == HVD_SUM && !options && memcmp(&fast[i], &ref, sizeof(float)) != 0)) {
             MT_CHECK(t, 0, "%s[%d] step %d: caller %a, round %a, fold %a", name, i, step,
                      (double)fast[i], (double)slow[i], (double)ref);
             wrong++;
@@ -130,17 +140,25 @@ static void int_case(mt_ctx *t, const char *name, hvd_dtype dtype, hvd_reduce_op
     free(ref);
 }
 
+/* A scaled sum of a 2-D tensor: what hvd_allreduce_with_options adds (the Python binding's
+ * blocking all-reduce passes the shape, and scale factors where it has them). */
+static const int64_t scaled_shape[2] = {COUNT / 10, 10};
+static const hvd_options scaled = {sizeof(hvd_options), 0.5, 3.0, HVD_DEVICE_CPU, NULL,
+                                   HVD_PROCESS_SET_GLOBAL, scaled_shape, 2};
+
 /* Each case's name once through the round, to cache it; then STEPS steps of blocking ops. */
 static int numerics(mt_ctx *t, int path_on) {
     mt_begin(t, "numerics at np %d: bitwise the round's and the rank-order fold's", t->size);
-    float_case(t, "sum.f32", HVD_SUM, 0);
-    float_case(t, "avg.f32", HVD_AVERAGE, 0);
+    float_case(t, "sum.f32", HVD_SUM, NULL, 0);
+    float_case(t, "avg.f32", HVD_AVERAGE, NULL, 0);
+    float_case(t, "scaled.f32", HVD_SUM, &scaled, 0);
     int_case(t, "min.i32", HVD_INT32, HVD_MIN, 0);
     int_case(t, "prod.i64", HVD_INT64, HVD_PRODUCT, 0);
     blocking_rounds = blocking_ops = 0;
     for (int step = 1; step <= STEPS || (path_on && step <= MAX_STEPS && !path_seen()); step++) {
-        float_case(t, "sum.f32", HVD_SUM, step);
-        float_case(t, "avg.f32", HVD_AVERAGE, step);
+        float_case(t, "sum.f32", HVD_SUM, NULL, step);
+        float_case(t, "avg.f32", HVD_AVERAGE, NULL, step);
+        float_case(t, "scaled.f32", HVD_SUM, &scaled, step);
         int_case(t, "min.i32", HVD_INT32, HVD_MIN, step);
         int_case(t, "prod.i64", HVD_INT64, HVD_PRODUCT, step);
     }

@@ -122,6 +122,18 @@ static void test_mismatches(mt_ctx *t) {
         MT_CHECK(t, strstr(hvd_last_error(), "shape differs") && strstr(hvd_last_error(), "[2, 3]") &&
                  strstr(hvd_last_error(), "[3, 2]"), "the message names both shapes: %s", hvd_last_error());
         MT_CHECK(t, untouched(recv, 64), "recvbuf was written although the operation failed");
+        /* blocking, of a name cached with one shape: the ranks that change it miss the cache,
+         * so the one that does not cannot run it alone on the caller's path */
+        int64_t first[2] = {2, 3};
+        o.shape = first;
+        MT_EXPECT(t, hvd_allreduce_with_options("mm.shape.blocking", send, recv, 6, HVD_INT32,
+                                                HVD_SUM, &o), HVD_OK);
+        o.shape = mine;
+        fill_sentinel(recv, 64);
+        check_mismatch(t, hvd_allreduce_with_options("mm.shape.blocking", send, recv, 6,
+                                                     HVD_INT32, HVD_SUM, &o),
+                       "mm.shape.blocking");
+        MT_CHECK(t, untouched(recv, 64), "recvbuf was written although the operation failed");
         /* an allgather's first dimension may differ, the rest not: [r+1, 2] agrees everywhere */
         int64_t rows[2] = {t->rank + 1, 2};
         o.shape = rows;

@@ -309,18 +309,26 @@ static hvd_status allreduce_async_entered(const char *name, const void *sendbuf,
 
 /* Submitted and waited for in one call, so that it may run on this thread (caller_path.h). */
 static hvd_status allreduce_entered(const char *name, const void *sendbuf, void *recvbuf,
-                                    size_t count, hvd_dtype dtype, hvd_reduce_op op) {
+                                    size_t count, hvd_dtype dtype, hvd_reduce_op op,
+                                    const hvd_options *options) {
     hvdc_op *req = NULL;
     int set = HVD_PROCESS_SET_GLOBAL;
     hvd_handle own = HVD_HANDLE_NULL;
-    hvd_status st = allreduce_request(name, sendbuf, recvbuf, count, dtype, op, NULL, &own, &req,
-                                      &set);
+    hvd_status st = allreduce_request(name, sendbuf, recvbuf, count, dtype, op, options, &own,
+                                      &req, &set);
     return st == HVD_OK ? hvdc__submit_wait("hvd_allreduce", set, req) : st;
 }
 
 hvd_status hvd_allreduce(const char *name, const void *sendbuf, void *recvbuf, size_t count,
                          hvd_dtype dtype, hvd_reduce_op op) {
-    HVDC_GATED("hvd_allreduce", allreduce_entered(name, sendbuf, recvbuf, count, dtype, op));
+    HVDC_GATED("hvd_allreduce", allreduce_entered(name, sendbuf, recvbuf, count, dtype, op, NULL));
+}
+
+hvd_status hvd_allreduce_with_options(const char *name, const void *sendbuf, void *recvbuf,
+                                      size_t count, hvd_dtype dtype, hvd_reduce_op op,
+                                      const hvd_options *options) {
+    HVDC_GATED("hvd_allreduce",
+               allreduce_entered(name, sendbuf, recvbuf, count, dtype, op, options));
 }
 
 static uint64_t hash_names(int n, const char *const names[]) {

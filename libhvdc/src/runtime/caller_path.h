@@ -8,8 +8,9 @@
  *     ─> anything else, at any step: submitted as always (submit.c), nothing changed
  *
  * Covered: single-tensor host all-reduces (not Adasum) of the global set, by hvd_allreduce
- * (the blocking call), that hit the response cache, in a job on one node of 2 to 16 ranks
- * using the shared-memory all-reduce, while nothing of this rank is queued or in flight.
+ * or hvd_allreduce_with_options (the blocking calls), that hit the response cache, in a job
+ * on one node of 2 to 16 ranks using the shared-memory all-reduce, while nothing of this rank
+ * is queued or in flight.
  * HVD_CALLER_THREAD=0 turns it off.
  *
  * Why the ranks stay in step: whoever runs collectives on the executor (and so on the node's

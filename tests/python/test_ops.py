@@ -1,9 +1,10 @@
 """The collectives of hvdc.torch with every dtype: allreduce (every op, out of place, in place,
-sync, async, scaled), grouped_allreduce, sparse_allreduce_async, allgather (uneven first
-dimensions), grouped_allgather, broadcast (every root), alltoall (with and without splits),
-reducescatter (even and uneven), grouped_reducescatter, barrier, join (uneven steps), poll and
-synchronize, non-contiguous tensors. Every rank runs every test; results are compared with a
-reference computed locally from every rank's input (conftest.value / reference)."""
+sync, async, scaled, named every step), grouped_allreduce, sparse_allreduce_async, allgather
+(uneven first dimensions), grouped_allgather, broadcast (every root), alltoall (with and
+without splits), reducescatter (even and uneven), grouped_reducescatter, barrier, join (uneven
+steps), poll and synchronize, non-contiguous tensors. Every rank runs every test; results are
+compared with a reference computed locally from every rank's input (conftest.value /
+reference)."""
 import threading
 
 import pytest
@@ -67,6 +68,36 @@ def test_allreduce_non_contiguous(rank, size):
     assert torch.equal(hvd.allreduce(base, op=hvd.Sum), want)
     hvd.allreduce_(base, op=hvd.Sum)
     assert torch.equal(base, want), "in place on a transposed view"
+
+
+def test_allreduce_named_every_step(rank, size):
+    """A named blocking all-reduce repeated every step (once cached, it runs on the calling
+    thread: libhvdc's caller's path): float32 sums whose bits depend on the order of the fold
+    equal the rank-order fold, out of place, in place, on a transposed view, and scaled."""
+    def x_of(r, step):
+        i = torch.arange(301, dtype=torch.float64)
+        exps = ((r * 7919 + i * 104729 + step * 31) % 41 - 20)
+        return (torch.ldexp(1.0 + ((r * 13 + i * 7 + step) % 97) / 97.0, exps)).float()
+
+    def folded(step, pre=1.0, post=1.0):
+        acc = x_of(0, step) * pre
+        for r in range(1, size):
+            acc = acc + x_of(r, step) * pre
+        return acc * post
+
+    for step in range(60):
+        want = folded(step)
+        assert torch.equal(hvd.allreduce(x_of(rank, step), op=hvd.Sum, name="steps.sum"), want), \
+            f"step {step}: out of place"
+        y = x_of(rank, step)
+        assert hvd.allreduce_(y, op=hvd.Sum, name="steps.inplace") is y
+        assert torch.equal(y, want), f"step {step}: in place"
+        view = x_of(rank, step).reshape(7, 43).t()
+        hvd.allreduce_(view, op=hvd.Sum, name="steps.view")
+        assert torch.equal(view, want.reshape(7, 43).t()), f"step {step}: transposed view"
+        got = hvd.allreduce(x_of(rank, step), op=hvd.Sum, name="steps.scaled",
+                            prescale_factor=0.5, postscale_factor=3.0)
+        assert torch.equal(got, folded(step, 0.5, 3.0)), f"step {step}: scaled"
 
 
 def test_grouped_allreduce(rank, size):

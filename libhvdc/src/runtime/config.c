@@ -111,9 +111,9 @@ const hvdc_setting hvdc__settings[] = {
     {"HVD_CALLER_THREAD", NULL, HVDC_SETTING_CHOICE, FIELD(caller_thread), 0, 0, flag_choices,
      NULL, "`1`",
      "`0`: every all-reduce goes through the background thread and a negotiation round; with "
-     "`1`, a blocking `hvd_allreduce` of a host tensor that every rank of a one-node job "
-     "submitted next, as before, runs on the caller's own thread (see [The caller's "
-     "path](performance.md#the-callers-path))", 1, 0, HVDC_READ_STRICT},
+     "`1`, a blocking `hvd_allreduce` (or `hvd.allreduce` in Python) of a host tensor that "
+     "every rank of a one-node job submitted next, as before, runs on the caller's own thread "
+     "(see [The caller's path](performance.md#the-callers-path))", 1, 0, HVDC_READ_STRICT},
     {"HVD_SIGUSR1_DUMP", NULL, HVDC_SETTING_CHOICE, FIELD(sigusr1_dump), 0, 0, flag_choices,
      NULL, "`1`",
      "`0`: do not install the SIGUSR1 state dump (it is never installed over an "

@@ -166,6 +166,8 @@ for _h in (lib, fast):
         _declare(_h, _fn, ctypes.c_int, [_int_p])
     _declare(_h, "hvd_allreduce_async", ctypes.c_int,
              [ctypes.c_char_p, _vp, _vp, _size_t, ctypes.c_int, ctypes.c_int, _opt_p, _handle_p])
+    _declare(_h, "hvd_allreduce_with_options", ctypes.c_int,
+             [ctypes.c_char_p, _vp, _vp, _size_t, ctypes.c_int, ctypes.c_int, _opt_p])
     _declare(_h, "hvd_grouped_allreduce_async", ctypes.c_int,
              [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(_vp),
               ctypes.POINTER(_vp), _size_p, ctypes.c_int, ctypes.c_int, _opt_p, _handle_p])

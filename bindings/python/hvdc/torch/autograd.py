@@ -36,8 +36,8 @@ class HorovodAllreduce(torch.autograd.Function):
     def forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor, process_set):
         ctx.op, ctx.process_set = op, process_set
         ctx.prescale_factor, ctx.postscale_factor = prescale_factor, postscale_factor
-        return M.synchronize(M.allreduce_async(tensor, average, name, op, prescale_factor,
-                                               postscale_factor, process_set))
+        op = M.handle_average_backwards_compatibility(op, average)
+        return M.allreduce_now(tensor, name, op, prescale_factor, postscale_factor, process_set)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -56,8 +56,8 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
         reduced = HorovodAllreduce.apply(compressed, None, name, op, prescale_factor,
                                          postscale_factor, process_set)
     else:
-        reduced = M.synchronize(M.allreduce_async(compressed, None, name, op, prescale_factor,
-                                                  postscale_factor, process_set))
+        reduced = M.allreduce_now(compressed, name, op, prescale_factor, postscale_factor,
+                                  process_set)
     return compression.decompress(reduced, ctx)
 
 

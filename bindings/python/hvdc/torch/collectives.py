@@ -108,6 +108,39 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     return B.register([h.value], (tensor, send, recv, opts, event), finish, stream)
 
 
+def _allreduce_now(tensor, output, name, op, prescale_factor, postscale_factor, process_set):
+    """allreduce_async + synchronize in one: a host tensor goes through libhvdc's blocking
+    hvd_allreduce_with_options (the GIL released meanwhile), which, like hvd_allreduce in C,
+    can run an all-reduce named as in the step before on this thread, without a hand-off to
+    the background thread (docs/performance.md, "The caller's path"). A CUDA tensor keeps
+    the async path: its synchronize() has the current stream wait, not the host."""
+    if tensor.is_cuda or tensor.is_sparse:
+        return synchronize(_allreduce_async(tensor, output, name, op, prescale_factor,
+                                            postscale_factor, process_set))
+    dtype = T.c_dtype(tensor, "allreduce")
+    cop = B.c_op(op)
+    sid = 0 if process_set is global_process_set else _set(process_set)
+    send = tensor if tensor.is_contiguous() else tensor.contiguous()
+    recv = send if output is tensor else output
+    opts, _ = T.options(send, prescale_factor, postscale_factor, sid, tensor.shape)
+    status = L.lib.hvd_allreduce_with_options(_name(name, "allreduce"), send.data_ptr(),
+                                              recv.data_ptr(), send.numel(), dtype, cop, opts)
+    if status != L.OK:  # the call's own argument errors are ValueErrors, as at submission
+        raise L.error_for(status, submitting=True)
+    if output is tensor and send is not tensor:  # in place on a non-contiguous view
+        return tensor.copy_(send)
+    return recv
+
+
+def allreduce_now(tensor, name, op, prescale_factor, postscale_factor, process_set):
+    """The blocking all-reduce behind hvd.allreduce: the result in a new tensor (op already
+    resolved from average)."""
+    T.c_dtype(tensor, "allreduce")
+    output = torch.empty(tensor.shape, dtype=tensor.dtype, device=tensor.device)
+    return _allreduce_now(tensor, output, name, op, prescale_factor, postscale_factor,
+                          process_set)
+
+
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=global_process_set):
     """Starts averaging (or summing, ...) tensor over the ranks; the input is not modified.
@@ -130,8 +163,9 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """In-place allreduce; returns tensor."""
-    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
-                                        postscale_factor, process_set))
+    op = handle_average_backwards_compatibility(op, average)
+    return _allreduce_now(tensor, tensor, name, op, prescale_factor, postscale_factor,
+                          process_set)
 
 
 def _grouped_async(tensors, outputs, name, op, prescale_factor, postscale_factor, process_set):

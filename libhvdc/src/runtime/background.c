@@ -220,13 +220,27 @@ static void skip_refused_barriers(hvdc_runtime *rt, const hvdc_wire_response *r)
     }
 }
 
+/* Rank 0, once: the cache is full, and keeps the names it has (cache.h). Horovod evicts and
+ * warns; here a name first seen from now on is negotiated in full every time. */
+static void tell_cache_full(round_state *s) {
+    if (hvdc__cache_capacity(s->cache) == 0 || s->told_cache_full || s->rt->topo.rank != 0)
+        return; /* HVD_CACHE_CAPACITY=0 asked for no cache */
+    s->told_cache_full = 1;
+    HVDC_LOG(HVDC_LOG_WARNING, "the response cache is full (%u names, HVD_CACHE_CAPACITY): "
+             "a name first seen from now on is negotiated in full every time, and never runs "
+             "on the caller's thread. An unnamed all-reduce gets a new name every call "
+             "(allreduce.noname.N in Python), so one every step fills the cache: name it, or "
+             "raise HVD_CACHE_CAPACITY", hvdc__cache_capacity(s->cache));
+}
+
 /* After a named all-reduce ran on every rank (none joined), every rank caches each op's
  * request, in response order, so the slots stay the same everywhere (cache.h). Before the ops
  * complete: a completed op may be freed by its waiter. */
 static void remember(round_state *s, const hvdc_wire_response *r, hvdc_op **ops, size_t n) {
     if (r->type != HVDC_RESPONSE_EXECUTE || r->slots || r->n_joined > 0) return;
     for (size_t i = 0; i < n; i++)
-        if (hvdc__cache_cacheable(&ops[i]->desc)) hvdc__cache_put(s->cache, &ops[i]->desc);
+        if (hvdc__cache_cacheable(&ops[i]->desc) && hvdc__cache_put(s->cache, &ops[i]->desc) < 0)
+            tell_cache_full(s);
 }
 
 /* HVD_AUTOTUNE on rank 0: an all-reduce of host tensors that ran is one observation. When a

@@ -86,7 +86,9 @@ const hvdc_setting hvdc__settings[] = {
     {"HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY", HVDC_SETTING_COUNT, FIELD(cache_capacity), 0,
      1 << 20, NULL, NULL, "1024",
      "all-reduces remembered by the response cache: a tensor negotiated before is announced by "
-     "its slot number instead of its whole request; `0` turns the cache off", 1, 0, HVDC_READ_INT},
+     "its slot number instead of its whole request; a full cache keeps the names it has "
+     "(rank 0 warns once: unnamed all-reduces, a new name each call, fill it); `0` turns the "
+     "cache off", 1, 0, HVDC_READ_INT},
     {"HVD_AUTOTUNE", "HOROVOD_AUTOTUNE", HVDC_SETTING_CHOICE, FIELD(autotune), 0, 0, flag_choices,
      NULL, "`0`",
      "`1`: during the first steps rank 0 tries fusion thresholds (host tensors), cycle times "

@@ -17,6 +17,7 @@ typedef struct round_state {
     hvdc_runtime *rt;
     hvdc_exchange exchange;      /* negotiation: this rank's messages, rank 0's negotiator */
     hvdc_cache *cache;           /* the response cache, the same slots on every rank */
+    int told_cache_full;         /* rank 0 said once that the cache took no more names */
     hvdc_op **slot_ops;          /* (cache capacity) the op last announced by each slot */
     int64_t round_started_us;    /* timeline clock */
     uint64_t rounds;

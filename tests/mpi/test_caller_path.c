@@ -89,8 +89,8 @@ static float fold_ref(int size, int i, int step) {
 }
 
 /* One float op blocking and through the round (async, which never takes the caller's path),
- * both with options (NULL: none), compared bitwise with each other and, for the sum without
- * options, with fold_ref. */
+ * both with options (NULL: none), compared bitwise with each other and, for a sum, with
+ * fold_ref scaled as the options say (the prescale is a power of 2: exact before the fold). */
 static void float_case(mt_ctx *t, const char *name, hvd_reduce_op op, const hvd_options *options,
                        int step) {
     float *mine = malloc(COUNT * sizeof *mine), *fast = malloc(COUNT * sizeof *fast);
@@ -106,8 +106,9 @@ static void float_case(mt_ctx *t, const char *name, hvd_reduce_op op, const hvd_
     int wrong = 0;
     for (int i = 0; i < COUNT && wrong < 3; i++) {
         float ref = fold_ref(t->size, i, step);
+        if (options) ref = ref * (float)options->prescale * (float)options->postscale;
         if (memcmp(&fast[i], &slow[i], sizeof(float)) != 0 ||
-            (op == HVD_SUM && !options && memcmp(&fast[i], &ref, sizeof(float)) != 0)) {
+            (op == HVD_SUM && memcmp(&fast[i], &ref, sizeof(float)) != 0)) {
             MT_CHECK(t, 0, "%s[%d] step %d: caller %a, round %a, fold %a", name, i, step,
                      (double)fast[i], (double)slow[i], (double)ref);
             wrong++;

@@ -135,7 +135,7 @@ def _allreduce_now(tensor, output, name, op, prescale_factor, postscale_factor, 
 def allreduce_now(tensor, name, op, prescale_factor, postscale_factor, process_set):
     """The blocking all-reduce behind hvd.allreduce: the result in a new tensor (op already
     resolved from average)."""
-    T.c_dtype(tensor, "allreduce")
+    T.c_dtype(tensor, "allreduce")  # a non-tensor's TypeError before torch.empty's own error
     output = torch.empty(tensor.shape, dtype=tensor.dtype, device=tensor.device)
     return _allreduce_now(tensor, output, name, op, prescale_factor, postscale_factor,
                           process_set)

@@ -6,7 +6,8 @@
  * One hvd step: every rank submits all tensors with hvd_allreduce_async in backward order (the
  * reverse of the parameter order, as backpropagation produces gradients), then waits for all.
  * One MPI step: the same tensors, same order, one blocking MPI_Allreduce each (--mpi-in-place
- * 1: on the results, MPI_IN_PLACE).
+ * 1: on the results, MPI_IN_PLACE). --in-place 1: both steps reduce the tensors where they lie,
+ * as a training step reduces its gradients.
  * libhvdc reads the threshold in hvd_init, so each setting is one hvd_init ... hvd_shutdown
  * while MPI stays up (we initialize it with MPI_THREAD_MULTIPLE and finalize it at the end).
  * Within a setting, hvd steps and MPI steps alternate, each after an MPI_Barrier; a step's time
@@ -83,6 +84,7 @@ typedef struct options {
     const char *csv, *plot;
     int gpu;               /* --device gpu */
     int mpi_in_place;      /* --mpi-in-place 1: the MPI loop reduces each tensor in place */
+    int in_place;          /* --in-place 1: hvd steps and the MPI loop both do */
 } options;
 
 static int device = -1; /* --device gpu: this rank's CUDA device once opened, else -1 */
@@ -116,6 +118,9 @@ static void usage(FILE *out) {
             "                     warm-up steps (at least one)\n"
             "  --mpi-in-place 0|1 1: the MPI loop's calls use MPI_IN_PLACE (the inputs copied\n"
             "                     into the results before the step's clock starts; default 0)\n"
+            "  --in-place 0|1     1: the hvd steps too reduce each tensor where it lies, as a\n"
+            "                     training step's gradients (host buffers; implies\n"
+            "                     --mpi-in-place 1; default 0)\n"
             "  -h, --help         this text\n"
             "Per setting: median step time (ms), tensors/s, GB/s (gradient bytes per second),\n"
             "min_fused (fused all-reduces if all tensors were ready at once), vs_off (speed-up\n"
@@ -183,6 +188,9 @@ static int parse_option(void *out, const char *flag, const char *value) {
     } else if (strcmp(flag, "--mpi-in-place") == 0) {
         ok = strcmp(value, "0") == 0 || strcmp(value, "1") == 0;
         o->mpi_in_place = strcmp(value, "1") == 0;
+    } else if (strcmp(flag, "--in-place") == 0) {
+        ok = strcmp(value, "0") == 0 || strcmp(value, "1") == 0;
+        o->in_place = strcmp(value, "1") == 0;
     } else if (strcmp(flag, "--device") == 0) {
         ok = strcmp(value, "cpu") == 0 || strcmp(value, "gpu") == 0;
         o->gpu = strcmp(value, "gpu") == 0;
@@ -208,6 +216,12 @@ static int parse_options(int argc, char **argv, void *out, int rank) {
     int parsed = bench_parse_options(n_rest, rest, rank, "fusion_bench", usage, parse_option, o);
     if (parsed != 0) return parsed;
     if (o->gpu && o->warmup < 1) o->warmup = 1; /* on the device only warm-up steps are checked */
+    if (o->gpu && o->in_place) {
+        if (rank == 0) fprintf(stderr, "fusion_bench: --in-place 1 is for host buffers; drop it "
+                                       "with --device gpu\n");
+        return -1;
+    }
+    if (o->in_place) o->mpi_in_place = 1;
     for (int k = 0; k < o->n_models; k++) {
         tensor_set probe;
         if (tensor_set_make(&probe, o->models[k]) != 0) {
@@ -336,7 +350,7 @@ static void timed_steps(const fusion_model *m, const options *o, int size, hvd_h
         for (int kind = 0; kind < (gpu ? 3 : 2); kind++) {
             int parity = kind == 1;
             if (gpu && checked) fusion_model_clear(m);
-            dt[kind] = kind == 0 ? fusion_step_hvd(m, parity, handles, split)
+            dt[kind] = kind == 0 ? fusion_step_hvd(m, parity, o->in_place, handles, split)
                        : kind == 2 ? fusion_step_nccl_fused(m, parity)
                        : gpu ? fusion_step_nccl(m, parity)
                              : fusion_step_mpi(m, parity, o->mpi_in_place);
@@ -438,7 +452,7 @@ static fusion_result run_autotuned(const fusion_model *m, const options *o, int 
     long chosen[3] = {-1, 0, 0}; /* threshold bytes, cycle time in microseconds, step bytes */
     *tune_steps = -1;
     for (int s = 0; s < max_tune && *tune_steps < 0; s++) {
-        fusion_step_hvd(m, 0, handles, NULL);
+        fusion_step_hvd(m, 0, o->in_place, handles, NULL);
         if (m->device < 0) wrong += fusion_model_check(m, size, 0, s);
         if (rank == 0) read_chosen(log_path, chosen);
         BENCH_CHECK_MPI(MPI_Bcast(chosen, 3, MPI_LONG, 0, MPI_COMM_WORLD));
@@ -611,10 +625,10 @@ int main(int argc, char **argv) {
     const char *base = o.gpu ? "the NCCL group" : "the MPI loop";
     if (rank == 0) {
         bench_print_settings(stdout, "fusion_bench", size);
-        printf("# steps %d (+%d warm-up) per setting; hvd step = async submit of every tensor in "
+        printf("# steps %d (+%d warm-up) per setting; hvd step = async submit of every tensor%s in "
                "backward order, then wait all; mpi_step = %s, alternating with hvd steps; times: "
                "median of the slowest rank; threshold 'default' = unset (library default)\n",
-               o.steps, o.warmup, o.gpu ? "raw NCCL, one ncclAllReduce per tensor in one "
+               o.steps, o.warmup, o.in_place ? " in place" : "", o.gpu ? "raw NCCL, one ncclAllReduce per tensor in one "
                "ncclGroupStart/End, then a stream synchronize"
                : o.mpi_in_place ? "blocking MPI_Allreduce per tensor, MPI_IN_PLACE"
                                 : "blocking MPI_Allreduce per tensor");

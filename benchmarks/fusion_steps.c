@@ -104,13 +104,16 @@ long fusion_model_check(const fusion_model *m, int size, int parity, int step) {
     return wrong;
 }
 
-double fusion_step_hvd(const fusion_model *m, int parity, hvd_handle *handles, double split[2]) {
+double fusion_step_hvd(const fusion_model *m, int parity, int in_place, hvd_handle *handles,
+                       double split[2]) {
     hvd_options opts = HVD_OPTIONS_INIT;
     opts.device = m->device;
+    const float *send = in_place ? m->recv : m->send[parity];
+    if (in_place) memcpy(m->recv, m->send[parity], m->padded * sizeof *m->recv); /* untimed */
     BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     double t0 = bench_now_us();
     for (size_t k = m->set.n; k-- > 0;)
-        BENCH_CHECK_HVD(hvd_allreduce_async(m->set.names[k], m->send[parity] + m->offsets[k],
+        BENCH_CHECK_HVD(hvd_allreduce_async(m->set.names[k], send + m->offsets[k],
                                             m->recv + m->offsets[k], m->set.counts[k],
                                             HVD_FLOAT32, HVD_SUM, m->device >= 0 ? &opts : NULL,
                                             &handles[k]));

@@ -47,10 +47,12 @@ void fusion_model_clear(const fusion_model *m);
 long fusion_model_check(const fusion_model *m, int size, int parity, int step);
 
 /* hvd_allreduce_async of every tensor (names from the set; options.device for device
- * buffers), then hvd_wait on each. split (NULL: not wanted): when the submissions were done
- * and when the first hvd_wait returned (us from the step's start), which tell the submitting
- * thread's share of the step from the wait for the work. */
-double fusion_step_hvd(const fusion_model *m, int parity, hvd_handle *handles, double split[2]);
+ * buffers), then hvd_wait on each; in_place (host buffers): each on its recv, the inputs copied
+ * there before the step's clock starts, as fusion_step_mpi's. split (NULL: not wanted): when
+ * the submissions were done and when the first hvd_wait returned (us from the step's start),
+ * which tell the submitting thread's share of the step from the wait for the work. */
+double fusion_step_hvd(const fusion_model *m, int parity, int in_place, hvd_handle *handles,
+                       double split[2]);
 /* Host buffers: one blocking MPI_Allreduce per tensor; in_place: each on its recv with
  * MPI_IN_PLACE, the inputs copied there before the step's clock starts (gradients that are
  * reduced where they lie). */

@@ -628,8 +628,9 @@ int main(int argc, char **argv) {
         printf("# steps %d (+%d warm-up) per setting; hvd step = async submit of every tensor%s in "
                "backward order, then wait all; mpi_step = %s, alternating with hvd steps; times: "
                "median of the slowest rank; threshold 'default' = unset (library default)\n",
-               o.steps, o.warmup, o.in_place ? " in place" : "", o.gpu ? "raw NCCL, one ncclAllReduce per tensor in one "
-               "ncclGroupStart/End, then a stream synchronize"
+               o.steps, o.warmup, o.in_place ? " in place" : "",
+               o.gpu ? "raw NCCL, one ncclAllReduce per tensor in one "
+                       "ncclGroupStart/End, then a stream synchronize"
                : o.mpi_in_place ? "blocking MPI_Allreduce per tensor, MPI_IN_PLACE"
                                 : "blocking MPI_Allreduce per tensor");
         if (o.gpu)

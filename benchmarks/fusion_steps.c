@@ -104,12 +104,19 @@ long fusion_model_check(const fusion_model *m, int size, int parity, int step) {
     return wrong;
 }
 
+/* The buffer a step reads its inputs from: the parity's own, or, in place (host buffers), recv
+ * with those inputs copied into it; the copy comes before the step's clock starts. */
+static const float *step_inputs(const fusion_model *m, int parity, int in_place) {
+    if (!in_place) return m->send[parity];
+    memcpy(m->recv, m->send[parity], m->padded * sizeof *m->recv);
+    return m->recv;
+}
+
 double fusion_step_hvd(const fusion_model *m, int parity, int in_place, hvd_handle *handles,
                        double split[2]) {
     hvd_options opts = HVD_OPTIONS_INIT;
     opts.device = m->device;
-    const float *send = in_place ? m->recv : m->send[parity];
-    if (in_place) memcpy(m->recv, m->send[parity], m->padded * sizeof *m->recv); /* untimed */
+    const float *send = step_inputs(m, parity, in_place);
     BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     double t0 = bench_now_us();
     for (size_t k = m->set.n; k-- > 0;)
@@ -127,11 +134,11 @@ double fusion_step_hvd(const fusion_model *m, int parity, int in_place, hvd_hand
 }
 
 double fusion_step_mpi(const fusion_model *m, int parity, int in_place) {
-    if (in_place) memcpy(m->recv, m->send[parity], m->padded * sizeof *m->recv); /* untimed */
+    const float *send = step_inputs(m, parity, in_place);
     BENCH_CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     double t0 = bench_now_us();
     for (size_t k = m->set.n; k-- > 0;)
-        BENCH_CHECK_MPI(MPI_Allreduce(in_place ? MPI_IN_PLACE : m->send[parity] + m->offsets[k],
+        BENCH_CHECK_MPI(MPI_Allreduce(in_place ? MPI_IN_PLACE : send + m->offsets[k],
                                       m->recv + m->offsets[k], (int)m->set.counts[k], MPI_FLOAT,
                                       MPI_SUM, MPI_COMM_WORLD));
     return bench_now_us() - t0;

@@ -13,9 +13,13 @@ run() { # capacity (or "default"), expected warnings
     mpirun --oversubscribe --bind-to none -np 3 "${args[@]}" >/dev/null 2>"$err" ||
         { cat "$err"; echo "FAIL: the run with capacity $1 failed"; fail=1; return; }
     n=$(grep -c "the response cache is full" "$err")
-    if [ "$n" -ne "$2" ]; then cat "$err"; echo "FAIL: capacity $1: $n warnings, expected $2"; fail=1; return; fi
-    if [ "$2" -eq 1 ] && ! grep "the response cache is full" "$err" | grep -q "rank 0.*name it, or raise HVD_CACHE_CAPACITY"; then
-        cat "$err"; echo "FAIL: capacity $1: the warning does not come from rank 0 naming the fix"; fail=1; return
+    if [ "$n" -ne "$2" ]; then
+        cat "$err"; echo "FAIL: capacity $1: $n warnings, expected $2"; fail=1; return
+    fi
+    if [ "$2" -eq 1 ] && ! grep "the response cache is full" "$err" |
+            grep -q "rank 0.*name it, or raise HVD_CACHE_CAPACITY"; then
+        cat "$err"; echo "FAIL: capacity $1: the warning does not come from rank 0 naming the fix"
+        fail=1; return
     fi
     echo "capacity $1: $n warning(s)"
 }

@@ -6,7 +6,8 @@
  * its reads. A rank that runs ahead and writes a set, a flag line or a slot that another rank
  * still reads makes that rank's bits wrong. Each result is checked bit for bit against a sum
  * folded here, in rank order, from every rank's input (values of random magnitudes, so the
- * order shows). Run at np 3 and 4: at np 2, a + b = b + a hides order bugs.
+ * order shows). Run at np 3 and 4, where the order shows, and at np 2, where each rank writes
+ * its part's results back into the other's slot (shm.c), so a race shows there too.
  * Usage: test_shm_rotation [iterations]. Main thread only.
  */
 #define _POSIX_C_SOURCE 200809L

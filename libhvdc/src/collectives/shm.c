@@ -37,6 +37,7 @@ enum {
     STEP_BUDGET = 16 * 1024 * 1024,
     STEP_ALIGN = HVDC_SHM_STEP_ALIGN,
     ONESHOT_BYTES = HVDC_SHM_ONESHOT_BYTES,
+    BACK_CHUNK = 16 * 1024,  /* two ranks: folded and written back a chunk at a time */
     LINE = 64,               /* one flag per cache line */
     INLINE_MAX = 48,         /* a one-shot's bytes carried in its flag line */
     SPINS = 200,             /* busy polls before the wait's poll policy decides */
@@ -183,22 +184,55 @@ void hvdc__shm_destroy(hvdc_shm *s) {
     free(s);
 }
 
+/* Two ranks write each part's result back into the other's slot (fold_back); more ranks
+ * would store it once per other rank, so they use the result slot. */
+static int writes_back(const hvdc_shm *s) { return s->size == 2; }
+
+/* Where a step's result is once fold_step returned: the result slot, or with two ranks this
+ * rank's own slot (its own part folded there if staged, the other's written back). */
+static char *step_results(const hvdc_shm *s) {
+    return writes_back(s) ? slot(s, s->rank) : slot(s, s->size);
+}
+
+/* Two ranks: this rank's part folded from `own` and the other rank's slot into out, and the
+ * result written back into the other rank's slot, chunk by chunk: into the lines the fold has
+ * just read, which this core still holds, instead of the result slot's, which the other rank
+ * read in the step before: faster at every size the steps take (docs/performance.md). */
+static void fold_back(hvdc_shm *s, size_t off, size_t n, size_t elem, const void *own,
+                      void *out, hvd_dtype dtype, hvd_reduce_op op) {
+    int other = 1 - s->rank;
+    char *theirs = slot(s, other) + off * elem;
+    size_t chunk = BACK_CHUNK / elem;
+    for (size_t at = 0; at < n; at += chunk) {
+        size_t m = n - at < chunk ? n - at : chunk;
+        char *folded = (char *)out + at * elem;
+        s->in[other] = theirs + at * elem;
+        s->in[s->rank] = (const char *)own + at * elem;
+        hvdc__fold(folded, s->in, 2, m, dtype, op);
+        memcpy(theirs + at * elem, folded, m * elem);
+    }
+}
+
 /* The middle of an all-reduce step, once every rank's slot holds its step: elements
  * [off, off + n) of the step (this rank's part) folded in rank order from every slot, this
- * rank's own from `own`, into `out`, and copied from there into the result slot; returns once
- * every rank has done so, so the result slot is whole and the slots may be written again.
- * out is memory this rank wrote last and nobody else reads: its own output, or its own part
- * of its slot (staged); it may be own (in place). Why not fold straight into the result slot:
- * its lines were read by the other ranks in the step before, so storing into them costs more
- * than folding here and copying (docs/performance.md). */
+ * rank's own from `own`, into `out`, and copied from there where step_results says; returns
+ * once every rank has done so, so the step's result is whole and the slots may be written
+ * again. out is memory this rank wrote last and nobody else reads: its own output, or its own
+ * part of its slot (staged); it may be own (in place). Why not fold straight into the result
+ * slot: its lines were read by the other ranks in the step before, so storing into them costs
+ * more than folding here and copying (docs/performance.md). */
 static hvd_status fold_step(hvdc_shm *s, size_t off, size_t n, size_t elem, const void *own,
                             void *out, hvd_dtype dtype, hvd_reduce_op op, hvdc_liveness *watch) {
     hvd_status st = HVD_OK;
     CHECK(arrive_and_wait(s, watch));
-    for (int q = 0; q < s->size; q++) s->in[q] = slot(s, q) + off * elem;
-    s->in[s->rank] = own;
-    hvdc__fold(out, s->in, s->size, n, dtype, op);
-    memcpy(slot(s, s->size) + off * elem, out, n * elem);
+    if (writes_back(s)) {
+        fold_back(s, off, n, elem, own, out, dtype, op);
+    } else {
+        for (int q = 0; q < s->size; q++) s->in[q] = slot(s, q) + off * elem;
+        s->in[s->rank] = own;
+        hvdc__fold(out, s->in, s->size, n, dtype, op);
+        memcpy(slot(s, s->size) + off * elem, out, n * elem);
+    }
     CHECK(arrive_and_wait(s, watch));
 fail:
     return st;
@@ -253,7 +287,7 @@ hvd_status hvdc__shm_allreduce(hvdc_shm *s, const void *src, void *dst, size_t c
     }
     if (count * elem <= s->oneshot_bytes)
         return allreduce_oneshot(s, src, dst, count, dtype, op, watch);
-    char *result = slot(s, s->size);
+    const char *result = step_results(s);
     for (size_t at = 0; at < count; at += step) {
         size_t len = count - at < step ? count - at : step, off, n;
         const char *mine = (const char *)src + at * elem;
@@ -282,7 +316,7 @@ hvd_status hvdc__shm_allreduce_staged(hvdc_shm *s, size_t count, hvd_dtype dtype
     hvdc__block_range(count, (size_t)s->size, (size_t)s->rank, &off, &n);
     char *own = slot(s, s->rank) + off * elem; /* only this rank reads its own part of its slot */
     CHECK(fold_step(s, off, n, elem, own, own, dtype, op, watch));
-    *result = slot(s, s->size);
+    *result = step_results(s);
 fail:
     return st;
 }

@@ -10,9 +10,11 @@
  *      other ranks' parts only)
  *   2. rank r folds part r of the step from slots 0..N-1 (its own    then: all ranks arrive
  *      from its input), in rank order (fold.h), into its own output
- *      and copies it into the result slot (all-reduce), or into its
+ *      and copies it into the result slot (all-reduce; with two
+ *      ranks, back into the other rank's slot instead), or into its
  *      own output only (reduce-scatter)
- *   3. all-reduce: every rank copies the other parts out of the result slot
+ *   3. all-reduce: every rank copies the other parts out of the result slot (with two ranks:
+ *      out of its own slot)
  *
  * The second arrival also says "slots free": nobody writes slot r again before every rank has
  * folded from it. Each element is combined in rank order, x0 op x1 op ... x(N-1), like every
@@ -24,9 +26,9 @@
  * background threads execute the same responses in the same order).
  *
  * A fused all-reduce need not pack its tensors into a buffer of its own first: it can pack them
- * straight into slot r (hvdc__shm_staging) and unpack them from the result slot, which saves
- * step 1's copy and step 3's (hvdc__shm_allreduce_staged; step 2 folds in place, into this
- * rank's own part of slot r, and copies it into the result slot).
+ * straight into slot r (hvdc__shm_staging) and unpack them from the result slot (two ranks:
+ * from slot r), which saves step 1's copy and step 3's (hvdc__shm_allreduce_staged; step 2
+ * folds in place, into this rank's own part of slot r, and copies it as above).
  *
  * Buffers of a few KiB take the one-shot instead (below): one arrival, and every rank folds
  * every rank's copy itself.

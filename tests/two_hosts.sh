@@ -169,6 +169,18 @@ run_case() {
     fi
 }
 
+# wait_for_lines LOG REGEX N LIMIT_S PID: polls LOG every 0.5 s until N lines match REGEX;
+# gives up after LIMIT_S seconds or once PID has ended. @return 0 when they are there.
+wait_for_lines() {
+    local log=$1 regex=$2 n=$3 polls=$(($4 * 2)) pid=$5
+    for _ in $(seq 1 "$polls"); do
+        [ "$(grep -c -E "$regex" "$log" 2>/dev/null)" -ge "$n" ] && return 0
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.5
+    done
+    [ "$(grep -c -E "$regex" "$log" 2>/dev/null)" -ge "$n" ]
+}
+
 # verdict PASS|FAIL NAME DETAIL [LOG]: one line, and on failure the end of the log.
 verdict() {
     echo "$1 $2 ($3)"
@@ -423,18 +435,29 @@ fi
 # Nothing dies and nothing is sent: only libhvdc's host watch can notice. node1's ranks must
 # fail naming node2 and its ranks within HVD_HOST_TIMEOUT (+ 2 s), and hvdcrun must end the job
 # (mpirun's own abort waits for node2's daemon: hvdcrun stops it 10 s after the first rank named
-# the lost host). Last in the stage: the link comes back up, node2's processes are killed.
+# the lost host). The fault comes once every rank has said it runs (its first all-reduce done):
+# a launch slower than a fixed wait would have the link cut inside MPI_Init, another case. Last
+# in the stage: the link comes back up, node2's processes are killed.
 # lost_case NAME FAULT TIMEOUT_S: FAULT is link or stop; TIMEOUT_S "" keeps the default (30 s).
 lost_case() {
-    local name=$1 fault=$2 timeout_s=$3 bound=${3:-30}
-    local limit=$((5 + bound + 10 + 20)) t0 t_fault r why=""
+    local name=$1 fault=$2 timeout_s=$3 bound=${3:-30} start_s=60
+    local limit=$((start_s + bound + 10 + 20)) t0 t_fault r why=""
     last_log=$logs/$(printf '%s' "$name" | tr -c 'A-Za-z0-9=.-' '_').log
     t0=$(date +%s.%N)
     timeout -k 10 "$limit" "${hvdcrun_2h[@]}" "${np4[@]}" \
         ${timeout_s:+-x HVD_HOST_TIMEOUT=$timeout_s} \
         "$t/test_lost_host" --max-s "$limit" > "$last_log" 2>&1 &
     local job=$!
-    sleep 5
+    if ! wait_for_lines "$last_log" '^LOSTTEST rank=[0-3] host=.* running$' 4 "$start_s" "$job"
+    then
+        kill "$job" 2>/dev/null
+        wait "$job" 2>/dev/null
+        ip netns pids "$N2" | xargs -r kill -9 2>/dev/null
+        verdict FAIL "$name" "$(grep -c ' running$' "$last_log") of 4 ranks running ${start_s} s \
+after the start: the job never ran, so the fault was not applied" "$last_log"
+        return
+    fi
+    sleep 1  # a second of steps before the fault
     t_fault=$(date +%s.%N)
     if [ "$fault" = link ]; then
         ip -n "$N2" link set "veth-$N2" down

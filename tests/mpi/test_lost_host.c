@@ -4,7 +4,9 @@
  * (non-zero, after hvd_shutdown). tests/two_hosts.sh cuts node2's link, or stops every process
  * of node2 with SIGSTOP, while they run: node1's ranks must fail naming node2 and its ranks
  * within HVD_HOST_TIMEOUT (libhvdc's host watch), and hvdcrun must end the job.
- * Each rank prints, on failure:
+ * Each rank prints, after its first good step (the fault waits for every rank's):
+ *   LOSTTEST rank=R host=H running
+ * and on failure:
  *   LOSTTEST rank=R host=H failed step=N after_s=T status="..." message="..."
  *   LOSTTEST rank=R host=H shutdown status="..."
  * T: seconds since the rank's last good step; H: $HVDC_NETNS, else the host name.
@@ -53,6 +55,10 @@ int main(int argc, char **argv) {
             return 1;
         }
         last_good = now();
+        if (step == 0) {
+            printf("LOSTTEST rank=%d host=%s running\n", rank, host);
+            fflush(stdout);
+        }
     }
     if (st == HVD_OK) {
         printf("LOSTTEST rank=%d host=%s no failure after %.0f s (%ld steps)\n", rank, host, max_s,

@@ -450,8 +450,9 @@ lost_case() {
     local job=$!
     if ! wait_for_lines "$last_log" '^LOSTTEST rank=[0-3] host=.* running$' 4 "$start_s" "$job"
     then
-        kill "$job" 2>/dev/null
+        kill "$job" 2>/dev/null  # timeout passes it on, and kills 10 s later (-k 10)
         wait "$job" 2>/dev/null
+        ip netns pids "$N1" | xargs -r kill -9 2>/dev/null  # ranks stuck in MPI_Init
         ip netns pids "$N2" | xargs -r kill -9 2>/dev/null
         verdict FAIL "$name" "$(grep -c ' running$' "$last_log") of 4 ranks running ${start_s} s \
 after the start: the job never ran, so the fault was not applied" "$last_log"
@@ -505,10 +506,7 @@ timeout -k 10 240 "${hvdcrun_2h[@]}" "${np4[@]}" --min-np 2 --max-np 4 -x HVD_HO
     --elastic-dir "$logs/elastic-lost-host" "$build/examples/train" --elastic \
     "${elastic_args[@]}" --log-every 10 > "$last_log" 2>&1 &
 job=$!
-for _ in $(seq 1 240); do  # until the job is in epoch 2 (rank 0's step lines)
-    grep -q '^# step [0-9]* epoch 2 ' "$last_log" 2>/dev/null && break
-    sleep 0.5
-done
+wait_for_lines "$last_log" '^# step [0-9]* epoch 2 ' 1 120 "$job"  # until rank 0 logs epoch 2
 ip -n "$N2" link set "veth-$N2" down
 wait "$job"
 last_rc=$?

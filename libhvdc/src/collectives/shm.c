@@ -205,19 +205,19 @@ static void fold_back(hvdc_shm *s, size_t off, size_t n, size_t elem, const void
     size_t chunk = BACK_CHUNK / elem;
     for (size_t at = 0; at < n; at += chunk) {
         size_t m = n - at < chunk ? n - at : chunk;
-        char *folded = (char *)out + at * elem;
-        s->in[other] = theirs + at * elem;
+        char *folded = (char *)out + at * elem, *back = theirs + at * elem;
+        s->in[other] = back;
         s->in[s->rank] = (const char *)own + at * elem;
         hvdc__fold(folded, s->in, 2, m, dtype, op);
-        memcpy(theirs + at * elem, folded, m * elem);
+        memcpy(back, folded, m * elem);
     }
 }
 
 /* The middle of an all-reduce step, once every rank's slot holds its step: elements
  * [off, off + n) of the step (this rank's part) folded in rank order from every slot, this
- * rank's own from `own`, into `out`, and copied from there where step_results says; returns
- * once every rank has done so, so the step's result is whole and the slots may be written
- * again. out is memory this rank wrote last and nobody else reads: its own output, or its own
+ * rank's own from `own`, into `out`, and copied from there to where the other ranks read it
+ * (the result slot; with two ranks, the other rank's slot: step_results); returns once every
+ * rank has done so, so the step's result is whole and the slots may be written again. out is memory this rank wrote last and nobody else reads: its own output, or its own
  * part of its slot (staged); it may be own (in place). Why not fold straight into the result
  * slot: its lines were read by the other ranks in the step before, so storing into them costs
  * more than folding here and copying (docs/performance.md). */
